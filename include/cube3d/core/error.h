@@ -1,0 +1,39 @@
+// Errors thrown by every layer. Each carries a code that the server maps to a gRPC status once,
+// at the service boundary, and a message that names the file, tensor or field at fault.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace cube3d {
+
+enum class ErrorCode {
+  kInvalidArgument,     // bad input from a caller or a bad file (names the field / tensor)
+  kNotFound,            // a file or tensor that should exist does not
+  kFailedPrecondition,  // the system is not in a state that allows the call (no GPU, ...)
+  kResourceExhausted,   // a limit was hit (memory, sizes)
+  kUnimplemented,       // an option that a later component provides
+  kInternal,            // a bug: an invariant of ours broke
+};
+
+std::string_view to_string(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// Shorthands keep throw sites short: throw invalid_argument("model.yaml: gpt_model.n_head ...").
+Error invalid_argument(const std::string& message);
+Error not_found(const std::string& message);
+Error failed_precondition(const std::string& message);
+Error resource_exhausted(const std::string& message);
+Error unimplemented(const std::string& message);
+Error internal_error(const std::string& message);
+
+}  // namespace cube3d

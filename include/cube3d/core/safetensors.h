@@ -1,0 +1,65 @@
+// A safetensors reader of our own: memory-maps the file and hands out zero-copy CPU tensors.
+//
+// This is a security boundary (checkpoints come from users' disks and downloads), so the
+// header is validated completely before any tensor is handed out: size limit, JSON syntax,
+// dtypes, shapes against byte ranges, ranges inside the file and not overlapping. Every
+// error names the file and, where there is one, the tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cube3d {
+
+enum class SafetensorsDtype { kF32, kF16, kBF16, kI64, kI32, kU8 };
+
+struct SafetensorsEntry {
+  std::string name;
+  SafetensorsDtype dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  uint64_t end = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Headers larger than this are rejected before they are read (a hostile file could
+  // otherwise make us allocate and parse gigabytes of JSON).
+  static constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+  // Maps and validates `path`. Throws cube3d::Error (not_found / invalid_argument).
+  static SafetensorsFile open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  bool contains(const std::string& name) const;
+  // Names in file order of their data offsets.
+  std::vector<std::string> names() const;
+  const SafetensorsEntry& entry(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // Zero-copy CPU tensor over the mapping; the tensor keeps the mapping alive.
+  at::Tensor tensor(const std::string& name) const;
+
+ private:
+  struct Mapping;
+  SafetensorsFile(std::string path, std::shared_ptr<const Mapping> mapping,
+                  std::map<std::string, SafetensorsEntry> entries,
+                  std::map<std::string, std::string> metadata);
+
+  std::string path_;
+  std::shared_ptr<const Mapping> mapping_;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes tensors (any of the dtypes above, converted to contiguous CPU) to `path`.
+// Throws invalid_argument for an unsupported dtype, naming the tensor.
+void write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace cube3d

@@ -1,0 +1,41 @@
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case ErrorCode::kNotFound:
+      return "NOT_FOUND";
+    case ErrorCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case ErrorCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case ErrorCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case ErrorCode::kInternal:
+      return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error(message), code_(code) {}
+
+Error invalid_argument(const std::string& message) {
+  return Error(ErrorCode::kInvalidArgument, message);
+}
+Error not_found(const std::string& message) { return Error(ErrorCode::kNotFound, message); }
+Error failed_precondition(const std::string& message) {
+  return Error(ErrorCode::kFailedPrecondition, message);
+}
+Error resource_exhausted(const std::string& message) {
+  return Error(ErrorCode::kResourceExhausted, message);
+}
+Error unimplemented(const std::string& message) {
+  return Error(ErrorCode::kUnimplemented, message);
+}
+Error internal_error(const std::string& message) { return Error(ErrorCode::kInternal, message); }
+
+}  // namespace cube3d

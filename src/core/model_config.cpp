@@ -1,0 +1,523 @@
+// Model config loading. The official Python builds its config dataclasses with `Config(**yaml)`:
+// an unknown key is an error and a missing key takes the dataclass default. We keep those rules,
+// but make the size keys whose official defaults describe no released model required, and check
+// types strictly, so that a typo fails at load time with the file and the full key named instead
+// of surfacing later as a tensor shape mismatch.
+#include "cube3d/core/model_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+namespace {
+
+// Upper bounds far above any released model; they only stop a typo (an extra digit or two) from
+// making us try to allocate terabytes or loop for hours before failing.
+constexpr int64_t kMaxWidth = 65536;       // n_embd, width, embed dims, point_feats
+constexpr int64_t kMaxHeads = 4096;        // n_head, num_heads
+constexpr int64_t kMaxLayers = 1024;       // every *layer* count
+constexpr int64_t kMaxCodes = 1 << 20;     // shape_model_vocab_size, num_codes
+constexpr int64_t kMaxLatents = 65536;     // num_encoder_latents, num_decoder_latents
+constexpr int64_t kMaxFreqs = 4096;        // num_freqs
+constexpr double kMaxParameters = 0x1p37;  // ~137G parameters: ~275 GB in bf16, no GPU holds it
+
+// Config files are a few hundred bytes; the cap keeps a wrong path (a checkpoint, say) from
+// being read whole into memory and fed to the YAML parser.
+constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+
+[[noreturn]] void fail(std::string_view source, const std::string& message) {
+  throw invalid_argument(std::string(source) + ": " + message);
+}
+
+// Quoted scalars ("12") and `!!str` are strings in YAML; a number or a bool must be plain.
+bool is_string_scalar(const YAML::Node& node) {
+  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return is_string_scalar(node) ? "the string \"" + node.Scalar() + "\""
+                                    : "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+// from_chars rejects a leading '+', which YAML allows on numbers.
+std::string_view strip_plus(std::string_view text) {
+  if (text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+') {
+    text.remove_prefix(1);
+  }
+  return text;
+}
+
+int64_t read_int(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    const std::string_view text = strip_plus(node.Scalar());
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      fail(source, key + ": " + node.Scalar() + " is out of range");
+    }
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  fail(source, key + ": expected an integer, got " + describe(node));
+}
+
+double read_float(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    const std::string& raw = node.Scalar();
+    // YAML spells the specials .inf / .nan; validation rejects them with a clearer message.
+    if (raw == ".inf" || raw == ".Inf" || raw == ".INF" || raw == "+.inf" || raw == "+.Inf" ||
+        raw == "+.INF") {
+      return std::numeric_limits<double>::infinity();
+    }
+    if (raw == "-.inf" || raw == "-.Inf" || raw == "-.INF") {
+      return -std::numeric_limits<double>::infinity();
+    }
+    if (raw == ".nan" || raw == ".NaN" || raw == ".NAN") {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    // Both `1e-06` and `1.e-6` are floats here. (PyYAML reads `1e-06` as a string, which
+    // OmegaConf then converts; the official files write `1.e-6` because of that.)
+    const std::string_view text = strip_plus(raw);
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range) fail(source, key + ": " + raw + " is out of range");
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  fail(source, key + ": expected a number, got " + describe(node));
+}
+
+bool read_bool(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    // YAML 1.2 core schema spellings; the official files use both `true` and `False`.
+    const std::string& text = node.Scalar();
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+  }
+  fail(source, key + ": expected true or false, got " + describe(node));
+}
+
+std::string read_string(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (!node.IsScalar()) fail(source, key + ": expected a string, got " + describe(node));
+  return node.Scalar();
+}
+
+std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view source,
+                                   const std::string& key) {
+  if (!node.IsSequence())
+    fail(source, key + ": expected a list of integers, got " + describe(node));
+  std::vector<int64_t> values;
+  values.reserve(node.size());
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    values.push_back(read_int(node[i], source, key + "[" + std::to_string(i) + "]"));
+  }
+  return values;
+}
+
+// Edit distance, to suggest the intended key for a typo like `n_layerz`.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+struct Field {
+  std::string_view name;
+  bool required;
+  // Reads the value into the config; `key` is the full dotted key for messages.
+  std::function<void(const YAML::Node& value, const std::string& key)> read;
+};
+
+// Walks the mapping itself (rather than looking keys up) so that unknown and duplicate keys are
+// caught: yaml-cpp keeps duplicates and `node[key]` silently returns the first one, while PyYAML
+// keeps the last, so a duplicate would mean different models to the two implementations.
+void read_mapping(const YAML::Node& node, std::string_view source, const std::string& prefix,
+                  std::span<const Field> fields) {
+  const auto full_key = [&](std::string_view name) {
+    return prefix.empty() ? std::string(name) : prefix + "." + std::string(name);
+  };
+  if (!node.IsMap()) {
+    const std::string what = prefix.empty() ? "the top level" : prefix;
+    fail(source, what + ": expected a mapping, got " + describe(node));
+  }
+  std::vector<bool> seen(fields.size(), false);
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) {
+      fail(source, (prefix.empty() ? "top level" : prefix) + ": keys must be plain names, got " +
+                       describe(entry.first));
+    }
+    const std::string& name = entry.first.Scalar();
+    const auto it = std::find_if(fields.begin(), fields.end(),
+                                 [&](const Field& field) { return field.name == name; });
+    if (it == fields.end()) {
+      std::string message = "unknown key " + full_key(name);
+      const auto closest =
+          std::min_element(fields.begin(), fields.end(), [&](const Field& a, const Field& b) {
+            return edit_distance(name, a.name) < edit_distance(name, b.name);
+          });
+      if (closest != fields.end() && edit_distance(name, closest->name) <= 2) {
+        message += " (did you mean " + full_key(closest->name) + "?)";
+      }
+      fail(source, message);
+    }
+    const auto index = static_cast<std::size_t>(it - fields.begin());
+    if (seen[index]) fail(source, "duplicate key " + full_key(name));
+    seen[index] = true;
+    it->read(entry.second, full_key(name));
+  }
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i].required && !seen[i]) {
+      fail(source, "missing required key " + full_key(fields[i].name));
+    }
+  }
+}
+
+// The official dataclass defaults (DualStreamRoformer.Config), which differ in places from the
+// struct's in-code defaults: those describe the released models, these what a YAML file that
+// leaves a key out means to the official code.
+GptConfig official_gpt_defaults() {
+  GptConfig gpt;
+  gpt.n_single_layer = 0;
+  gpt.rope_theta = 1000.0;
+  gpt.bias = false;
+  gpt.eps = 1e-6;
+  gpt.use_pooled_text_embed = false;
+  gpt.encoder_with_cls_token = true;
+  gpt.use_bbox = false;
+  return gpt;
+}
+
+// OneDAutoEncoder.Config defaults, as above.
+ShapeModelConfig official_shape_defaults() {
+  ShapeModelConfig shape;
+  shape.num_decoder_latents = 256;
+  shape.out_dim = 1;
+  shape.eps = 1e-6;
+  shape.point_feats = 0;
+  shape.embed_point_feats = false;
+  shape.num_encoder_layers = 1;
+  shape.encoder_cross_attention_levels.clear();
+  shape.encoder_with_cls_token = true;
+  return shape;
+}
+
+GptConfig read_gpt(const YAML::Node& node, std::string_view source) {
+  GptConfig gpt = official_gpt_defaults();
+  const auto int_field = [&](std::string_view name, bool required, int64_t& out) {
+    return Field{name, required, [&out, source](const YAML::Node& v, const std::string& k) {
+                   out = read_int(v, source, k);
+                 }};
+  };
+  const auto float_field = [&](std::string_view name, double& out) {
+    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
+                   out = read_float(v, source, k);
+                 }};
+  };
+  const auto bool_field = [&](std::string_view name, bool& out) {
+    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
+                   out = read_bool(v, source, k);
+                 }};
+  };
+  // The dataclass field order.
+  const Field fields[] = {
+      // Where the official code finds its checkpoint; ours come from the command line.
+      Field{"checkpoint_path", false,
+            [source](const YAML::Node& v, const std::string& k) {
+              if (!v.IsNull()) read_string(v, source, k);
+            }},
+      int_field("n_layer", true, gpt.n_layer),
+      int_field("n_single_layer", false, gpt.n_single_layer),
+      float_field("rope_theta", gpt.rope_theta),
+      int_field("n_head", true, gpt.n_head),
+      int_field("n_embd", true, gpt.n_embd),
+      bool_field("bias", gpt.bias),
+      float_field("eps", gpt.eps),
+      int_field("shape_model_vocab_size", true, gpt.shape_model_vocab_size),
+      int_field("shape_model_embed_dim", true, gpt.shape_model_embed_dim),
+      int_field("text_model_embed_dim", true, gpt.text_model_embed_dim),
+      bool_field("use_pooled_text_embed", gpt.use_pooled_text_embed),
+      bool_field("encoder_with_cls_token", gpt.encoder_with_cls_token),
+      bool_field("use_bbox", gpt.use_bbox),
+  };
+  read_mapping(node, source, "gpt_model", fields);
+  return gpt;
+}
+
+ShapeModelConfig read_shape(const YAML::Node& node, std::string_view source) {
+  ShapeModelConfig shape = official_shape_defaults();
+  const auto int_field = [&](std::string_view name, bool required, int64_t& out) {
+    return Field{name, required, [&out, source](const YAML::Node& v, const std::string& k) {
+                   out = read_int(v, source, k);
+                 }};
+  };
+  const auto bool_field = [&](std::string_view name, bool& out) {
+    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
+                   out = read_bool(v, source, k);
+                 }};
+  };
+  const Field fields[] = {
+      Field{"checkpoint_path", false,
+            [source](const YAML::Node& v, const std::string& k) {
+              if (!v.IsNull()) read_string(v, source, k);
+            }},
+      int_field("num_encoder_latents", true, shape.num_encoder_latents),
+      int_field("num_decoder_latents", false, shape.num_decoder_latents),
+      int_field("embed_dim", true, shape.embed_dim),
+      int_field("width", true, shape.width),
+      int_field("num_heads", true, shape.num_heads),
+      int_field("out_dim", false, shape.out_dim),
+      Field{"eps", false,
+            [&shape, source](const YAML::Node& v, const std::string& k) {
+              shape.eps = read_float(v, source, k);
+            }},
+      int_field("num_freqs", true, shape.num_freqs),
+      int_field("point_feats", false, shape.point_feats),
+      bool_field("embed_point_feats", shape.embed_point_feats),
+      int_field("num_encoder_layers", false, shape.num_encoder_layers),
+      Field{"encoder_cross_attention_levels", false,
+            [&shape, source](const YAML::Node& v, const std::string& k) {
+              shape.encoder_cross_attention_levels = read_int_list(v, source, k);
+            }},
+      int_field("num_decoder_layers", true, shape.num_decoder_layers),
+      bool_field("encoder_with_cls_token", shape.encoder_with_cls_token),
+      int_field("num_codes", true, shape.num_codes),
+  };
+  read_mapping(node, source, "shape_model", fields);
+  return shape;
+}
+
+ModelConfig read_model(const YAML::Node& root, std::string_view source) {
+  if (!root.IsDefined() || root.IsNull()) {
+    fail(source, "empty document: expected a mapping with gpt_model and shape_model");
+  }
+  ModelConfig config;
+  const Field fields[] = {
+      Field{"gpt_model", true,
+            [&](const YAML::Node& v, const std::string&) { config.gpt = read_gpt(v, source); }},
+      Field{"shape_model", true,
+            [&](const YAML::Node& v, const std::string&) { config.shape = read_shape(v, source); }},
+      Field{"text_model_pretrained_model_name_or_path", false,
+            [&](const YAML::Node& v, const std::string& k) {
+              config.text_model_name = read_string(v, source, k);
+              if (config.text_model_name.empty()) fail(source, k + ": must not be empty");
+            }},
+      // Null means "not set", so a file can disable it without deleting the line.
+      Field{"random_weights_seed", false,
+            [&](const YAML::Node& v, const std::string& k) {
+              if (v.IsNull()) {
+                config.random_weights_seed.reset();
+                return;
+              }
+              const int64_t seed = read_int(v, source, k);
+              if (seed < 0)
+                fail(source, k + " (" + std::to_string(seed) + ") must not be negative");
+              config.random_weights_seed = static_cast<uint64_t>(seed);
+            }},
+  };
+  read_mapping(root, source, "", fields);
+  config.source = std::string(source);
+  return config;
+}
+
+// Messages from validate_model_config name the file when there is one.
+std::string_view origin(const ModelConfig& config) {
+  return config.source.empty() ? std::string_view("model config") : config.source;
+}
+
+void check_range(std::string_view source, std::string_view key, int64_t value, int64_t min,
+                 int64_t max) {
+  const std::string what = std::string(key) + " (" + std::to_string(value) + ")";
+  if (value < min) {
+    fail(source, what + (min == 1   ? " must be positive"
+                         : min == 0 ? " must not be negative"
+                                    : " must be at least " + std::to_string(min)));
+  }
+  if (value > max) fail(source, what + " exceeds the limit of " + std::to_string(max));
+}
+
+void check_positive_finite(std::string_view source, std::string_view key, double value) {
+  if (!(value > 0.0) || !std::isfinite(value)) {
+    std::ostringstream text;
+    text << key << " (" << value << ") must be positive and finite";
+    fail(source, text.str());
+  }
+}
+
+}  // namespace
+
+void validate_model_config(const ModelConfig& config) {
+  const std::string_view src = origin(config);
+  const GptConfig& gpt = config.gpt;
+  const ShapeModelConfig& shape = config.shape;
+
+  // Ranges first, so the divisibility checks below never divide by zero.
+  check_range(src, "gpt_model.n_layer", gpt.n_layer, 1, kMaxLayers);
+  check_range(src, "gpt_model.n_single_layer", gpt.n_single_layer, 0, kMaxLayers);
+  check_range(src, "gpt_model.n_head", gpt.n_head, 1, kMaxHeads);
+  check_range(src, "gpt_model.n_embd", gpt.n_embd, 1, kMaxWidth);
+  check_range(src, "gpt_model.shape_model_vocab_size", gpt.shape_model_vocab_size, 1, kMaxCodes);
+  check_range(src, "gpt_model.shape_model_embed_dim", gpt.shape_model_embed_dim, 1, kMaxWidth);
+  check_range(src, "gpt_model.text_model_embed_dim", gpt.text_model_embed_dim, 1, kMaxWidth);
+  check_positive_finite(src, "gpt_model.rope_theta", gpt.rope_theta);
+  check_positive_finite(src, "gpt_model.eps", gpt.eps);
+
+  check_range(src, "shape_model.num_encoder_latents", shape.num_encoder_latents, 1, kMaxLatents);
+  check_range(src, "shape_model.num_decoder_latents", shape.num_decoder_latents, 0, kMaxLatents);
+  check_range(src, "shape_model.embed_dim", shape.embed_dim, 1, kMaxWidth);
+  check_range(src, "shape_model.width", shape.width, 1, kMaxWidth);
+  check_range(src, "shape_model.num_heads", shape.num_heads, 1, kMaxHeads);
+  check_range(src, "shape_model.num_freqs", shape.num_freqs, 1, kMaxFreqs);
+  check_range(src, "shape_model.point_feats", shape.point_feats, 0, kMaxWidth);
+  check_range(src, "shape_model.num_encoder_layers", shape.num_encoder_layers, 0, kMaxLayers);
+  check_range(src, "shape_model.num_decoder_layers", shape.num_decoder_layers, 1, kMaxLayers);
+  check_range(src, "shape_model.num_codes", shape.num_codes, 1, kMaxCodes);
+  check_positive_finite(src, "shape_model.eps", shape.eps);
+
+  if (gpt.use_pooled_text_embed) {
+    fail(src,
+         "gpt_model.use_pooled_text_embed: true is not supported (only the CLIP "
+         "last_hidden_state condition is implemented)");
+  }
+  if (shape.out_dim != 1) {
+    fail(src, "shape_model.out_dim (" + std::to_string(shape.out_dim) +
+                  ") is not supported: only 1 (one occupancy logit per point) is");
+  }
+
+  if (gpt.n_embd % gpt.n_head != 0) {
+    fail(src, "gpt_model.n_embd (" + std::to_string(gpt.n_embd) +
+                  ") is not divisible by gpt_model.n_head (" + std::to_string(gpt.n_head) + ")");
+  }
+  if (gpt.head_dim() % 2 != 0) {
+    fail(src, "gpt_model.n_embd / gpt_model.n_head (" + std::to_string(gpt.head_dim()) +
+                  ") must be even: RoPE rotates pairs of channels");
+  }
+  // The decoder has no RoPE, so its head dim may be odd; it only has to divide evenly.
+  if (shape.width % shape.num_heads != 0) {
+    fail(src, "shape_model.width (" + std::to_string(shape.width) +
+                  ") is not divisible by shape_model.num_heads (" +
+                  std::to_string(shape.num_heads) + ")");
+  }
+
+  // The GPT predicts codebook indices and embeds codebook vectors: both sides must agree.
+  if (gpt.shape_model_vocab_size != shape.num_codes) {
+    fail(src, "gpt_model.shape_model_vocab_size (" + std::to_string(gpt.shape_model_vocab_size) +
+                  ") differs from shape_model.num_codes (" + std::to_string(shape.num_codes) + ")");
+  }
+  if (gpt.shape_model_embed_dim != shape.embed_dim) {
+    fail(src, "gpt_model.shape_model_embed_dim (" + std::to_string(gpt.shape_model_embed_dim) +
+                  ") differs from shape_model.embed_dim (" + std::to_string(shape.embed_dim) + ")");
+  }
+
+  // The official encoder silently ignores a level it has no layer for; here it is a mistake
+  // worth naming (we never build the encoder, but the file should still describe one).
+  for (std::size_t i = 0; i < shape.encoder_cross_attention_levels.size(); ++i) {
+    const int64_t level = shape.encoder_cross_attention_levels[i];
+    if (level < 0 || level >= shape.num_encoder_layers) {
+      fail(src, "shape_model.encoder_cross_attention_levels[" + std::to_string(i) + "] (" +
+                    std::to_string(level) + ") is not a layer index below " +
+                    "shape_model.num_encoder_layers (" + std::to_string(shape.num_encoder_layers) +
+                    ")");
+    }
+  }
+
+  // Each size is bounded above, but their products can still reach terabytes; bound the
+  // parameter count too (a dual block holds two streams of attention + 4x MLP, ~12 D^2 each).
+  const double d = static_cast<double>(gpt.n_embd);
+  const double gpt_parameters =
+      (24.0 * static_cast<double>(gpt.n_layer) + 12.0 * static_cast<double>(gpt.n_single_layer)) *
+          d * d +
+      2.0 * static_cast<double>(gpt.vocab_size()) * d;
+  if (gpt_parameters > kMaxParameters) {
+    std::ostringstream text;
+    text.precision(2);
+    text << "gpt_model.n_layer, n_single_layer and n_embd describe about " << gpt_parameters
+         << " parameters, more than the limit of " << kMaxParameters;
+    fail(src, text.str());
+  }
+  const double w = static_cast<double>(shape.width);
+  const double decoder_parameters = 12.0 * static_cast<double>(shape.num_decoder_layers) * w * w;
+  if (decoder_parameters > kMaxParameters) {
+    std::ostringstream text;
+    text.precision(2);
+    text << "shape_model.num_decoder_layers and width describe about " << decoder_parameters
+         << " parameters, more than the limit of " << kMaxParameters;
+    fail(src, text.str());
+  }
+}
+
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's marks are 0-based; editors count from 1.
+    fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  if (documents.size() > 1) {
+    fail(source,
+         "holds " + std::to_string(documents.size()) + " YAML documents; a model config is one");
+  }
+  ModelConfig config = read_model(documents.empty() ? YAML::Node() : documents.front(), source);
+  validate_model_config(config);
+  return config;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    // Permission problems and the like: the file may well exist, so not "not found".
+    throw invalid_argument(path + ": cannot access: " + ec.message());
+  }
+  if (!std::filesystem::exists(status)) throw not_found(path + ": no such model config file");
+  if (!std::filesystem::is_regular_file(status)) {
+    throw invalid_argument(path + ": not a regular file (expected a model config .yaml)");
+  }
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw invalid_argument(path + ": cannot read: " + ec.message());
+  if (size > kMaxFileBytes) {
+    throw invalid_argument(path + ": " + std::to_string(size) +
+                           " bytes is too large for a model config (is it a checkpoint?)");
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw invalid_argument(path + ": cannot open for reading");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw invalid_argument(path + ": read error");
+  return parse_model_config(text.str(), path);
+}
+
+}  // namespace cube3d

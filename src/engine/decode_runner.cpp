@@ -1,0 +1,48 @@
+#include "cube3d/engine/decode_runner.h"
+
+#include <ATen/ATen.h>
+
+#include <utility>
+
+namespace cube3d {
+
+DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfig config)
+    : gpt_(gpt), cache_(std::move(cache)), config_(config) {
+  const at::Device device = gpt.weights().wte.device();
+  const auto opts = at::TensorOptions().device(device);
+  const int64_t b = config_.batch;
+  const int64_t t = config_.total_tokens;
+  const int64_t codes = gpt.config().shape_model_vocab_size;
+  sampling_.guidance = at::zeros({b}, opts.dtype(at::kDouble));
+  sampling_.top_p = at::ones({b}, opts.dtype(at::kFloat));
+  sampling_.greedy = at::ones({b}, opts.dtype(at::kBool));
+  sampling_.uniforms = at::zeros({b, t}, opts.dtype(at::kFloat));
+  plan_ = {config_.cfg, false, codes, t};
+  token_ids_ = at::zeros({b}, opts.dtype(at::kLong));
+  positions_ = at::zeros({b}, opts.dtype(at::kLong));
+  output_ids_ = at::zeros({b, t}, opts.dtype(at::kLong));
+  if (config_.record_logits) output_logits_ = at::zeros({b, t, codes}, opts.dtype(at::kFloat));
+}
+
+void DecodeRunner::accept_logits(const at::Tensor& logits) {
+  const at::Tensor mixed = guided_logits(logits, positions_, sampling_, plan_);
+  const at::Tensor next = choose_tokens(mixed, positions_, sampling_, plan_);
+  const at::Tensor slot = positions_.view({-1, 1});
+  output_ids_.scatter_(1, slot, next.view({-1, 1}));
+  if (output_logits_.defined()) {
+    output_logits_.scatter_(1, slot.view({-1, 1, 1}).expand({-1, 1, mixed.size(-1)}),
+                            mixed.unsqueeze(1));
+  }
+  token_ids_.copy_(next);
+  positions_.add_(1);
+}
+
+void DecodeRunner::step() {
+  const at::Tensor embeds = gpt_.embed(token_ids_);
+  // The chosen token feeds both guidance rows of its request.
+  const at::Tensor rows = config_.cfg ? at::cat({embeds, embeds}, 0) : embeds;
+  const at::Tensor row_positions = config_.cfg ? at::cat({positions_, positions_}, 0) : positions_;
+  accept_logits(gpt_.decode_step(rows, row_positions, cache_, mode_));
+}
+
+}  // namespace cube3d

@@ -1,0 +1,74 @@
+#include "cube3d/engine/engine.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "cube3d/core/error.h"
+#include "cube3d/model/weights.h"
+
+namespace cube3d {
+
+at::Device parse_device(const std::string& text) {
+  if (text == "cpu") return at::kCPU;
+  if (text == "cuda" || text.rfind("cuda:", 0) == 0) {
+    int index = 0;
+    if (text.size() > 5) {
+      const std::string digits = text.substr(5);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+          digits.size() > 3) {
+        throw invalid_argument("device '" + text + "' is not cpu, cuda or cuda:N");
+      }
+      index = std::stoi(digits);
+    }
+    if (!at::hasCUDA()) {
+      throw failed_precondition("device '" + text +
+                                "' requested but this machine has no usable CUDA device");
+    }
+    return at::Device(at::kCUDA, static_cast<at::DeviceIndex>(index));
+  }
+  throw invalid_argument("device '" + text + "' is not cpu, cuda or cuda:N");
+}
+
+at::ScalarType parse_dtype(const std::string& text) {
+  if (text == "float32") return at::kFloat;
+  if (text == "bfloat16") return at::kBFloat16;
+  throw invalid_argument("dtype '" + text + "' is not float32 or bfloat16");
+}
+
+std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  validate_model_config(config);
+  if (options.max_batch < 1) throw invalid_argument("max_batch must be >= 1");
+  std::unique_ptr<Engine> engine(new Engine());  // private constructor: make_unique cannot
+  engine->config_ = config;
+  engine->options_ = options;
+  engine->device_ = parse_device(options.device);
+  const at::ScalarType dtype = parse_dtype(options.dtype);
+  if (engine->device_.is_cpu() && dtype != at::kFloat) {
+    throw invalid_argument("dtype " + options.dtype + " is only supported on CUDA; use float32");
+  }
+
+  const ModelWeights weights = load_model_weights(config, options.gpt_weights,
+                                                  options.shape_weights, {dtype, engine->device_});
+  engine->decoder_ = std::make_unique<ShapeDecoder>(
+      config.shape, ShapeDecoderWeights::from_tensors(config.shape, weights.shape));
+  const int64_t tokens = config.shape.num_encoder_latents;
+  engine->gpt_ = std::make_unique<ShapeGpt>(
+      config.gpt,
+      GptWeights::from_tensors(config.gpt, weights.gpt, engine->decoder_->normalized_codebook()),
+      tokens + 1);
+  engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
+                                                   config.cond_len(options.text_tokens));
+  engine->load_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("loaded {} on {} ({}) in {:.0f} ms; KV cache {:.1f} MiB for {} requests",
+               config.source, options.device, options.dtype, engine->load_ms_,
+               static_cast<double>(engine->generator_->cache().bytes()) / (1 << 20),
+               options.max_batch);
+  return engine;
+}
+
+}  // namespace cube3d

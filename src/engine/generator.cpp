@@ -1,0 +1,187 @@
+#include "cube3d/engine/generator.h"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "cube3d/core/error.h"
+#include "cube3d/engine/random_stream.h"
+
+namespace cube3d {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void validate(const GenerationRequest& r, size_t index, int64_t text_dim) {
+  const std::string who = "request " + std::to_string(index) + ": ";
+  if (!r.text_hidden.defined() || r.text_hidden.dim() != 2 || r.text_hidden.size(1) != text_dim) {
+    throw invalid_argument(who + "text_hidden must be [tokens, " + std::to_string(text_dim) + "]");
+  }
+  if (!std::isfinite(r.guidance_scale) || r.guidance_scale < 0) {
+    throw invalid_argument(who + "guidance_scale must be finite and >= 0");
+  }
+  if (r.guidance_scale > 0 && (!r.uncond_hidden.defined() ||
+                               r.uncond_hidden.sizes() != r.text_hidden.sizes())) {
+    throw invalid_argument(who + "uncond_hidden must match text_hidden when guidance_scale > 0");
+  }
+  if (r.top_p && (!std::isfinite(*r.top_p) || *r.top_p <= 0 || *r.top_p > 1)) {
+    throw invalid_argument(who + "top_p must be in (0, 1]");
+  }
+  if (r.bbox.defined() && r.bbox.numel() != 3) {
+    throw invalid_argument(who + "bbox must hold 3 values");
+  }
+}
+
+}  // namespace
+
+Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens,
+                     int64_t cond_len)
+    : gpt_(gpt),
+      max_batch_(max_batch),
+      total_tokens_(total_tokens),
+      cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens,
+             gpt.weights().wte.scalar_type(), gpt.weights().wte.device()) {
+  if (total_tokens + 1 > gpt.max_shape_positions()) {
+    throw invalid_argument("generator: " + std::to_string(total_tokens) +
+                           " tokens exceed the shape GPT's RoPE table");
+  }
+}
+
+DecodeRunner& Generator::runner(int64_t batch, bool cfg, bool record_logits) {
+  auto& slot = runners_[{batch, cfg, record_logits}];
+  if (!slot) {
+    const int64_t rows = cfg ? 2 * batch : batch;
+    slot = std::make_unique<DecodeRunner>(
+        gpt_, cache_.view(rows), DecodeRunnerConfig{batch, cfg, total_tokens_, record_logits});
+  }
+  return *slot;
+}
+
+at::Tensor Generator::conditions(const std::vector<GenerationRequest>& requests, int64_t batch,
+                                 bool cfg) const {
+  const at::Device device = gpt_.weights().wte.device();
+  const auto& ref = requests.front().text_hidden;
+  const at::Tensor zeros_hidden = at::zeros(ref.sizes(), ref.options().dtype(at::kFloat));
+  std::vector<at::Tensor> text, uncond, bbox, uncond_bbox;
+  const bool use_bbox = gpt_.config().use_bbox;
+  for (int64_t i = 0; i < batch; ++i) {
+    // Padding rows get zero conditions; rows never mix, so their values do not matter.
+    const bool real = i < static_cast<int64_t>(requests.size());
+    const GenerationRequest* r = real ? &requests[static_cast<size_t>(i)] : nullptr;
+    text.push_back(real ? r->text_hidden.to(at::kFloat) : zeros_hidden);
+    if (cfg) {
+      const bool has_uncond = real && r->uncond_hidden.defined();
+      uncond.push_back(has_uncond ? r->uncond_hidden.to(at::kFloat) : zeros_hidden);
+    }
+    if (use_bbox) {
+      const at::Tensor box = real && r->bbox.defined() ? r->bbox.to(at::kFloat).reshape({3})
+                                                       : at::zeros({3}, at::kFloat);
+      bbox.push_back(box);
+      uncond_bbox.push_back(at::zeros({3}, at::kFloat));
+    }
+  }
+  const auto stacked = [&](const std::vector<at::Tensor>& v) {
+    return v.empty() ? at::Tensor() : at::stack(v).to(device);
+  };
+  at::Tensor cond = gpt_.encode_condition(stacked(text), stacked(bbox));
+  if (cfg) cond = at::cat({cond, gpt_.encode_condition(stacked(uncond), stacked(uncond_bbox))});
+  return cond;
+}
+
+void Generator::load_requests(DecodeRunner& r, const std::vector<GenerationRequest>& requests) {
+  const int64_t b = r.config().batch;
+  const int64_t t = total_tokens_;
+  at::Tensor guidance = at::zeros({b}, at::kDouble);
+  at::Tensor top_p = at::ones({b}, at::kFloat);
+  at::Tensor greedy = at::ones({b}, at::kBool);
+  at::Tensor uniforms = at::zeros({b, t}, at::kFloat);
+  bool any_sampling = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& q = requests[i];
+    const int64_t row = static_cast<int64_t>(i);
+    guidance[row] = q.guidance_scale;
+    if (q.top_p) {
+      any_sampling = true;
+      greedy[row] = false;
+      top_p[row] = static_cast<float>(*q.top_p);
+      uniforms[row] = uniform_stream(q.seed, t);
+    }
+  }
+  // Copies into the runner's static buffers: their addresses never change.
+  r.sampling().guidance.copy_(guidance);
+  r.sampling().top_p.copy_(top_p);
+  r.sampling().greedy.copy_(greedy);
+  r.sampling().uniforms.copy_(uniforms);
+  r.plan().any_sampling = any_sampling;
+  r.positions().zero_();
+  r.token_ids().fill_(gpt_.config().bos_id());
+}
+
+GenerationResult Generator::generate(const std::vector<GenerationRequest>& requests,
+                                     const GenerationOptions& options) {
+  if (requests.empty()) throw invalid_argument("generate: no requests");
+  const int64_t n = static_cast<int64_t>(requests.size());
+  const int64_t batch = options.bucket > 0 ? options.bucket : n;
+  if (batch < n || batch > max_batch_) {
+    throw invalid_argument("generate: " + std::to_string(n) + " requests in a batch of " +
+                           std::to_string(batch) + "; this generator holds 1.." +
+                           std::to_string(max_batch_));
+  }
+  bool cfg = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    validate(requests[i], i, gpt_.config().text_model_embed_dim);
+    cfg = cfg || requests[i].guidance_scale > 0;
+  }
+
+  const auto start = Clock::now();
+  DecodeRunner& r = runner(batch, cfg, options.record_logits);
+  r.single_stream_decode() = options.single_stream_decode;
+  load_requests(r, requests);
+  GenerationResult result;
+  result.tokens = total_tokens_;
+  result.cond = conditions(requests, batch, cfg);
+  const int64_t rows = r.rows();
+  const at::Tensor bos = gpt_.embed(r.token_ids());  // [b, D]
+  const at::Tensor bos_rows = (cfg ? at::cat({bos, bos}) : bos).unsqueeze(1);
+
+  if (options.use_kv_cache) {
+    result.prefill_logits = gpt_.forward(result.cond, bos_rows, &r.cache()).squeeze(1);
+    r.accept_logits(result.prefill_logits);
+    (void)r.output_ids().cpu();  // the first token is out: that is the prefill's end
+    result.prefill_ms = ms_since(start);
+    const auto decode_start = Clock::now();
+    for (int64_t i = 1; i < total_tokens_; ++i) r.step();
+    result.ids = r.output_ids().narrow(0, 0, n).cpu();
+    result.decode_ms = ms_since(decode_start);
+  } else {
+    // Training semantics: every step runs the full causal forward over [BOS, tokens so far].
+    at::Tensor sequence = bos_rows;
+    result.prefill_logits = gpt_.forward(result.cond, sequence).select(1, 0);
+    r.accept_logits(result.prefill_logits);
+    (void)r.output_ids().cpu();
+    result.prefill_ms = ms_since(start);
+    const auto decode_start = Clock::now();
+    for (int64_t i = 1; i < total_tokens_; ++i) {
+      const at::Tensor e = gpt_.embed(r.token_ids());
+      sequence = at::cat({sequence, (cfg ? at::cat({e, e}) : e).unsqueeze(1)}, 1);
+      r.accept_logits(gpt_.forward(result.cond, sequence).select(1, i));
+    }
+    result.ids = r.output_ids().narrow(0, 0, n).cpu();
+    result.decode_ms = ms_since(decode_start);
+  }
+  (void)rows;
+  if (options.record_logits) result.step_logits = r.output_logits().narrow(0, 0, n).cpu();
+  spdlog::debug("generated {} x {} tokens (bucket {}, cfg {}, {}): prefill {:.1f} ms, "
+                "TPOT {:.3f} ms",
+                n, total_tokens_, batch, cfg, options.use_kv_cache ? "kv" : "no-cache",
+                result.prefill_ms, result.tpot_ms());
+  return result;
+}
+
+}  // namespace cube3d

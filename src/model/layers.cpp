@@ -1,0 +1,66 @@
+#include "cube3d/model/layers.h"
+
+#include <ATen/ATen.h>
+
+namespace cube3d {
+
+at::Tensor Linear::operator()(const at::Tensor& x) const {
+  return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+}
+
+at::Tensor layer_norm(const at::Tensor& x, double eps) {
+  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, {}, {}, eps).to(x.scalar_type());
+}
+
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      double eps) {
+  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat),
+                        bias.to(at::kFloat), eps)
+      .to(x.scalar_type());
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor inv_rms = at::rsqrt((xf * xf).mean(-1, /*keepdim=*/true).add_(eps));
+  return ((xf * inv_rms) * weight).to(x.scalar_type());
+}
+
+RopeTables make_rope_tables(int64_t head_dim, int64_t max_positions, double theta) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  // freqs = 1 / theta^(arange(0, hd, 2) / hd), all in float32 as in the official code.
+  const at::Tensor exponents = at::arange(0, head_dim, 2, f32) / static_cast<double>(head_dim);
+  const at::Tensor freqs = at::reciprocal(at::pow(theta, exponents));
+  const at::Tensor angles = at::outer(at::arange(max_positions, f32), freqs);
+  return {angles.cos().contiguous(), angles.sin().contiguous()};
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const auto sizes = x.sizes();
+  const at::Tensor pairs = x.to(at::kFloat).unflatten(-1, {sizes.back() / 2, 2});
+  const at::Tensor even = pairs.select(-1, 0);
+  const at::Tensor odd = pairs.select(-1, 1);
+  // (even + i*odd) * (cos + i*sin), the official complex multiply written out.
+  const at::Tensor rotated =
+      at::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
+  return rotated.to(x.scalar_type());
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& mask) {
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional(mask)
+                                                                  : std::nullopt);
+}
+
+at::Tensor split_heads(const at::Tensor& x, int64_t num_heads) {
+  return x.unflatten(-1, {num_heads, x.size(-1) / num_heads}).transpose(1, 2);
+}
+
+at::Tensor merge_heads(const at::Tensor& x) { return x.transpose(1, 2).flatten(2); }
+
+at::Tensor SwiGluMlp::operator()(const at::Tensor& x) const {
+  return down(at::silu(gate(x)) * up(x));
+}
+
+at::Tensor GeluMlp::operator()(const at::Tensor& x) const { return down(at::gelu(up(x))); }
+
+}  // namespace cube3d

@@ -1,0 +1,223 @@
+// cube3d-generate: offline text-to-shape generation with the engine (ARCHITECTURE.md contract).
+// Prints the shape tokens and timings; optionally writes them, a safetensors dump of every
+// intermediate the golden tests compare, and (with the mesh stage) a mesh.
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_args.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/logging.h"
+#include "cube3d/core/model_config.h"
+#include "cube3d/core/safetensors.h"
+#include "cube3d/engine/engine.h"
+
+namespace cube3d {
+namespace {
+
+// The official CLI scales the bounding box so that its largest side is this long.
+constexpr double kBoundingBoxMaxSize = 1.925;
+
+CliArgs make_args() {
+  CliArgs args("cube3d-generate", "Generate Cube 3D shape tokens (and their occupancy grid).");
+  args.option("--model-config", 1, "model YAML in the official layout (required)", "F")
+      .option("--gpt-weights", 1, "shape_gpt.safetensors (omit for random-weight configs)", "F")
+      .option("--shape-weights", 1, "shape_tokenizer.safetensors", "F")
+      .option("--prompt", 1, "text prompt (needs the CLIP text encoder)", "S")
+      .option("--text-embeddings", 1,
+              "safetensors with clip_hidden_cond, clip_hidden_uncond [1, 77, Dt], optional "
+              "bbox_xyz [1, 3]",
+              "F")
+      .option("--guidance-scale", 1, "classifier-free guidance scale (default 3.0; 0 = off)", "G")
+      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
+      .option("--seed", 1, "random seed of top-p sampling (default 0)", "N")
+      .option("--bbox", 3, "bounding box size, normalised so its largest side is 1.925 (v0.5)",
+              "X")
+      .option("--single-stream-decode", 1, "causal (default) | reference (official KV path)", "M")
+      .option("--no-kv-cache", 0, "recompute the whole sequence every step (training semantics)")
+      .option("--resolution-base", 1, "occupancy grid of 2^R + 1 points per axis (default 8)", "R")
+      .option("--device", 1, "cpu (default) | cuda | cuda:N", "D")
+      .option("--dtype", 1, "float32 (default) | bfloat16 (CUDA)", "T")
+      .option("--tokens-out", 1, "write the token ids, whitespace separated", "F")
+      .option("--dump", 1,
+              "write ids, step_logits, latents, grid_logits, cond, prefill_logits (safetensors)",
+              "F")
+      .option("--timings-json", 1, "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms}",
+              "F")
+      .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb)", "F")
+      .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
+  return args;
+}
+
+at::Tensor require(const SafetensorsFile& file, const std::string& name,
+                   const std::vector<int64_t>& shape) {
+  if (!file.contains(name)) {
+    throw invalid_argument(file.path() + ": missing tensor " + name);
+  }
+  at::Tensor t = file.tensor(name).to(at::kFloat);
+  if (t.sizes() != at::IntArrayRef(shape)) {
+    throw invalid_argument(file.path() + ": tensor " + name + " has the wrong shape");
+  }
+  if (!at::isfinite(t).all().item<bool>()) {
+    throw invalid_argument(file.path() + ": tensor " + name + " holds NaN or infinite values");
+  }
+  return t;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw invalid_argument("cannot write " + path);
+}
+
+int run(int argc, char** argv) {
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  setup_logging(args.get("--log-level", "warn"));
+  if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
+  if (args.has("--mesh-out")) {
+    throw unimplemented("--mesh-out needs the mesh stage (marching cubes and writers), which "
+                        "this build does not have yet; use --dump to get the occupancy grid");
+  }
+  if (args.has("--prompt")) {
+    throw unimplemented("--prompt needs the CLIP text encoder, which this build does not have "
+                        "yet; pass precomputed --text-embeddings instead");
+  }
+
+  const ModelConfig config = load_model_config(args.get("--model-config"));
+  EngineOptions engine_options;
+  engine_options.gpt_weights = args.get("--gpt-weights");
+  engine_options.shape_weights = args.get("--shape-weights");
+  engine_options.device = args.get("--device", "cpu");
+  engine_options.dtype = args.get("--dtype", "float32");
+
+  GenerationRequest request;
+  request.guidance_scale = args.get_double("--guidance-scale", 3.0);
+  if (request.guidance_scale < 0) throw invalid_argument("--guidance-scale must be >= 0");
+  if (args.has("--top-p")) {
+    const double p = args.get_double("--top-p", 1.0);
+    if (!(p > 0 && p <= 1)) throw invalid_argument("--top-p must be in (0, 1]");
+    request.top_p = p;
+  }
+  request.seed = args.get_uint("--seed", 0);
+  GenerationOptions gen_options;
+  gen_options.single_stream_decode =
+      parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
+  gen_options.use_kv_cache = !args.has("--no-kv-cache");
+  gen_options.record_logits = args.has("--dump");
+  const int64_t resolution_base = args.get_int("--resolution-base", 8);
+  grid_points_per_axis(resolution_base);  // validates before the expensive part
+
+  const int64_t text_dim = config.gpt.text_model_embed_dim;
+  if (args.has("--text-embeddings")) {
+    const SafetensorsFile file = SafetensorsFile::open(args.get("--text-embeddings"));
+    request.text_hidden = require(file, "clip_hidden_cond", {1, 77, text_dim}).squeeze(0);
+    request.uncond_hidden = require(file, "clip_hidden_uncond", {1, 77, text_dim}).squeeze(0);
+    if (file.contains("bbox_xyz")) request.bbox = require(file, "bbox_xyz", {1, 3}).view({3});
+  } else if (config.random_weights_seed && engine_options.gpt_weights.empty()) {
+    // A random-weight model has no real text encoder to match: random stand-ins for the CLIP
+    // states of the prompt and of the empty prompt, fixed by the model's seed.
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(*config.random_weights_seed + 7);
+    request.text_hidden = at::randn({77, text_dim}, gen, at::kFloat);
+    request.uncond_hidden = at::randn({77, text_dim}, gen, at::kFloat);
+    spdlog::warn("no --prompt or --text-embeddings: using random text embeddings (random-weight "
+                 "model {})",
+                 config.source);
+  } else {
+    throw invalid_argument("give --text-embeddings F.safetensors (or --prompt once CLIP lands)");
+  }
+  if (args.has("--bbox")) {
+    if (!config.gpt.use_bbox) {
+      throw invalid_argument("--bbox: the model " + config.source +
+                             " has no bounding-box input (gpt_model.use_bbox is false)");
+    }
+    std::vector<double> box;
+    for (const auto& v : args.get_all("--bbox")) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
+        throw invalid_argument("--bbox: each side must be a positive number, got '" + v + "'");
+      }
+      box.push_back(x);
+    }
+    const double longest = std::max({box[0], box[1], box[2]});
+    request.bbox = at::tensor({box[0] / longest * kBoundingBoxMaxSize,
+                               box[1] / longest * kBoundingBoxMaxSize,
+                               box[2] / longest * kBoundingBoxMaxSize},
+                              at::kFloat);
+  }
+
+  const std::unique_ptr<Engine> engine = Engine::load(config, engine_options);
+  const GenerationResult result = engine->generate({request}, gen_options);
+
+  const auto shape_start = std::chrono::steady_clock::now();
+  const at::Tensor latents = engine->decoder().latents(result.ids.to(engine->device()));
+  const at::Tensor grid = engine->decoder().occupancy_grid(latents, resolution_base);
+  const double shape_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - shape_start)
+                              .count();
+
+  const at::Tensor ids = result.ids[0].contiguous();
+  std::string token_text;
+  const int64_t* id_data = ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (i > 0) token_text += ' ';
+    token_text += std::to_string(id_data[i]);
+  }
+  const int64_t n = grid.size(0);
+  const double inside =
+      grid.gt(0).sum().item<double>() / static_cast<double>(grid.numel()) * 100.0;
+  std::printf("tokens (%lld): %s\n", static_cast<long long>(ids.numel()), token_text.c_str());
+  std::printf("prefill %.2f ms | decode %lld tokens %.2f ms | TPOT %.3f ms | shape decode %.1f ms "
+              "(%lld^3 grid, %.1f%% inside)\n",
+              result.prefill_ms, static_cast<long long>(result.tokens - 1), result.decode_ms,
+              result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
+
+  if (args.has("--tokens-out")) write_text(args.get("--tokens-out"), token_text + "\n");
+  if (args.has("--timings-json")) {
+    const nlohmann::json timings = {{"tokens", result.tokens},
+                                    {"prefill_ms", result.prefill_ms},
+                                    {"decode_ms", result.decode_ms},
+                                    {"tpot_ms", result.tpot_ms()},
+                                    {"shape_decode_ms", shape_ms}};
+    write_text(args.get("--timings-json"), timings.dump(2) + "\n");
+  }
+  if (args.has("--dump")) {
+    write_safetensors(args.get("--dump"),
+                      {{"ids", ids},
+                       {"step_logits", result.step_logits[0]},
+                       {"latents", latents.to(at::kCPU, at::kFloat)},
+                       {"grid_logits", grid},
+                       {"cond", result.cond.to(at::kCPU, at::kFloat)},
+                       {"prefill_logits", result.prefill_logits.to(at::kCPU, at::kFloat)}},
+                      {{"model_config", config.source},
+                       {"single_stream_decode", to_string(gen_options.single_stream_decode)},
+                       {"kv_cache", gen_options.use_kv_cache ? "true" : "false"}});
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  try {
+    return cube3d::run(argc, argv);
+  } catch (const cube3d::Error& e) {
+    std::fprintf(stderr, "cube3d-generate: %s: %s\n", std::string(to_string(e.code())).c_str(),
+                 e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cube3d-generate: error: %s\n", e.what());
+    return 1;
+  }
+}
