@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything cube3d-server needs to build and test, on a fresh Debian 12 machine.
+# Idempotent: a second run checks and returns quickly.
+#   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
+#           meshoptimizer, tinygltf, nlohmann-json, RE2, ccache.
+#   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+TORCH_VERSION=2.11.0
+
+debian_packages=(
+  g++ cmake make ninja-build ccache clang-format pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev prometheus-cpp-dev
+  libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev
+)
+missing=()
+for pkg in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+pip_install() {
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check "$@"
+}
+if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
+  pip_install "torch==$TORCH_VERSION"
+fi
+python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools)
+python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools)
+need_tools=0
+for mod in "${python_modules[@]}"; do
+  "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
+done
+if ((need_tools)); then
+  echo "setup: installing Python test tools: ${python_tools[*]}"
+  pip_install "${python_tools[@]}"
+fi
+echo "setup: ok (torch $("$PYTHON" -c 'import torch; print(torch.__version__)'))"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds, runs every test through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+scripts/build.sh
+# Torch's intra-op threads would oversubscribe the cores when ctest runs tests in parallel.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"

@@ -1,0 +1,185 @@
+"""cube3d-generate end to end: the golden comparisons through --dump, the output files, the
+demo model, and the errors a user gets for bad options. Run by ctest (tests/CMakeLists.txt)."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+BIN = os.path.join(os.environ["CUBE3D_BIN_DIR"], "cube3d-generate")
+TESTS = os.environ["CUBE3D_TEST_DATA_DIR"]
+SOURCE = os.environ["CUBE3D_SOURCE_DIR"]
+TOLERANCE = 1e-4
+
+
+def golden(name, *parts):
+    return os.path.join(TESTS, "golden", name, *parts)
+
+
+def golden_args(name):
+    return ["--model-config", golden(name, "model.yaml"),
+            "--gpt-weights", golden(name, "shape_gpt.safetensors"),
+            "--shape-weights", golden(name, "shape_tokenizer.safetensors"),
+            "--text-embeddings", golden(name, "inputs.safetensors")]
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def run(args, check=True):
+    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cube3d-generate {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+class GoldenDumpTest(unittest.TestCase):
+    """The same comparisons as the C++ golden tests, through the command line."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def dump(self, name, *extra):
+        path = os.path.join(self.tmp.name, "dump.safetensors")
+        run([*golden_args(name), "--resolution-base", "4", "--dump", path, *extra])
+        return load_file(path)
+
+    def assert_close(self, ours, theirs, what):
+        self.assertEqual(ours.shape, theirs.shape, what)
+        err = float(np.abs(ours.astype(np.float64) - theirs.astype(np.float64)).max())
+        self.assertLess(err, TOLERANCE, f"{what}: max abs error {err}")
+
+    def test_models(self):
+        for name in ("tiny_v01", "tiny_v05"):
+            with self.subTest(model=name):
+                expected = load_file(golden(name, "expected.safetensors"))
+                cases = [
+                    ((), "ids_full_cfg3", "logits_full_cfg3"),
+                    (("--no-kv-cache",), "ids_full_cfg3", "logits_full_cfg3"),
+                    (("--single-stream-decode", "reference"), "ids_kv_official_cfg3",
+                     "logits_kv_official_cfg3"),
+                    (("--guidance-scale", "0"), "ids_full_cfg0", "logits_full_cfg0"),
+                ]
+                for extra, ids_key, logits_key in cases:
+                    d = self.dump(name, *extra)
+                    np.testing.assert_array_equal(d["ids"], expected[ids_key][0],
+                                                  err_msg=f"{name} {extra}")
+                    self.assert_close(d["step_logits"], expected[logits_key][0],
+                                      f"{name} {extra} step_logits")
+                    if not extra:
+                        self.assert_close(d["cond"], expected["cond"], "cond")
+                        self.assert_close(d["prefill_logits"], expected["prefill_logits"],
+                                          "prefill_logits")
+                        self.assert_close(d["latents"], expected["latents"], "latents")
+                        self.assert_close(d["grid_logits"], expected["grid_logits_res4"],
+                                          "grid_logits")
+
+
+class OutputFilesTest(unittest.TestCase):
+    def test_tokens_timings_and_stdout_agree(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tokens = os.path.join(tmp, "tokens.txt")
+            timings = os.path.join(tmp, "timings.json")
+            proc = run([*golden_args("tiny_v01"), "--resolution-base", "3",
+                        "--tokens-out", tokens, "--timings-json", timings])
+            ids = [int(x) for x in read_text(tokens).split()]
+            expected = load_file(golden("tiny_v01", "expected.safetensors"))["ids_full_cfg3"][0]
+            self.assertEqual(ids, expected.tolist())
+            self.assertIn(" ".join(map(str, ids)), proc.stdout)
+            t = json.loads(read_text(timings))
+            self.assertEqual(set(t), {"tokens", "prefill_ms", "decode_ms", "tpot_ms",
+                                      "shape_decode_ms"})
+            self.assertEqual(t["tokens"], 16)
+            self.assertGreater(t["decode_ms"], 0)
+            self.assertAlmostEqual(t["tpot_ms"], t["decode_ms"] / 15, places=6)
+
+
+class DemoModelTest(unittest.TestCase):
+    demo = ["--model-config", os.path.join(SOURCE, "models", "demo.yaml"),
+            "--resolution-base", "3"]
+
+    def tokens(self, *extra):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.txt")
+            run([*self.demo, "--tokens-out", path, *extra])
+            return read_text(path).split()
+
+    def test_greedy_is_deterministic(self):
+        first = self.tokens()
+        self.assertEqual(len(first), 64)
+        self.assertEqual(first, self.tokens())
+
+    def test_top_p_seeds(self):
+        a = self.tokens("--top-p", "0.9", "--seed", "1")
+        self.assertEqual(a, self.tokens("--top-p", "0.9", "--seed", "1"))
+        self.assertNotEqual(a, self.tokens("--top-p", "0.9", "--seed", "2"))
+
+
+class ErrorsTest(unittest.TestCase):
+    def expect_error(self, args, code, *needles):
+        proc = run(args, check=False)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout)
+        self.assertIn(code, proc.stderr)
+        for needle in needles:
+            self.assertIn(needle, proc.stderr)
+        return proc
+
+    def test_bad_options(self):
+        base = golden_args("tiny_v01")
+        self.expect_error(["--frobnicate"], "INVALID_ARGUMENT", "--frobnicate")
+        self.expect_error(base[2:], "INVALID_ARGUMENT", "--model-config")
+        self.expect_error([*base, "--top-p", "1.5"], "INVALID_ARGUMENT", "--top-p")
+        self.expect_error([*base, "--guidance-scale", "nan"], "INVALID_ARGUMENT",
+                          "--guidance-scale")
+        self.expect_error([*base, "--resolution-base", "0"], "INVALID_ARGUMENT",
+                          "resolution_base")
+        self.expect_error([*base, "--single-stream-decode", "fast"], "INVALID_ARGUMENT",
+                          "single_stream_decode")
+        self.expect_error([*base, "--bbox", "1", "1", "1"], "INVALID_ARGUMENT", "use_bbox")
+        self.expect_error([*golden_args("tiny_v05"), "--bbox", "1", "-2", "1"],
+                          "INVALID_ARGUMENT", "--bbox")
+
+    def test_later_features_say_so(self):
+        base = golden_args("tiny_v01")
+        self.expect_error([*base, "--prompt", "a chair"], "UNIMPLEMENTED", "CLIP")
+        self.expect_error([*base, "--mesh-out", "x.obj"], "UNIMPLEMENTED", "mesh")
+
+    def test_cuda_without_a_device(self):
+        try:
+            import torch
+            if torch.cuda.is_available():
+                self.skipTest("this machine has a CUDA device")
+        except ImportError:
+            pass
+        self.expect_error([*golden_args("tiny_v01"), "--device", "cuda"],
+                          "FAILED_PRECONDITION", "cuda")
+
+    def test_broken_checkpoint_names_the_tensors(self):
+        tensors = load_file(golden("tiny_v01", "shape_gpt.safetensors"))
+        del tensors["lm_head.weight"]
+        tensors["text_proj.weight"] = tensors["text_proj.weight"][:, :5].copy()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "broken.safetensors")
+            save_file(tensors, path)
+            args = golden_args("tiny_v01")
+            args[3] = path
+            self.expect_error(args, "INVALID_ARGUMENT", "lm_head.weight", "text_proj.weight",
+                              path)
+
+    def test_missing_files(self):
+        args = golden_args("tiny_v01")
+        args[1] = "/nonexistent/model.yaml"
+        self.expect_error(args, "NOT_FOUND", "/nonexistent/model.yaml")
+
+
+if __name__ == "__main__":
+    unittest.main()
