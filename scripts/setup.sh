@@ -34,8 +34,8 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')
   echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
   pip_install "torch==$TORCH_VERSION"
 fi
-python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools)
-python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools)
+python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib)
+python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib)
 need_tools=0
 for mod in "${python_modules[@]}"; do
   "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
@@ -44,4 +44,23 @@ if ((need_tools)); then
   echo "setup: installing Python test tools: ${python_tools[*]}"
   pip_install "${python_tools[@]}"
 fi
+# CLIP's BPE vocabulary ships inside the open_clip_torch wheel on PyPI; take just that file
+# (installing the package would pull torchvision and more). Not committed: it is CLIP's own.
+vocab_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/clip"
+vocab="$vocab_dir/bpe_simple_vocab_16e6.txt.gz"
+if [ ! -s "$vocab" ]; then
+  echo "setup: fetching the CLIP BPE vocabulary from the open_clip_torch wheel"
+  tmp=$(mktemp -d)
+  "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps open_clip_torch -d "$tmp"
+  mkdir -p "$vocab_dir"
+  "$PYTHON" - "$tmp" "$vocab" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/open_clip_torch-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, open(sys.argv[2] + ".part", "wb") as out:
+    out.write(z.read("open_clip/bpe_simple_vocab_16e6.txt.gz"))
+PY
+  mv "$vocab.part" "$vocab"
+  rm -rf "$tmp"
+fi
+
 echo "setup: ok (torch $("$PYTHON" -c 'import torch; print(torch.__version__)'))"

@@ -18,10 +18,14 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-void validate(const GenerationRequest& r, size_t index, int64_t text_dim) {
+void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int64_t text_dim) {
   const std::string who = "request " + std::to_string(index) + ": ";
-  if (!r.text_hidden.defined() || r.text_hidden.dim() != 2 || r.text_hidden.size(1) != text_dim) {
-    throw invalid_argument(who + "text_hidden must be [tokens, " + std::to_string(text_dim) + "]");
+  // The KV cache is laid out for exactly this many condition tokens; any other count would
+  // decode against a misplaced cache.
+  if (!r.text_hidden.defined() || r.text_hidden.dim() != 2 ||
+      r.text_hidden.size(0) != text_tokens || r.text_hidden.size(1) != text_dim) {
+    throw invalid_argument(who + "text_hidden must be [" + std::to_string(text_tokens) + ", " +
+                           std::to_string(text_dim) + "]");
   }
   if (!std::isfinite(r.guidance_scale) || r.guidance_scale < 0) {
     throw invalid_argument(who + "guidance_scale must be finite and >= 0");
@@ -134,8 +138,9 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
                            std::to_string(max_batch_));
   }
   bool cfg = false;
+  const int64_t text_tokens = cache_.cond_len() - (gpt_.config().use_bbox ? 1 : 0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    validate(requests[i], i, gpt_.config().text_model_embed_dim);
+    validate(requests[i], i, text_tokens, gpt_.config().text_model_embed_dim);
     cfg = cfg || requests[i].guidance_scale > 0;
   }
 
@@ -146,7 +151,6 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
   GenerationResult result;
   result.tokens = total_tokens_;
   result.cond = conditions(requests, batch, cfg);
-  const int64_t rows = r.rows();
   const at::Tensor bos = gpt_.embed(r.token_ids());  // [b, D]
   const at::Tensor bos_rows = (cfg ? at::cat({bos, bos}) : bos).unsqueeze(1);
 
@@ -157,7 +161,8 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     result.prefill_ms = ms_since(start);
     const auto decode_start = Clock::now();
     for (int64_t i = 1; i < total_tokens_; ++i) r.step();
-    result.ids = r.output_ids().narrow(0, 0, n).cpu();
+    // Copies: the runner's buffers are reused by the next batch.
+    result.ids = r.output_ids().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
     result.decode_ms = ms_since(decode_start);
   } else {
     // Training semantics: every step runs the full causal forward over [BOS, tokens so far].
@@ -172,11 +177,13 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
       sequence = at::cat({sequence, (cfg ? at::cat({e, e}) : e).unsqueeze(1)}, 1);
       r.accept_logits(gpt_.forward(result.cond, sequence).select(1, i));
     }
-    result.ids = r.output_ids().narrow(0, 0, n).cpu();
+    result.ids = r.output_ids().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
     result.decode_ms = ms_since(decode_start);
   }
-  (void)rows;
-  if (options.record_logits) result.step_logits = r.output_logits().narrow(0, 0, n).cpu();
+  if (options.record_logits) {
+    result.step_logits =
+        r.output_logits().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
   spdlog::debug("generated {} x {} tokens (bucket {}, cfg {}, {}): prefill {:.1f} ms, "
                 "TPOT {:.3f} ms",
                 n, total_tokens_, batch, cfg, options.use_kv_cache ? "kv" : "no-cache",

@@ -84,6 +84,12 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
     }
     if (!shapes_ok) continue;
     const at::Tensor first = source.load(present.front());
+    if (!first.is_floating_point()) {
+      misshapen.push_back(present.front() + " is stored as " +
+                          std::string(c10::toString(first.scalar_type())) +
+                          ", expected a floating-point dtype");
+      continue;
+    }
     for (size_t i = 1; i < present.size(); ++i) {
       if (!at::equal(first.to(at::kFloat), source.load(present[i]).to(at::kFloat))) {
         disagreeing.push_back(present.front() + " vs " + present[i]);

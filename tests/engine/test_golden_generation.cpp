@@ -62,16 +62,16 @@ TEST_P(GoldenGenerationTest, ReproducesOfficialTokensAndLogits) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const std::string model : {"tiny_v01", "tiny_v05"}) {
-    out.push_back({model, 3.0, true, SingleStreamDecode::kCausal, "ids_full_cfg3",
-                   "logits_full_cfg3"});
-    out.push_back({model, 3.0, false, SingleStreamDecode::kCausal, "ids_full_cfg3",
-                   "logits_full_cfg3"});
+    out.push_back(
+        {model, 3.0, true, SingleStreamDecode::kCausal, "ids_full_cfg3", "logits_full_cfg3"});
+    out.push_back(
+        {model, 3.0, false, SingleStreamDecode::kCausal, "ids_full_cfg3", "logits_full_cfg3"});
     out.push_back({model, 3.0, true, SingleStreamDecode::kReference, "ids_kv_official_cfg3",
                    "logits_kv_official_cfg3"});
-    out.push_back({model, 0.0, true, SingleStreamDecode::kCausal, "ids_full_cfg0",
-                   "logits_full_cfg0"});
-    out.push_back({model, 0.0, false, SingleStreamDecode::kCausal, "ids_full_cfg0",
-                   "logits_full_cfg0"});
+    out.push_back(
+        {model, 0.0, true, SingleStreamDecode::kCausal, "ids_full_cfg0", "logits_full_cfg0"});
+    out.push_back(
+        {model, 0.0, false, SingleStreamDecode::kCausal, "ids_full_cfg0", "logits_full_cfg0"});
   }
   return out;
 }

@@ -1,0 +1,566 @@
+// Tests of checkpoint validation and loading: the golden checkpoints resolve against their configs,
+// every kind of mismatch is reported in one error, the shared Fourier embedder's aliases, the
+// ignored encoder tensors, dtype conversion, random weights and the expected tensor names.
+#include "cube3d/model/weights.h"
+
+#include <ATen/ATen.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cube3d/core/error.h"
+#include "cube3d/core/model_config.h"
+#include "cube3d/core/safetensors.h"
+#include "cube3d/model/weight_spec.h"
+
+namespace cube3d {
+namespace {
+
+// Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
+// of std::filesystem functions, which interpose on libstdc++'s and crash (remove_all segfaults).
+
+const std::string kEmbedder = "occupancy_decoder.embedder.weight";
+const std::vector<std::string> kEmbedderAliases = {kEmbedder, "embedder.weight",
+                                                   "encoder.embedder.weight"};
+
+std::string golden_file(const std::string& model, const std::string& file) {
+  return std::string(CUBE3D_TEST_DATA_DIR) + "/golden/" + model + "/" + file;
+}
+
+ModelConfig golden_config(const std::string& model) {
+  return load_model_config(golden_file(model, "model.yaml"));
+}
+
+// Every tensor of a safetensors file, as zero-copy tensors (they keep the mapping alive).
+TensorMap read_all_tensors(const std::string& path) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  TensorMap tensors;
+  for (const std::string& name : file.names()) tensors[name] = file.tensor(name);
+  return tensors;
+}
+
+std::set<std::string> keys(const TensorMap& tensors) {
+  std::set<std::string> out;
+  for (const auto& [name, tensor] : tensors) out.insert(name);
+  return out;
+}
+
+// A checkpoint held in memory, so alias and prefix cases need no files.
+TensorSource memory_source(const TensorMap& tensors) {
+  TensorSource source;
+  source.description = "<in-memory test checkpoint>";
+  for (const auto& [name, tensor] : tensors) {
+    source.shapes[name] = tensor.sizes().vec();
+  }
+  source.load = [tensors](const std::string& name) { return tensors.at(name); };
+  return source;
+}
+
+// Runs `f`, which must throw a cube3d::Error; returns it (or a placeholder after a failure).
+Error expect_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no cube3d::Error was thrown";
+  return Error(ErrorCode::kInternal, "<nothing thrown>");
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The line of a multi-line error message that mentions `part` ("" if none): lets a test check
+// that a tensor's shapes are reported next to that tensor and not somewhere else.
+std::string line_with(const std::string& message, const std::string& part) {
+  size_t begin = 0;
+  while (begin <= message.size()) {
+    size_t end = message.find('\n', begin);
+    if (end == std::string::npos) end = message.size();
+    const std::string line = message.substr(begin, end - begin);
+    if (contains(line, part)) return line;
+    begin = end + 1;
+  }
+  return "";
+}
+
+// Every spec tensor is present under its canonical name with the spec shape and `dtype`
+// (float32 for the norm/codebook/Fourier tensors whatever the dtype asked for).
+void expect_matches_spec(const CheckpointSpec& spec, const TensorMap& tensors) {
+  EXPECT_EQ(tensors.size(), spec.tensors.size());
+  for (const TensorSpec& t : spec.tensors) {
+    SCOPED_TRACE(t.name());
+    const auto it = tensors.find(t.name());
+    ASSERT_NE(it, tensors.end());
+    EXPECT_EQ(it->second.sizes().vec(), t.shape);
+    EXPECT_EQ(it->second.device().type(), at::kCPU);
+    EXPECT_TRUE(it->second.is_contiguous());
+  }
+}
+
+// Named explicitly (not through the spec's roles) so that a wrong role in the spec shows up.
+bool stays_float32(const std::string& name) {
+  const auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".q_norm.weight") || ends_with(".k_norm.weight") ||
+         name == "bottleneck.block.cb_weight" || name == "bottleneck.block.cb_bias" ||
+         name == "bottleneck.block.norm.weight" || name == "bottleneck.block.codebook.weight" ||
+         name == "occupancy_decoder.ln_f.weight" || name == "occupancy_decoder.ln_f.bias" ||
+         name == kEmbedder;
+}
+
+class WeightsTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    std::string pattern = testing::TempDir();
+    if (!pattern.empty() && pattern.back() != '/') pattern += '/';
+    pattern += std::string("cube3d_weights_") + info->name() + "_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << pattern;
+    dir_ = pattern;
+  }
+  // The tests only create plain files directly in dir_.
+  void TearDown() override {
+    if (DIR* const handle = ::opendir(dir_.c_str())) {
+      while (const dirent* entry = ::readdir(handle)) {
+        const std::string name = entry->d_name;
+        if (name != "." && name != "..") ::unlink(path(name).c_str());
+      }
+      ::closedir(handle);
+    }
+    ::rmdir(dir_.c_str());
+  }
+
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+
+  std::string dir_;
+};
+
+// --- the golden checkpoints ----------------------------------------------------------------------
+
+TEST(WeightsGolden, BothGoldenCheckpointsResolveAgainstTheirConfigs) {
+  for (const std::string model : {"tiny_v01", "tiny_v05"}) {
+    SCOPED_TRACE(model);
+    const ModelConfig config = golden_config(model);
+    const std::string gpt_path = golden_file(model, "shape_gpt.safetensors");
+    const std::string shape_path = golden_file(model, "shape_tokenizer.safetensors");
+    const ModelWeights weights = load_model_weights(config, gpt_path, shape_path, {});
+
+    expect_matches_spec(gpt_checkpoint_spec(config.gpt), weights.gpt);
+    expect_matches_spec(shape_tokenizer_checkpoint_spec(config.shape), weights.shape);
+    EXPECT_EQ(weights.gpt.count("bbox_proj.weight"), config.gpt.use_bbox ? 1u : 0u);
+    ASSERT_EQ(weights.shape.count(kEmbedder), 1u);
+    EXPECT_EQ(weights.shape.at(kEmbedder).sizes().vec(),
+              (std::vector<int64_t>{3, config.shape.num_freqs}));
+
+    // The default options keep the stored float32 values bit for bit.
+    for (const auto& [file, loaded] :
+         {std::pair{gpt_path, &weights.gpt}, std::pair{shape_path, &weights.shape}}) {
+      const TensorMap stored = read_all_tensors(file);
+      for (const auto& [name, tensor] : *loaded) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(tensor.scalar_type(), at::kFloat);
+        ASSERT_EQ(stored.count(name), 1u);
+        EXPECT_TRUE(at::equal(tensor, stored.at(name)));
+      }
+    }
+  }
+}
+
+TEST(WeightsGolden, ResolvedTensorsDoNotAliasTheSource) {
+  // The model keeps these tensors and may derive in-place views, so they must be copies even
+  // when no conversion is needed (a file mapping is read-only).
+  const ModelConfig config = golden_config("tiny_v01");
+  const TensorMap stored = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
+  const TensorMap resolved =
+      resolve_checkpoint(gpt_checkpoint_spec(config.gpt), memory_source(stored), WeightOptions{});
+  for (const auto& [name, tensor] : resolved) {
+    SCOPED_TRACE(name);
+    EXPECT_NE(tensor.data_ptr(), stored.at(name).data_ptr());
+  }
+}
+
+// --- one error listing every problem ------------------------------------------------------------
+
+TEST_F(WeightsTest, ResolveReportsEveryProblemInOneError) {
+  const ModelConfig config = golden_config("tiny_v01");
+  TensorMap tensors = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
+  const std::string removed_1 = "lm_head.weight";
+  const std::string removed_2 = "transformer.dual_blocks.1.attn.pre_x.c_v.bias";
+  const std::string renamed_from = "transformer.single_blocks.0.mlp.up_proj.bias";
+  const std::string renamed_to = "transformer.single_blocks.0.mlp.upp_proj.bias";
+  const std::string reshaped = "transformer.dual_blocks.0.post_1.c_proj.weight";
+  ASSERT_EQ(tensors.erase(removed_1), 1u);
+  ASSERT_EQ(tensors.erase(removed_2), 1u);
+  tensors[renamed_to] = tensors.at(renamed_from);
+  ASSERT_EQ(tensors.erase(renamed_from), 1u);
+  ASSERT_EQ(tensors.at(reshaped).sizes().vec(), (std::vector<int64_t>{64, 64}));
+  tensors[reshaped] = tensors.at(reshaped).reshape({32, 128});
+  const std::string file = path("broken_gpt.safetensors");
+  write_safetensors(file, tensors);
+
+  const Error e = expect_error(
+      [&] { resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {}); });
+  const std::string message = e.what();
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  EXPECT_TRUE(contains(message, file)) << message;
+  // The renamed tensor is missing under its old name as well as unexpected under the new one.
+  for (const std::string& name : {removed_1, removed_2, renamed_from, renamed_to, reshaped}) {
+    EXPECT_TRUE(contains(message, name)) << "no '" << name << "' in: " << message;
+  }
+  EXPECT_TRUE(contains(line_with(message, renamed_to), "unexpected")) << message;
+  EXPECT_TRUE(contains(line_with(message, removed_1), "missing")) << message;
+  const std::string shape_line = line_with(message, reshaped);
+  EXPECT_TRUE(contains(shape_line, "[32, 128]")) << "actual shape not reported: " << message;
+  EXPECT_TRUE(contains(shape_line, "[64, 64]")) << "expected shape not reported: " << message;
+}
+
+TEST_F(WeightsTest, MissingFileIsNotFoundNamingThePath) {
+  const ModelConfig config = golden_config("tiny_v01");
+  const std::string missing = path("no_such.safetensors");
+  const Error e = expect_error([&] {
+    load_model_weights(config, missing, golden_file("tiny_v01", "shape_tokenizer.safetensors"), {});
+  });
+  EXPECT_EQ(e.code(), ErrorCode::kNotFound) << e.what();
+  EXPECT_TRUE(contains(e.what(), missing)) << e.what();
+}
+
+// --- the shared Fourier embedder ----------------------------------------------------------------
+
+class WeightsEmbedderAliases : public testing::Test {
+ protected:
+  void SetUp() override {
+    spec_ = shape_tokenizer_checkpoint_spec(golden_config("tiny_v01").shape);
+    golden_ = read_all_tensors(golden_file("tiny_v01", "shape_tokenizer.safetensors"));
+    for (const std::string& alias : kEmbedderAliases) ASSERT_EQ(golden_.count(alias), 1u);
+    embedder_ = golden_.at(kEmbedder);
+  }
+  // The golden shape tokenizer with only `kept` of the three embedder names.
+  TensorMap with_aliases(const std::vector<std::string>& kept) const {
+    TensorMap tensors = golden_;
+    for (const std::string& alias : kEmbedderAliases) tensors.erase(alias);
+    for (const std::string& alias : kept) tensors[alias] = embedder_;
+    return tensors;
+  }
+
+  CheckpointSpec spec_;
+  TensorMap golden_;
+  at::Tensor embedder_;
+};
+
+TEST_F(WeightsEmbedderAliases, AnyOneAliasLoads) {
+  // save_model keeps a shared tensor under one of its names only; which one varies.
+  for (const std::string& alias : kEmbedderAliases) {
+    SCOPED_TRACE(alias);
+    const TensorMap out = resolve_checkpoint(spec_, memory_source(with_aliases({alias})), {});
+    ASSERT_EQ(out.count(kEmbedder), 1u);
+    EXPECT_TRUE(at::equal(out.at(kEmbedder), embedder_));
+    // Only the canonical name comes out.
+    EXPECT_EQ(out.count("embedder.weight"), 0u);
+    EXPECT_EQ(out.count("encoder.embedder.weight"), 0u);
+  }
+}
+
+TEST_F(WeightsEmbedderAliases, NoAliasIsReportedMissing) {
+  const Error e = expect_error(
+      [&] { resolve_checkpoint(spec_, memory_source(with_aliases({})), WeightOptions{}); });
+  const std::string message = e.what();
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  EXPECT_TRUE(contains(line_with(message, kEmbedder), "missing")) << message;
+}
+
+TEST_F(WeightsEmbedderAliases, AliasesWithDifferentValuesAreReported) {
+  TensorMap tensors = with_aliases({kEmbedder, "encoder.embedder.weight"});
+  tensors["encoder.embedder.weight"] = embedder_ + 1.0;
+  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  const std::string message = e.what();
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  EXPECT_TRUE(contains(message, kEmbedder)) << message;
+  EXPECT_TRUE(contains(message, "encoder.embedder.weight")) << message;
+  // A disagreement, not any of the other problems.
+  EXPECT_FALSE(contains(message, "missing")) << message;
+  EXPECT_FALSE(contains(message, "unexpected")) << message;
+  EXPECT_FALSE(contains(message, "misshapen")) << message;
+}
+
+TEST_F(WeightsEmbedderAliases, OneDisagreeingAliasAmongThreeIsNamed) {
+  TensorMap tensors = with_aliases(kEmbedderAliases);
+  tensors["embedder.weight"] = embedder_ * 2.0;
+  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  const std::string message = e.what();
+  EXPECT_TRUE(contains(message, " embedder.weight")) << message;
+  EXPECT_FALSE(contains(message, "missing")) << message;
+}
+
+TEST_F(WeightsEmbedderAliases, AnAliasWithTheWrongShapeIsMisshapen) {
+  TensorMap tensors = with_aliases(kEmbedderAliases);
+  tensors["embedder.weight"] = at::zeros({3, 9});
+  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  const std::string line = line_with(e.what(), "[3, 9]");
+  EXPECT_TRUE(contains(line, "embedder.weight")) << e.what();
+  EXPECT_TRUE(contains(line, "[3, 8]")) << e.what();
+}
+
+// --- ignored and unexpected tensors -------------------------------------------------------------
+
+TEST(WeightsIgnored, EncoderAndBottleneckInputTensorsAreIgnored) {
+  const CheckpointSpec spec = shape_tokenizer_checkpoint_spec(golden_config("tiny_v01").shape);
+  const TensorMap golden = read_all_tensors(golden_file("tiny_v01", "shape_tokenizer.safetensors"));
+  TensorMap tensors;
+  for (const TensorSpec& t : spec.tensors) tensors[t.name()] = golden.at(t.name());
+  // Shapes need not fit anything: these modules are never built.
+  tensors["encoder.blocks.0.attn.c_qk.weight"] = at::zeros({5, 7});
+  tensors["encoder.query"] = at::zeros({1, 2, 3});
+  tensors["bottleneck.block.c_in.weight"] = at::zeros({8, 64});
+  tensors["bottleneck.block.c_in.bias"] = at::zeros({8});
+  tensors["bottleneck.block.c_x.weight"] = at::zeros({8, 64});
+  tensors["bottleneck.block.c_x.bias"] = at::zeros({8});
+
+  const TensorMap out = resolve_checkpoint(spec, memory_source(tensors), {});
+  std::set<std::string> expected;
+  for (const TensorSpec& t : spec.tensors) expected.insert(t.name());
+  EXPECT_EQ(keys(out), expected);  // nothing of the ignored modules is loaded
+}
+
+TEST(WeightsIgnored, UnknownTensorsAreUnexpected) {
+  const CheckpointSpec spec = shape_tokenizer_checkpoint_spec(golden_config("tiny_v01").shape);
+  TensorMap tensors = read_all_tensors(golden_file("tiny_v01", "shape_tokenizer.safetensors"));
+  tensors["decoder.extra.weight"] = at::zeros({4});
+  // The prefixes are whole module names: c_inx is not c_in.
+  tensors["bottleneck.block.c_inx.weight"] = at::zeros({4});
+  const Error e = expect_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
+  const std::string message = e.what();
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  EXPECT_TRUE(contains(line_with(message, "decoder.extra.weight"), "unexpected")) << message;
+  EXPECT_TRUE(contains(line_with(message, "bottleneck.block.c_inx.weight"), "unexpected"))
+      << message;
+  EXPECT_FALSE(contains(message, "missing")) << message;
+}
+
+TEST(WeightsIgnored, TheGptCheckpointIgnoresNothing) {
+  const CheckpointSpec spec = gpt_checkpoint_spec(golden_config("tiny_v01").gpt);
+  TensorMap tensors = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
+  tensors["encoder.blocks.0.weight"] = at::zeros({4});
+  const Error e = expect_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
+  EXPECT_TRUE(contains(line_with(e.what(), "encoder.blocks.0.weight"), "unexpected")) << e.what();
+}
+
+// --- dtype conversion ----------------------------------------------------------------------------
+
+void expect_bf16_layout(const TensorMap& tensors, const TensorMap* stored) {
+  for (const auto& [name, tensor] : tensors) {
+    SCOPED_TRACE(name);
+    if (stays_float32(name)) {
+      EXPECT_EQ(tensor.scalar_type(), at::kFloat);
+      if (stored) {
+        EXPECT_TRUE(at::equal(tensor, stored->at(name)));
+      }
+    } else {
+      EXPECT_EQ(tensor.scalar_type(), at::kBFloat16);
+      if (stored) {
+        EXPECT_TRUE(at::equal(tensor, stored->at(name).to(at::kBFloat16)));
+      }
+    }
+  }
+}
+
+TEST(WeightsDtype, Bf16KeepsNormsCodebookAndFourierInFloat32) {
+  const ModelConfig config = golden_config("tiny_v05");
+  const std::string gpt_path = golden_file("tiny_v05", "shape_gpt.safetensors");
+  const std::string shape_path = golden_file("tiny_v05", "shape_tokenizer.safetensors");
+  const ModelWeights weights =
+      load_model_weights(config, gpt_path, shape_path, WeightOptions{at::kBFloat16});
+  const TensorMap gpt_stored = read_all_tensors(gpt_path);
+  const TensorMap shape_stored = read_all_tensors(shape_path);
+  expect_bf16_layout(weights.gpt, &gpt_stored);
+  expect_bf16_layout(weights.shape, &shape_stored);
+
+  // Spot checks of the classification itself, so an empty map cannot pass.
+  EXPECT_EQ(weights.gpt.at("transformer.dual_blocks.0.attn.pre_x.c_qk.weight").scalar_type(),
+            at::kBFloat16);
+  EXPECT_EQ(weights.gpt.at("transformer.dual_blocks.0.attn.pre_x.q_norm.weight").scalar_type(),
+            at::kFloat);
+  EXPECT_EQ(weights.gpt.at("transformer.wte.weight").scalar_type(), at::kBFloat16);
+  EXPECT_EQ(weights.gpt.at("bbox_proj.bias").scalar_type(), at::kBFloat16);
+  EXPECT_EQ(weights.shape.at("bottleneck.block.cb_bias").scalar_type(), at::kFloat);
+  EXPECT_EQ(weights.shape.at("occupancy_decoder.ln_f.bias").scalar_type(), at::kFloat);
+  EXPECT_EQ(weights.shape.at(kEmbedder).scalar_type(), at::kFloat);
+  EXPECT_EQ(weights.shape.at("occupancy_decoder.c_head.weight").scalar_type(), at::kBFloat16);
+}
+
+TEST(WeightsDtype, RandomWeightsFollowTheSameDtypeRules) {
+  const ModelConfig config = golden_config("tiny_v01");
+  const WeightOptions bf16{at::kBFloat16};
+  expect_bf16_layout(random_checkpoint(gpt_checkpoint_spec(config.gpt), 3, bf16), nullptr);
+  expect_bf16_layout(random_checkpoint(shape_tokenizer_checkpoint_spec(config.shape), 3, bf16),
+                     nullptr);
+}
+
+// --- random weights ------------------------------------------------------------------------------
+
+bool all_equal(const TensorMap& a, const TensorMap& b) {
+  if (keys(a) != keys(b)) return false;
+  for (const auto& [name, tensor] : a) {
+    if (!at::equal(tensor, b.at(name))) return false;
+  }
+  return true;
+}
+
+TEST(WeightsRandom, DeterministicPerSeedAndCoversTheSpec) {
+  const ModelConfig config = golden_config("tiny_v05");
+  for (const CheckpointSpec& spec :
+       {gpt_checkpoint_spec(config.gpt), shape_tokenizer_checkpoint_spec(config.shape)}) {
+    SCOPED_TRACE(spec.what);
+    // Other draws from the global generator in between must not matter.
+    const TensorMap a = random_checkpoint(spec, 42, {});
+    at::manual_seed(123);
+    (void)at::randn({100});
+    const TensorMap b = random_checkpoint(spec, 42, {});
+    const TensorMap c = random_checkpoint(spec, 43, {});
+
+    expect_matches_spec(spec, a);
+    EXPECT_TRUE(all_equal(a, b));
+    for (const auto& [name, tensor] : a) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(tensor.scalar_type(), at::kFloat);
+      EXPECT_TRUE(at::isfinite(tensor).all().item<bool>());
+      EXPECT_FALSE(at::equal(tensor, c.at(name))) << "seed 43 gave the same values as 42";
+    }
+  }
+}
+
+TEST(WeightsRandom, LoadModelWeightsGeneratesFromTheConfigSeed) {
+  ModelConfig config = golden_config("tiny_v01");
+  config.random_weights_seed = 7;
+  const ModelWeights a = load_model_weights(config, "", "", {});
+  const ModelWeights b = load_model_weights(config, "", "", {});
+  expect_matches_spec(gpt_checkpoint_spec(config.gpt), a.gpt);
+  expect_matches_spec(shape_tokenizer_checkpoint_spec(config.shape), a.shape);
+  EXPECT_TRUE(all_equal(a.gpt, b.gpt));
+  EXPECT_TRUE(all_equal(a.shape, b.shape));
+  EXPECT_TRUE(all_equal(a.gpt, random_checkpoint(gpt_checkpoint_spec(config.gpt), 7, {})));
+
+  config.random_weights_seed = 8;
+  const ModelWeights c = load_model_weights(config, "", "", {});
+  EXPECT_FALSE(at::equal(a.gpt.at("lm_head.weight"), c.gpt.at("lm_head.weight")));
+  EXPECT_FALSE(at::equal(a.shape.at(kEmbedder), c.shape.at(kEmbedder)));
+}
+
+TEST(WeightsRandom, NoPathsAndNoSeedThrowsNamingTheConfig) {
+  const ModelConfig config = golden_config("tiny_v01");
+  ASSERT_FALSE(config.random_weights_seed.has_value());
+  const Error e = expect_error([&] { load_model_weights(config, "", "", {}); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  EXPECT_TRUE(contains(e.what(), golden_file("tiny_v01", "model.yaml"))) << e.what();
+  EXPECT_TRUE(contains(e.what(), "random_weights_seed")) << e.what();
+}
+
+TEST(WeightsRandom, OnlyOnePathThrows) {
+  // A seed must not paper over a forgotten path.
+  ModelConfig config = golden_config("tiny_v01");
+  config.random_weights_seed = 7;
+  const std::string gpt_path = golden_file("tiny_v01", "shape_gpt.safetensors");
+  const std::string shape_path = golden_file("tiny_v01", "shape_tokenizer.safetensors");
+  for (const auto& [gpt, shape] :
+       {std::pair{gpt_path, std::string()}, std::pair{std::string(), shape_path}}) {
+    SCOPED_TRACE("gpt='" + gpt + "' shape='" + shape + "'");
+    const Error e = expect_error([&] { load_model_weights(config, gpt, shape, {}); });
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  }
+}
+
+// --- the spec against the golden files -----------------------------------------------------------
+
+std::set<std::string> stored_names(const std::string& path) {
+  const std::vector<std::string> names = SafetensorsFile::open(path).names();
+  return {names.begin(), names.end()};
+}
+
+std::set<std::string> all_spec_names(const CheckpointSpec& spec) {
+  std::set<std::string> names;
+  for (const TensorSpec& t : spec.tensors) names.insert(t.names.begin(), t.names.end());
+  return names;
+}
+
+TEST(WeightsSpec, GptSpecNamesEqualTheGoldenCheckpoints) {
+  for (const std::string model : {"tiny_v01", "tiny_v05"}) {
+    SCOPED_TRACE(model);
+    const CheckpointSpec spec = gpt_checkpoint_spec(golden_config(model).gpt);
+    const std::set<std::string> names = all_spec_names(spec);
+    EXPECT_EQ(names.size(), spec.tensors.size()) << "duplicate or aliased GPT tensor names";
+    EXPECT_EQ(names, stored_names(golden_file(model, "shape_gpt.safetensors")));
+    EXPECT_EQ(names.count("bbox_proj.weight"), model == "tiny_v05" ? 1u : 0u);
+    EXPECT_EQ(names.count("bbox_proj.bias"), model == "tiny_v05" ? 1u : 0u);
+  }
+}
+
+TEST(WeightsSpec, ShapeTokenizerSpecPlusIgnoredPrefixesCoverTheGoldenCheckpoints) {
+  for (const std::string model : {"tiny_v01", "tiny_v05"}) {
+    SCOPED_TRACE(model);
+    const CheckpointSpec spec = shape_tokenizer_checkpoint_spec(golden_config(model).shape);
+    const std::set<std::string> spec_names = all_spec_names(spec);
+    const std::set<std::string> stored =
+        stored_names(golden_file(model, "shape_tokenizer.safetensors"));
+    std::set<std::string> covered;  // stored names the spec or a prefix accounts for
+    std::map<std::string, int> prefix_hits;
+    for (const std::string& name : stored) {
+      bool ignored = false;
+      for (const std::string& prefix : spec.ignored_prefixes) {
+        if (name.rfind(prefix, 0) == 0) {
+          ignored = true;
+          ++prefix_hits[prefix];
+        }
+      }
+      if (spec_names.count(name) || ignored) {
+        covered.insert(name);
+      } else {
+        ADD_FAILURE() << "golden tensor not covered by the spec: " << name;
+      }
+    }
+    EXPECT_EQ(covered, stored);
+    // The golden file stores every alias, so every spec name is in it.
+    for (const std::string& name : spec_names) {
+      EXPECT_EQ(stored.count(name), 1u) << "spec tensor not in the golden file: " << name;
+    }
+    // Every ignored prefix is needed, and the three-name embedder is the only aliased tensor.
+    for (const std::string& prefix : spec.ignored_prefixes) {
+      EXPECT_GT(prefix_hits[prefix], 0) << "prefix matches nothing: " << prefix;
+    }
+    EXPECT_EQ(spec_names.size(), spec.tensors.size() + 2);
+  }
+}
+
+TEST(WeightsSpec, LastDualBlockHasConditionKeysOnlyAndNoPost2) {
+  const GptConfig gpt = golden_config("tiny_v01").gpt;
+  ASSERT_EQ(gpt.n_layer, 3);
+  const std::set<std::string> names = all_spec_names(gpt_checkpoint_spec(gpt));
+  const std::string last = "transformer.dual_blocks.2.";
+  EXPECT_EQ(names.count(last + "attn.pre_c.c_k.weight"), 1u);
+  EXPECT_EQ(names.count(last + "attn.pre_c.c_k.bias"), 1u);
+  EXPECT_EQ(names.count(last + "attn.pre_c.c_qk.weight"), 0u);
+  EXPECT_EQ(names.count(last + "attn.pre_c.q_norm.weight"), 0u);
+  EXPECT_EQ(names.count(last + "attn.pre_c.k_norm.weight"), 1u);
+  EXPECT_EQ(names.count(last + "post_1.c_proj.weight"), 1u);
+  for (const std::string& name : names) {
+    EXPECT_FALSE(name.rfind(last + "post_2.", 0) == 0) << name;
+  }
+  // The other dual blocks have both streams in full.
+  const std::string first = "transformer.dual_blocks.0.";
+  EXPECT_EQ(names.count(first + "attn.pre_c.c_qk.weight"), 1u);
+  EXPECT_EQ(names.count(first + "attn.pre_c.c_k.weight"), 0u);
+  EXPECT_EQ(names.count(first + "post_2.mlp.down_proj.weight"), 1u);
+}
+
+}  // namespace
+}  // namespace cube3d
