@@ -16,6 +16,12 @@ std::string_view to_string(ErrorCode code) {
       return "UNIMPLEMENTED";
     case ErrorCode::kInternal:
       return "INTERNAL";
+    case ErrorCode::kCancelled:
+      return "CANCELLED";
+    case ErrorCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case ErrorCode::kUnavailable:
+      return "UNAVAILABLE";
   }
   return "UNKNOWN";
 }
@@ -37,5 +43,10 @@ Error unimplemented(const std::string& message) {
   return Error(ErrorCode::kUnimplemented, message);
 }
 Error internal_error(const std::string& message) { return Error(ErrorCode::kInternal, message); }
+Error cancelled(const std::string& message) { return Error(ErrorCode::kCancelled, message); }
+Error deadline_exceeded(const std::string& message) {
+  return Error(ErrorCode::kDeadlineExceeded, message);
+}
+Error unavailable(const std::string& message) { return Error(ErrorCode::kUnavailable, message); }
 
 }  // namespace cube3d

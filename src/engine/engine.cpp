@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 
 #include "cube3d/core/error.h"
 #include "cube3d/model/weights.h"
@@ -62,6 +63,32 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
       tokens + 1);
   engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
                                                    config.cond_len(options.text_tokens));
+  if (options.load_text_encoder) {
+    const int64_t text_dim = config.gpt.text_model_embed_dim;
+    std::optional<ClipTextModel> clip;
+    if (!options.clip_model.empty()) {
+      clip = ClipTextModel::load(options.clip_model, engine->device_);
+    } else if (config.random_weights_seed && options.gpt_weights.empty()) {
+      // The demo model's CLIP: small, random, with the real vocabulary so it tokenizes text.
+      ClipTextConfig small;
+      small.hidden_size = text_dim;
+      small.intermediate_size = 4 * text_dim;
+      small.num_hidden_layers = 2;
+      small.num_attention_heads = text_dim % 16 == 0 ? text_dim / 16 : 1;
+      clip = ClipTextModel::random(small, *config.random_weights_seed + 2, engine->device_);
+    }
+    if (clip) {
+      if (clip->config().hidden_size != text_dim) {
+        throw invalid_argument("CLIP model " + options.clip_model + " has hidden size " +
+                               std::to_string(clip->config().hidden_size) + " but " +
+                               config.source + " expects gpt_model.text_model_embed_dim " +
+                               std::to_string(text_dim));
+      }
+      ClipTokenizer tokenizer =
+          ClipTokenizer::load(TextEncoder::resolve_vocab(options.clip_vocab, options.clip_model));
+      engine->text_encoder_ = std::make_unique<TextEncoder>(std::move(tokenizer), std::move(*clip));
+    }
+  }
   engine->load_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("loaded {} on {} ({}) in {:.0f} ms; KV cache {:.1f} MiB for {} requests",

@@ -57,6 +57,14 @@ Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_token
   }
 }
 
+void Generator::prepare(int64_t batch, bool cfg) {
+  if (batch < 1 || batch > max_batch_) {
+    throw invalid_argument("prepare: batch " + std::to_string(batch) + " outside 1.." +
+                           std::to_string(max_batch_));
+  }
+  runner(batch, cfg, /*record_logits=*/false);
+}
+
 DecodeRunner& Generator::runner(int64_t batch, bool cfg, bool record_logits) {
   auto& slot = runners_[{batch, cfg, record_logits}];
   if (!slot) {
@@ -144,6 +152,13 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     cfg = cfg || requests[i].guidance_scale > 0;
   }
 
+  // Progress after the first token, every interval and after the last; false = stop.
+  const auto report = [&](int64_t done) {
+    if (!options.on_progress) return true;
+    const bool due = done == 1 || done == total_tokens_ ||
+                     (options.progress_interval > 0 && done % options.progress_interval == 0);
+    return due ? options.on_progress(done) : true;
+  };
   const auto start = Clock::now();
   DecodeRunner& r = runner(batch, cfg, options.record_logits);
   r.single_stream_decode() = options.single_stream_decode;
@@ -160,7 +175,11 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     (void)r.output_ids().cpu();  // the first token is out: that is the prefill's end
     result.prefill_ms = ms_since(start);
     const auto decode_start = Clock::now();
-    for (int64_t i = 1; i < total_tokens_; ++i) r.step();
+    if (!report(1)) result.stopped = true;
+    for (int64_t i = 1; i < total_tokens_ && !result.stopped; ++i) {
+      r.step();
+      if (!report(i + 1)) result.stopped = true;
+    }
     // Copies: the runner's buffers are reused by the next batch.
     result.ids = r.output_ids().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
     result.decode_ms = ms_since(decode_start);
@@ -172,10 +191,12 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     (void)r.output_ids().cpu();
     result.prefill_ms = ms_since(start);
     const auto decode_start = Clock::now();
-    for (int64_t i = 1; i < total_tokens_; ++i) {
+    if (!report(1)) result.stopped = true;
+    for (int64_t i = 1; i < total_tokens_ && !result.stopped; ++i) {
       const at::Tensor e = gpt_.embed(r.token_ids());
       sequence = at::cat({sequence, (cfg ? at::cat({e, e}) : e).unsqueeze(1)}, 1);
       r.accept_logits(gpt_.forward(result.cond, sequence).select(1, i));
+      if (!report(i + 1)) result.stopped = true;
     }
     result.ids = r.output_ids().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
     result.decode_ms = ms_since(decode_start);

@@ -62,7 +62,7 @@ ShapeDecoderWeights ShapeDecoderWeights::from_tensors(const ShapeModelConfig& co
   return w;
 }
 
-int64_t grid_points_per_axis(int64_t resolution_base) {
+int64_t occupancy_grid_size(int64_t resolution_base) {
   if (resolution_base < 1 || resolution_base > 12) {
     throw invalid_argument("resolution_base " + std::to_string(resolution_base) +
                            " is outside the supported range [1, 12]");
@@ -162,7 +162,7 @@ at::Tensor ShapeDecoder::occupancy_grid(const at::Tensor& latents, int64_t resol
   if (latents.dim() != 3 || latents.size(0) != 1) {
     throw invalid_argument("occupancy_grid expects the latents of one shape [1, T, W]");
   }
-  const int64_t n = grid_points_per_axis(resolution_base);
+  const int64_t n = occupancy_grid_size(resolution_base);
   const int64_t total = n * n * n;
   const int64_t chunk = chunk_points > 0 ? chunk_points : default_chunk_points();
   const at::Device device = latents.device();

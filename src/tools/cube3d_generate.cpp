@@ -115,7 +115,7 @@ int run(int argc, char** argv) {
   gen_options.use_kv_cache = !args.has("--no-kv-cache");
   gen_options.record_logits = args.has("--dump");
   const int64_t resolution_base = args.get_int("--resolution-base", 8);
-  grid_points_per_axis(resolution_base);  // validates before the expensive part
+  occupancy_grid_size(resolution_base);  // validates before the expensive part
 
   const int64_t text_dim = config.gpt.text_model_embed_dim;
   if (args.has("--text-embeddings")) {

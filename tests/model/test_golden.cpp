@@ -111,7 +111,7 @@ TEST(GoldenGrid, AxisMatchesNumpyLinspace) {
   EXPECT_FLOAT_EQ(axis[0].item<float>(), -1.05f);
   EXPECT_FLOAT_EQ(axis[8].item<float>(), 0.0f);
   EXPECT_FLOAT_EQ(axis[16].item<float>(), 1.05f);
-  EXPECT_EQ(grid_points_per_axis(8), 257);
+  EXPECT_EQ(occupancy_grid_size(8), 257);
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ enum class ErrorCode {
   kResourceExhausted,   // a limit was hit (memory, sizes)
   kUnimplemented,       // an option that a later component provides
   kInternal,            // a bug: an invariant of ours broke
+  kCancelled,           // the caller went away; its work was dropped
+  kDeadlineExceeded,    // the request's deadline passed before it could finish
+  kUnavailable,         // the server cannot take work now (shutting down); retry elsewhere
 };
 
 std::string_view to_string(ErrorCode code);
@@ -35,5 +38,8 @@ Error failed_precondition(const std::string& message);
 Error resource_exhausted(const std::string& message);
 Error unimplemented(const std::string& message);
 Error internal_error(const std::string& message);
+Error cancelled(const std::string& message);
+Error deadline_exceeded(const std::string& message);
+Error unavailable(const std::string& message);
 
 }  // namespace cube3d

@@ -10,6 +10,7 @@
 
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/generator.h"
+#include "cube3d/engine/text_encoder.h"
 #include "cube3d/model/shape_decoder.h"
 #include "cube3d/model/shape_gpt.h"
 
@@ -22,6 +23,11 @@ struct EngineOptions {
   std::string dtype = "float32";  // float32 | bfloat16
   int64_t max_batch = 1;          // requests per batch the KV cache is sized for
   int64_t text_tokens = 77;       // CLIP positions per condition
+  // CLIP: a Hugging Face folder (config.json + model.safetensors). Empty: a small random CLIP
+  // for random-weight models, no text encoder otherwise (precomputed embeddings only).
+  std::string clip_model;
+  std::string clip_vocab;  // see TextEncoder::resolve_vocab
+  bool load_text_encoder = true;
 };
 
 // Parses "cpu", "cuda", "cuda:N"; throws failed_precondition when CUDA is asked for and there
@@ -39,6 +45,8 @@ class Engine {
   const ShapeGpt& gpt() const { return *gpt_; }
   const ShapeDecoder& decoder() const { return *decoder_; }
   Generator& generator() { return *generator_; }
+  // Null when the engine runs on precomputed text embeddings only.
+  const TextEncoder* text_encoder() const { return text_encoder_.get(); }
   double load_ms() const { return load_ms_; }
 
   GenerationResult generate(const std::vector<GenerationRequest>& requests,
@@ -55,6 +63,7 @@ class Engine {
   std::unique_ptr<ShapeGpt> gpt_;
   std::unique_ptr<ShapeDecoder> decoder_;
   std::unique_ptr<Generator> generator_;
+  std::unique_ptr<TextEncoder> text_encoder_;
   double load_ms_ = 0;
 };
 

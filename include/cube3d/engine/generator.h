@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,11 @@ struct GenerationOptions {
   bool use_kv_cache = true;
   bool record_logits = false;  // keep the guided logits of every step
   int64_t bucket = 0;          // pad the batch to this many requests (0: no padding)
+  // Called after the first token and then every `progress_interval` tokens with the number of
+  // tokens done (reading it costs one host sync, so keep the interval coarse on a GPU).
+  // Returning false stops the batch early (every request in it was cancelled).
+  std::function<bool(int64_t tokens_done)> on_progress;
+  int64_t progress_interval = 0;  // 0: only after the first and the last token
 };
 
 struct GenerationResult {
@@ -42,6 +48,7 @@ struct GenerationResult {
   at::Tensor cond;            // [rows, S, D]: conditions, rows [cond (b) ; uncond (b)]
   at::Tensor prefill_logits;  // [rows, C + 3]: raw logits at BOS
   int64_t tokens = 0;
+  bool stopped = false;       // on_progress asked to stop; ids past the stop are meaningless
   double prefill_ms = 0;      // condition encoding, prefill and the first token
   double decode_ms = 0;       // the remaining T - 1 tokens
   double tpot_ms() const { return tokens > 1 ? decode_ms / static_cast<double>(tokens - 1) : 0; }
@@ -58,6 +65,10 @@ class Generator {
 
   GenerationResult generate(const std::vector<GenerationRequest>& requests,
                             const GenerationOptions& options);
+
+  // Creates the decode runner of a batch shape ahead of time (at start, for every bucket), so
+  // that no request pays for it and its buffers exist before any graph capture.
+  void prepare(int64_t batch, bool cfg);
 
  private:
   DecodeRunner& runner(int64_t batch, bool cfg, bool record_logits);

@@ -43,7 +43,7 @@ inline constexpr double kGridMin = -1.05;
 inline constexpr double kGridMax = 1.05;
 
 // Points per axis of the grid for a resolution base: 2^r + 1.
-int64_t grid_points_per_axis(int64_t resolution_base);
+int64_t occupancy_grid_size(int64_t resolution_base);
 // Axis coordinates exactly as numpy.linspace(min, max, n, dtype=float32) computes them.
 at::Tensor grid_axis(int64_t points_per_axis);
 

@@ -1,0 +1,112 @@
+// One client request as the scheduler sees it: the validated parameters, its deadline and
+// cancellation flag, and the callbacks that report progress and deliver exactly one outcome.
+// Free of gRPC and libtorch so that the scheduler builds and tests fast with a fake executor.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+
+using SteadyClock = std::chrono::steady_clock;
+
+enum class MeshFormat { kRaw, kObj, kPly, kGlb };
+
+// Already validated by the server: in range, finite, UTF-8.
+struct JobRequest {
+  std::string request_id;
+  std::string prompt;
+  double guidance_scale = 3.0;
+  std::optional<double> top_p;  // unset: greedy
+  uint64_t seed = 0;
+  std::optional<std::array<float, 3>> bounding_box;  // normalised (longest side 1.925)
+  int64_t resolution_base = 8;
+  MeshFormat format = MeshFormat::kGlb;
+  std::optional<int64_t> target_face_count;  // unset: the configured default
+  bool return_shape_tokens = false;
+};
+
+enum class JobStage { kQueued, kTextEncoding, kDecoding, kMeshing, kDone };
+
+struct JobProgress {
+  JobStage stage = JobStage::kQueued;
+  int64_t tokens_done = 0;
+  int64_t tokens_total = 0;
+};
+
+struct JobTimings {
+  double queue_ms = 0, text_encoding_ms = 0, prefill_ms = 0, decode_ms = 0, tpot_ms = 0,
+         mesh_ms = 0, total_ms = 0;
+};
+
+struct JobResult {
+  std::string request_id;
+  MeshFormat format = MeshFormat::kGlb;
+  std::vector<float> vertices;   // xyz, world coordinates (kRaw)
+  std::vector<uint32_t> indices; // three per triangle (kRaw)
+  std::string encoded;           // OBJ / PLY / GLB bytes
+  int64_t vertex_count = 0;
+  int64_t face_count = 0;
+  std::vector<int64_t> shape_tokens;  // when asked for
+  int64_t batch_bucket = 0;
+  std::vector<std::string> warnings;
+  JobTimings timings;
+};
+
+class Job {
+ public:
+  using ProgressFn = std::function<void(const JobProgress&)>;
+  using DoneFn = std::function<void(const JobResult*, const Error*)>;
+
+  Job(JobRequest request, SteadyClock::time_point deadline, ProgressFn on_progress,
+      DoneFn on_done)
+      : request_(std::move(request)),
+        enqueued_(SteadyClock::now()),
+        deadline_(deadline),
+        on_progress_(std::move(on_progress)),
+        on_done_(std::move(on_done)) {}
+
+  const JobRequest& request() const { return request_; }
+  SteadyClock::time_point enqueued() const { return enqueued_; }
+  SteadyClock::time_point deadline() const { return deadline_; }
+  bool expired(SteadyClock::time_point now = SteadyClock::now()) const { return now >= deadline_; }
+
+  // The client went away (or the server is shutting down): its work is dropped.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  bool finished() const { return finished_.load(); }
+
+  void progress(const JobProgress& p) const {
+    if (on_progress_ && !finished_.load()) on_progress_(p);
+  }
+  // Exactly one of these delivers the outcome; later calls are ignored (so a job that is both
+  // cancelled and completed by a racing path reports once).
+  void succeed(const JobResult& result) { deliver(&result, nullptr); }
+  void fail(const Error& error) { deliver(nullptr, &error); }
+
+ private:
+  void deliver(const JobResult* result, const Error* error) {
+    bool expected = false;
+    if (!finished_.compare_exchange_strong(expected, true)) return;
+    if (on_done_) on_done_(result, error);
+  }
+
+  JobRequest request_;
+  SteadyClock::time_point enqueued_;
+  SteadyClock::time_point deadline_;
+  ProgressFn on_progress_;
+  DoneFn on_done_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+};
+
+}  // namespace cube3d

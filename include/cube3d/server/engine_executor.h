@@ -1,0 +1,64 @@
+// The scheduler's BatchExecutor over the real engine and the mesh stage. A batch runs text
+// encoding and token generation on the scheduler's worker thread; each request's shape decoding
+// (latents, occupancy grid, marching cubes, clean-up, encoding) then runs on a small pool of
+// mesh threads, so the next batch can start decoding while the last one is meshed.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cube3d/engine/engine.h"
+#include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/scheduler/batch_executor.h"
+
+namespace cube3d {
+
+struct ExecutorOptions {
+  SingleStreamDecode single_stream_decode = SingleStreamDecode::kCausal;
+  int64_t progress_interval_tokens = 32;
+  int64_t mesh_threads = 2;
+  MeshPipelineOptions mesh;  // target_faces of each request overrides mesh.simplification's
+  // Observers for metrics (may be empty).
+  std::function<void(double ttft_ms, double tpot_ms, int64_t tokens)> on_generated;
+};
+
+class EngineExecutor final : public BatchExecutor {
+ public:
+  EngineExecutor(Engine& engine, ExecutorOptions options);
+  ~EngineExecutor() override;  // finishes the queued mesh work, then joins the threads
+  EngineExecutor(const EngineExecutor&) = delete;
+  EngineExecutor& operator=(const EngineExecutor&) = delete;
+
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override;
+
+  // Creates every bucket's decode runners and runs one small batch end to end, so that the
+  // first client request pays for nothing. Called once before the server reports SERVING.
+  void warm_up(const std::vector<int64_t>& buckets);
+
+  // Waits until no mesh work is queued or running (tests and draining).
+  void wait_idle();
+
+ private:
+  void mesh_worker();
+  void post(std::function<void()> task);
+  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, int64_t bucket,
+                  JobResult result, SteadyClock::time_point mesh_start);
+
+  Engine& engine_;
+  ExecutorOptions options_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> tasks_;
+  int64_t busy_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace cube3d

@@ -1,0 +1,129 @@
+#include "cube3d/server/metrics_http.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string_view>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+namespace {
+
+constexpr int kPollMs = 200;           // how quickly the thread notices it should stop
+constexpr int kClientTimeoutMs = 2000;  // a scraper that sends nothing is dropped
+constexpr size_t kMaxRequestBytes = 8192;
+
+void split_host_port(const std::string& listen, std::string& host, std::string& port) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size()) {
+    throw invalid_argument("metrics_listen '" + listen + "' is not host:port");
+  }
+  host = listen.substr(0, colon);
+  port = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+}
+
+void send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;  // the scraper went away; nothing to do
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+MetricsHttpServer::MetricsHttpServer(const std::string& listen,
+                                     std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)) {
+  std::string host, port;
+  split_host_port(listen, host, port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
+                                   &found);
+      rc != 0) {
+    throw invalid_argument("metrics_listen " + listen + ": " + ::gai_strerror(rc));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
+      listen_fd_ = fd;
+      break;
+    }
+    last_error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    throw invalid_argument("metrics_listen " + listen + ": cannot listen: " + last_error);
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  thread_ = std::thread([this] { serve(); });
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void MetricsHttpServer::serve() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, kPollMs) <= 0) continue;
+    const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    answer(client);
+    ::close(client);
+  }
+}
+
+void MetricsHttpServer::answer(int client) const {
+  // Read the request head (one scrape at a time; Prometheus scrapes are small and rare).
+  std::string request;
+  char buf[1024];
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    pollfd p{client, POLLIN, 0};
+    if (::poll(&p, 1, kClientTimeoutMs) <= 0) return;
+    const ssize_t n = ::recv(client, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  const auto line_end = request.find("\r\n");
+  const std::string line = request.substr(0, line_end);
+  const bool get = line.rfind("GET ", 0) == 0;
+  const auto path_end = line.find(' ', 4);
+  const std::string path = get ? line.substr(4, path_end - 4) : "";
+  if (!get || (path != "/metrics" && path.rfind("/metrics?", 0) != 0)) {
+    send_all(client,
+             "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n"
+             "Connection: close\r\n\r\nmetrics are served at /metrics");
+    return;
+  }
+  const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
+  send_all(client, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n");
+  send_all(client, body);
+}
+
+}  // namespace cube3d

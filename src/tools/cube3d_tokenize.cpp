@@ -1,0 +1,100 @@
+// cube3d-tokenize: CLIP input ids for prompts (ARCHITECTURE.md contract). Reads one JSON string
+// per line from stdin and prints, for each, the 77 padded input ids separated by single spaces.
+// JSON lines keep prompts with newlines, tabs or any other character unambiguous.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_args.h"
+#include "cube3d/core/error.h"
+#include "cube3d/model/clip_tokenizer.h"
+
+namespace cube3d {
+namespace {
+
+CliArgs make_args() {
+  CliArgs args("cube3d-tokenize",
+               "Read JSON strings, one per line, from stdin; print each one's 77 CLIP input ids.");
+  args.option("--vocab", 1,
+              "bpe_simple_vocab_16e6.txt.gz or a Hugging Face folder with vocab.json + "
+              "merges.txt (default: $CUBE3D_CLIP_VOCAB, else the build's .cache/clip copy)",
+              "F");
+  return args;
+}
+
+std::string vocabulary_path(const CliArgs& args) {
+  if (args.has("--vocab")) return args.get("--vocab");
+  if (const char* env = std::getenv("CUBE3D_CLIP_VOCAB"); env != nullptr && *env != '\0') {
+    return env;
+  }
+#ifdef CUBE3D_DEFAULT_CLIP_VOCAB
+  return CUBE3D_DEFAULT_CLIP_VOCAB;
+#else
+  throw invalid_argument("--vocab: no CLIP vocabulary given (or set CUBE3D_CLIP_VOCAB)");
+#endif
+}
+
+int run(int argc, char** argv) {
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  const ClipTokenizer tokenizer = ClipTokenizer::load(vocabulary_path(args));
+
+  std::string line;
+  for (int64_t number = 1; std::getline(std::cin, line); ++number) {
+    const std::string where = "stdin line " + std::to_string(number);
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      // nlohmann's message says what is wrong (syntax, ill-formed UTF-8, lone surrogate).
+      throw invalid_argument(where + ": expected a JSON string (" + e.what() + ")");
+    }
+    if (!value.is_string()) {
+      throw invalid_argument(where + ": expected a JSON string, got " + value.dump());
+    }
+    ClipTokens tokens;
+    try {
+      tokens = tokenizer.tokenize(value.get<std::string>());
+    } catch (const Error& e) {
+      throw Error(e.code(), where + ": " + e.what());
+    }
+    if (tokens.truncated) {
+      std::fprintf(stderr,
+                   "cube3d-tokenize: warning: %s: prompt truncated to %lld of %lld tokens\n",
+                   where.c_str(), static_cast<long long>(ClipTokenizer::kMaxTextTokens),
+                   static_cast<long long>(tokens.token_count));
+    }
+    std::string out;
+    for (const int64_t id : tokens.input_ids) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(id);
+    }
+    // One flush per line, so that a process driving this one through pipes gets each answer
+    // before it sends the next prompt.
+    std::cout << out << std::endl;
+  }
+  if (std::cin.bad()) throw invalid_argument("stdin: read error");
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  try {
+    return cube3d::run(argc, argv);
+  } catch (const cube3d::Error& e) {
+    std::fprintf(stderr, "cube3d-tokenize: %s: %s\n", std::string(to_string(e.code())).c_str(),
+                 e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cube3d-tokenize: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,576 @@
+// The scheduler against a fake executor that records its batches, can hold a batch until it is
+// released (or its jobs are cancelled, like the real one), and can throw. Waits use condition
+// variables with generous timeouts; the few timing checks leave wide margins.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cube3d/core/error.h"
+#include "cube3d/scheduler/batch_executor.h"
+#include "cube3d/scheduler/bucket_policy.h"
+#include "cube3d/scheduler/job.h"
+#include "cube3d/scheduler/scheduler.h"
+
+namespace cube3d {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kNoDeadline = SteadyClock::time_point::max();
+constexpr auto kLongWait = 5s;  // for things that should happen at once: only hit on failure
+
+struct Outcome {
+  bool ok = false;
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  int64_t bucket = 0;
+  SteadyClock::time_point at;
+};
+
+// Records what every job of a test reports. Outlives the scheduler (declare it first).
+class Outcomes {
+ public:
+  std::shared_ptr<Job> make_job(const std::string& id,
+                                SteadyClock::time_point deadline = kNoDeadline) {
+    JobRequest request;
+    request.request_id = id;
+    return std::make_shared<Job>(
+        std::move(request), deadline,
+        [this, id](const JobProgress& progress) {
+          const std::lock_guard lock(mutex_);
+          stages_[id].push_back(progress.stage);
+        },
+        [this, id](const JobResult* result, const Error* error) { record(id, result, error); });
+  }
+
+  // Waits until `count` distinct jobs have an outcome.
+  bool wait_for(size_t count, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return outcomes_.size() >= count; });
+  }
+  std::optional<Outcome> get(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = outcomes_.find(id);
+    if (it == outcomes_.end()) return std::nullopt;
+    return it->second;
+  }
+  int deliveries(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = deliveries_.find(id);
+    return it == deliveries_.end() ? 0 : it->second;
+  }
+  size_t count() const {
+    const std::lock_guard lock(mutex_);
+    return outcomes_.size();
+  }
+  std::vector<JobStage> stages(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = stages_.find(id);
+    return it == stages_.end() ? std::vector<JobStage>{} : it->second;
+  }
+
+ private:
+  void record(const std::string& id, const JobResult* result, const Error* error) {
+    Outcome outcome;
+    outcome.ok = result != nullptr;
+    if (result) outcome.bucket = result->batch_bucket;
+    if (error) {
+      outcome.code = error->code();
+      outcome.message = error->what();
+    }
+    outcome.at = SteadyClock::now();
+    {
+      const std::lock_guard lock(mutex_);
+      ++deliveries_[id];
+      outcomes_.emplace(id, std::move(outcome));
+    }
+    changed_.notify_all();
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, Outcome> outcomes_;
+  std::map<std::string, int> deliveries_;
+  std::map<std::string, std::vector<JobStage>> stages_;
+};
+
+struct RecordedBatch {
+  int64_t bucket = 0;
+  std::vector<std::string> ids;
+  SteadyClock::time_point started;
+};
+
+class FakeExecutor : public BatchExecutor {
+ public:
+  // Batches block from now on until release(), or until all their jobs are cancelled.
+  void hold() {
+    const std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  void release() {
+    {
+      const std::lock_guard lock(mutex_);
+      held_ = false;
+    }
+    changed_.notify_all();
+  }
+  // Batch number `index` (from 0) succeeds its first `succeed_first` jobs, then calls `thrower`.
+  void throw_on_batch(size_t index, std::function<void()> thrower, size_t succeed_first = 0) {
+    const std::lock_guard lock(mutex_);
+    throw_index_ = index;
+    thrower_ = std::move(thrower);
+    succeed_first_ = succeed_first;
+  }
+
+  bool wait_for_batches(size_t count, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return batches_.size() >= count; });
+  }
+  std::vector<RecordedBatch> batches() const {
+    const std::lock_guard lock(mutex_);
+    return batches_;
+  }
+  std::set<std::string> executed_ids() const {
+    const std::lock_guard lock(mutex_);
+    std::set<std::string> ids;
+    for (const auto& batch : batches_) ids.insert(batch.ids.begin(), batch.ids.end());
+    return ids;
+  }
+
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+    std::function<void()> thrower;
+    size_t succeed_first = 0;
+    {
+      std::unique_lock lock(mutex_);
+      RecordedBatch batch{bucket, {}, SteadyClock::now()};
+      for (const auto& job : jobs) batch.ids.push_back(job->request().request_id);
+      const size_t index = batches_.size();
+      batches_.push_back(std::move(batch));
+      changed_.notify_all();
+      // Cancellation does not notify anyone, so look at it every few milliseconds.
+      while (held_ && !all_cancelled(jobs)) changed_.wait_for(lock, 5ms);
+      if (thrower_ && index == throw_index_) {
+        thrower = thrower_;
+        succeed_first = succeed_first_;
+      }
+    }
+    if (thrower) {
+      for (size_t i = 0; i < succeed_first && i < jobs.size(); ++i) succeed(*jobs[i], bucket);
+      thrower();
+    }
+    for (const auto& job : jobs) {
+      if (job->cancelled()) {
+        job->fail(cancelled("cancelled while running"));
+      } else {
+        succeed(*job, bucket);
+      }
+    }
+  }
+
+ private:
+  static bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
+    for (const auto& job : jobs) {
+      if (!job->cancelled()) return false;
+    }
+    return true;
+  }
+  static void succeed(Job& job, int64_t bucket) {
+    JobResult result;
+    result.request_id = job.request().request_id;
+    result.batch_bucket = bucket;
+    job.succeed(result);
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<RecordedBatch> batches_;
+  bool held_ = false;
+  size_t throw_index_ = 0;
+  std::function<void()> thrower_;
+  size_t succeed_first_ = 0;
+};
+
+SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
+                            int64_t max_queue_size = 64) {
+  SchedulerConfig config;
+  config.batch_buckets = std::move(buckets);
+  config.max_queue_delay_ms = max_queue_delay_ms;
+  config.max_queue_size = max_queue_size;
+  return config;
+}
+
+// The error that `submit` throws, if any.
+std::optional<Error> submit_error(Scheduler& scheduler, std::shared_ptr<Job> job) {
+  try {
+    scheduler.submit(std::move(job));
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+// Built by appending: GCC 12 warns falsely (-Wstringop-overflow) on "literal" + std::string&&.
+std::string job_id(int thread, int index) {
+  std::string id = std::to_string(thread);
+  id += '-';
+  id += std::to_string(index);
+  return id;
+}
+
+double elapsed_ms(SteadyClock::time_point from, SteadyClock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// Holds the executor and runs job "A" so that whatever is submitted next waits in the queue.
+void occupy_the_executor(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes) {
+  executor.hold();
+  scheduler.submit(outcomes.make_job("A"));
+  ASSERT_TRUE(executor.wait_for_batches(1));
+}
+
+TEST(Scheduler, LoneRequestWaitsForTheQueueDelayThenRunsInBucketOne) {
+  constexpr int64_t kDelayMs = 300;
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4, 8}, kDelayMs), executor);
+
+  const auto submitted = SteadyClock::now();
+  scheduler.submit(outcomes.make_job("lone"));
+  ASSERT_TRUE(outcomes.wait_for(1));
+
+  const auto batches = executor.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].bucket, 1);
+  EXPECT_EQ(batches[0].ids, std::vector<std::string>{"lone"});
+  const double waited_ms = elapsed_ms(submitted, batches[0].started);
+  EXPECT_GE(waited_ms, kDelayMs - 1.0);  // steady clock; 1 ms for rounding only
+  EXPECT_LE(waited_ms, kDelayMs + 200.0);
+  const auto outcome = outcomes.get("lone");
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_TRUE(outcome->ok);
+  EXPECT_EQ(outcome->bucket, 1);
+}
+
+TEST(Scheduler, ReportsQueuedAndObservesEachBatch) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  std::mutex observed_mutex;
+  std::vector<std::pair<int64_t, int64_t>> observed;
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor, [&](int64_t bucket, int64_t jobs) {
+    const std::lock_guard lock(observed_mutex);
+    observed.emplace_back(bucket, jobs);
+  });
+  occupy_the_executor(scheduler, executor, outcomes);
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  EXPECT_EQ(scheduler.queue_depth(), 3);
+  EXPECT_EQ(scheduler.running_jobs(), 1);
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(4));
+
+  EXPECT_EQ(outcomes.stages("B"), std::vector<JobStage>{JobStage::kQueued});
+  const std::lock_guard lock(observed_mutex);
+  EXPECT_EQ(observed, (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {4, 3}}));
+  EXPECT_EQ(scheduler.queue_depth(), 0);
+  EXPECT_EQ(scheduler.running_jobs(), 0);
+}
+
+TEST(Scheduler, RequestsWaitingTogetherShareTheSmallestBucketThatHoldsThem) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(4));
+
+  const auto batches = executor.batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[1].bucket, 4);
+  EXPECT_EQ(batches[1].ids, (std::vector<std::string>{"B", "C", "D"}));
+  for (const char* id : {"B", "C", "D"}) {
+    EXPECT_TRUE(outcomes.get(id)->ok) << id;
+    EXPECT_EQ(outcomes.get(id)->bucket, 4) << id;
+  }
+}
+
+TEST(Scheduler, MoreThanTheLargestBucketSplitsInFifoOrder) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 11; ++i) {
+    ids.push_back(job_id(0, i));
+    scheduler.submit(outcomes.make_job(ids.back()));
+  }
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(12));
+
+  const auto batches = executor.batches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[1].bucket, 8);
+  EXPECT_EQ(batches[1].ids, std::vector<std::string>(ids.begin(), ids.begin() + 8));
+  EXPECT_EQ(batches[2].bucket, 4);
+  EXPECT_EQ(batches[2].ids, std::vector<std::string>(ids.begin() + 8, ids.end()));
+}
+
+TEST(Scheduler, FullLargestBucketRunsWithoutWaitingForTheDelay) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4}, 10'000), executor);
+  const auto submitted = SteadyClock::now();
+  for (const char* id : {"a", "b", "c", "d"}) scheduler.submit(outcomes.make_job(id));
+  ASSERT_TRUE(outcomes.wait_for(4));
+
+  const auto batches = executor.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].bucket, 4);
+  EXPECT_EQ(batches[0].ids.size(), 4u);
+  EXPECT_LT(elapsed_ms(submitted, batches[0].started), 2'000.0);  // far below the 10 s delay
+}
+
+TEST(Scheduler, QueueFullFailsAtOnceWithResourceExhausted) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0, /*max_queue_size=*/2), executor);
+  occupy_the_executor(scheduler, executor, outcomes);  // running, so not counted as queued
+  scheduler.submit(outcomes.make_job("B"));
+  scheduler.submit(outcomes.make_job("C"));
+
+  const auto error = submit_error(scheduler, outcomes.make_job("D"));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(std::string(error->what()).find("queue full (2 waiting)"), std::string::npos)
+      << error->what();
+  EXPECT_EQ(scheduler.queue_depth(), 2);
+
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(3));
+  EXPECT_FALSE(outcomes.get("D").has_value());  // refused jobs get no outcome: submit threw
+  EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "B", "C"}));
+}
+
+TEST(Scheduler, DeadlinePassingBehindABlockedBatchFailsWithoutRunning) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  const auto deadline = SteadyClock::now() + 50ms;
+  scheduler.submit(outcomes.make_job("late", deadline));
+  scheduler.submit(outcomes.make_job("patient"));
+  std::this_thread::sleep_until(deadline + 20ms);  // "late" is surely expired now
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(3));
+
+  const auto late = outcomes.get("late");
+  ASSERT_TRUE(late.has_value());
+  EXPECT_FALSE(late->ok);
+  EXPECT_EQ(late->code, ErrorCode::kDeadlineExceeded);
+  EXPECT_NE(late->message.find("ms in the queue"), std::string::npos) << late->message;
+  EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "patient"}));
+}
+
+TEST(Scheduler, DeadlinePassingWhileWaitingForCompanyFailsPromptly) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 10'000), executor);
+  const auto submitted = SteadyClock::now();
+  scheduler.submit(outcomes.make_job("short", submitted + 100ms));
+  ASSERT_TRUE(outcomes.wait_for(1));
+
+  const auto outcome = outcomes.get("short");
+  EXPECT_EQ(outcome->code, ErrorCode::kDeadlineExceeded);
+  EXPECT_GE(elapsed_ms(submitted, outcome->at), 99.0);
+  EXPECT_LT(elapsed_ms(submitted, outcome->at), 2'000.0);  // not after the 10 s batch window
+  EXPECT_TRUE(executor.batches().empty());
+}
+
+TEST(Scheduler, AlreadyExpiredDeadlineFailsInSubmit) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0), executor);
+  const auto error =
+      submit_error(scheduler, outcomes.make_job("expired", SteadyClock::now() - 1ms));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code(), ErrorCode::kDeadlineExceeded);
+  EXPECT_EQ(scheduler.queue_depth(), 0);
+  EXPECT_EQ(outcomes.deliveries("expired"), 0);
+}
+
+TEST(Scheduler, NullJobIsAnInternalError) {
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0), executor);
+  const auto error = submit_error(scheduler, nullptr);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code(), ErrorCode::kInternal);
+}
+
+TEST(Scheduler, CancelledQueuedJobsAreDroppedAndReportedCancelled) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1, 2, 4}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  auto gone = outcomes.make_job("gone");
+  scheduler.submit(gone);
+  scheduler.submit(outcomes.make_job("stays"));
+  gone->cancel();
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(3));
+
+  EXPECT_EQ(outcomes.get("gone")->code, ErrorCode::kCancelled);
+  EXPECT_TRUE(outcomes.get("stays")->ok);
+  EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "stays"}));
+}
+
+TEST(Scheduler, ExecutorErrorFailsTheUnfinishedJobsOfItsBatchWithItsCode) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  executor.throw_on_batch(
+      1, [] { throw resource_exhausted("out of GPU memory"); }, /*succeed_first=*/1);
+  Scheduler scheduler(make_config({1, 2, 4}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(4));
+
+  EXPECT_TRUE(outcomes.get("A")->ok);
+  EXPECT_TRUE(outcomes.get("B")->ok);  // delivered before the throw: kept
+  for (const char* id : {"C", "D"}) {
+    const auto outcome = outcomes.get(id);
+    EXPECT_FALSE(outcome->ok) << id;
+    EXPECT_EQ(outcome->code, ErrorCode::kResourceExhausted) << id;
+    EXPECT_EQ(outcome->message, "out of GPU memory") << id;
+  }
+  // The worker survives: later work still runs.
+  scheduler.submit(outcomes.make_job("E"));
+  ASSERT_TRUE(outcomes.wait_for(5));
+  EXPECT_TRUE(outcomes.get("E")->ok);
+}
+
+TEST(Scheduler, ForeignExceptionFromTheExecutorBecomesInternal) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  executor.throw_on_batch(0, [] { throw std::runtime_error("cuda kernel launch failed"); });
+  Scheduler scheduler(make_config({1, 2}, 0), executor);
+  scheduler.submit(outcomes.make_job("A"));
+  ASSERT_TRUE(outcomes.wait_for(1));
+
+  const auto outcome = outcomes.get("A");
+  EXPECT_EQ(outcome->code, ErrorCode::kInternal);
+  EXPECT_NE(outcome->message.find("cuda kernel launch failed"), std::string::npos);
+}
+
+TEST(Scheduler, DrainRefusesNewWorkAndFinishesInFlightWorkWithinTheGrace) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);
+  scheduler.submit(outcomes.make_job("B"));
+
+  scheduler.begin_drain();
+  EXPECT_TRUE(scheduler.draining());
+  const auto refused = submit_error(scheduler, outcomes.make_job("late"));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::string(refused->what()).find("shutting down"), std::string::npos);
+
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    executor.release();
+  });
+  const bool finished = scheduler.drain(5s);
+  releaser.join();
+
+  EXPECT_TRUE(finished);
+  EXPECT_TRUE(outcomes.get("A")->ok);
+  EXPECT_TRUE(outcomes.get("B")->ok);
+  EXPECT_EQ(outcomes.deliveries("late"), 0);
+  EXPECT_EQ(submit_error(scheduler, outcomes.make_job("after"))->code(), ErrorCode::kUnavailable);
+}
+
+TEST(Scheduler, DrainWithAStuckExecutorGivesUpAfterTheGrace) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0), executor);
+  occupy_the_executor(scheduler, executor, outcomes);  // never released: honours cancel only
+  scheduler.submit(outcomes.make_job("B"));
+
+  const auto started = SteadyClock::now();
+  const bool finished = scheduler.drain(200ms);
+  const double took_ms = elapsed_ms(started, SteadyClock::now());
+
+  EXPECT_FALSE(finished);
+  EXPECT_GE(took_ms, 199.0);
+  EXPECT_LT(took_ms, 3'000.0);
+  EXPECT_EQ(outcomes.get("B")->code, ErrorCode::kUnavailable);
+  const auto running = outcomes.get("A");  // cancelled while running, then reported once
+  ASSERT_TRUE(running.has_value());
+  EXPECT_FALSE(running->ok);
+  EXPECT_EQ(outcomes.deliveries("A"), 1);
+  EXPECT_EQ(executor.executed_ids(), std::set<std::string>{"A"});
+}
+
+TEST(Scheduler, DestructorDoesNotHangOnAStuckExecutor) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  const auto started = SteadyClock::now();
+  {
+    Scheduler scheduler(make_config({1}, 0), executor);
+    occupy_the_executor(scheduler, executor, outcomes);
+    scheduler.submit(outcomes.make_job("B"));
+  }
+  EXPECT_LT(elapsed_ms(started, SteadyClock::now()), 3'000.0);
+  EXPECT_EQ(outcomes.count(), 2u);
+  EXPECT_FALSE(outcomes.get("A")->ok);
+  EXPECT_EQ(outcomes.get("B")->code, ErrorCode::kUnavailable);
+}
+
+TEST(Scheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutcome) {
+  constexpr int kThreads = 8;
+  constexpr int kJobsPerThread = 50;
+  constexpr size_t kJobs = kThreads * kJobsPerThread;
+  const std::vector<int64_t> buckets{1, 2, 4, 8};
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config(buckets, 1, /*max_queue_size=*/kJobs), executor);
+
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < kThreads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < kJobsPerThread; ++i) {
+        scheduler.submit(outcomes.make_job(job_id(t, i)));
+      }
+    });
+  }
+  for (auto& submitter : submitters) submitter.join();
+  ASSERT_TRUE(outcomes.wait_for(kJobs, 10s));
+
+  size_t executed = 0;
+  for (const auto& batch : executor.batches()) {
+    executed += batch.ids.size();
+    EXPECT_EQ(batch.bucket, choose_bucket(static_cast<int64_t>(batch.ids.size()), buckets));
+  }
+  EXPECT_EQ(executed, kJobs);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kJobsPerThread; ++i) {
+      const std::string id = job_id(t, i);
+      EXPECT_EQ(outcomes.deliveries(id), 1) << id;
+      EXPECT_TRUE(outcomes.get(id)->ok) << id;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cube3d
