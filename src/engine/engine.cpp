@@ -61,8 +61,9 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
       config.gpt,
       GptWeights::from_tensors(config.gpt, weights.gpt, engine->decoder_->normalized_codebook()),
       tokens + 1);
-  engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
-                                                   config.cond_len(options.text_tokens));
+  engine->generator_ = std::make_unique<Generator>(
+      *engine->gpt_, options.max_batch, tokens, config.cond_len(options.text_tokens),
+      options.cuda_graphs && engine->device_.is_cuda());
   if (options.load_text_encoder) {
     const int64_t text_dim = config.gpt.text_model_embed_dim;
     std::optional<ClipTextModel> clip;

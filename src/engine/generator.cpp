@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cube3d/core/error.h"
+#include "cube3d/engine/cuda_graph_runner.h"
 #include "cube3d/engine/random_stream.h"
 
 namespace cube3d {
@@ -45,12 +46,16 @@ void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int
 }  // namespace
 
 Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens,
-                     int64_t cond_len)
+                     int64_t cond_len, bool cuda_graphs)
     : gpt_(gpt),
       max_batch_(max_batch),
       total_tokens_(total_tokens),
       cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens,
-             gpt.weights().wte.scalar_type(), gpt.weights().wte.device()) {
+             gpt.weights().wte.scalar_type(), gpt.weights().wte.device()),
+      cuda_graphs_(cuda_graphs) {
+  if (cuda_graphs && !gpt.weights().wte.is_cuda()) {
+    throw invalid_argument("cuda_graphs needs the model on a CUDA device");
+  }
   if (total_tokens + 1 > gpt.max_shape_positions()) {
     throw invalid_argument("generator: " + std::to_string(total_tokens) +
                            " tokens exceed the shape GPT's RoPE table");
@@ -62,15 +67,16 @@ void Generator::prepare(int64_t batch, bool cfg) {
     throw invalid_argument("prepare: batch " + std::to_string(batch) + " outside 1.." +
                            std::to_string(max_batch_));
   }
-  runner(batch, cfg, /*record_logits=*/false);
+  runner(batch, cfg, /*record_logits=*/false).prepare();
 }
 
 DecodeRunner& Generator::runner(int64_t batch, bool cfg, bool record_logits) {
   auto& slot = runners_[{batch, cfg, record_logits}];
   if (!slot) {
     const int64_t rows = cfg ? 2 * batch : batch;
-    slot = std::make_unique<DecodeRunner>(
-        gpt_, cache_.view(rows), DecodeRunnerConfig{batch, cfg, total_tokens_, record_logits});
+    const DecodeRunnerConfig config{batch, cfg, total_tokens_, record_logits};
+    slot = cuda_graphs_ ? make_cuda_graph_runner(gpt_, cache_.view(rows), config)
+                        : std::make_unique<DecodeRunner>(gpt_, cache_.view(rows), config);
   }
   return *slot;
 }

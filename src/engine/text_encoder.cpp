@@ -43,17 +43,17 @@ std::vector<EncodedPrompt> TextEncoder::encode(const std::vector<std::string>& p
   if (prompts.empty()) return out;
   const int64_t n = static_cast<int64_t>(prompts.size());
   const int64_t len = ClipTokenizer::kContextLength;
-  at::Tensor ids = at::empty({n, len}, at::kLong);
-  at::Tensor mask = at::empty({n, len}, at::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    const ClipTokens tokens = tokenizer_.tokenize(prompts[static_cast<size_t>(i)]);
-    for (int64_t j = 0; j < len; ++j) {
-      ids[i][j] = tokens.input_ids[static_cast<size_t>(j)];
-      mask[i][j] = tokens.attention_mask[static_cast<size_t>(j)];
-    }
+  std::vector<int64_t> ids, mask;
+  ids.reserve(static_cast<size_t>(n * len));
+  mask.reserve(static_cast<size_t>(n * len));
+  for (const auto& prompt : prompts) {
+    const ClipTokens tokens = tokenizer_.tokenize(prompt);
+    ids.insert(ids.end(), tokens.input_ids.begin(), tokens.input_ids.end());
+    mask.insert(mask.end(), tokens.attention_mask.begin(), tokens.attention_mask.end());
     out.push_back({at::Tensor(), tokens.truncated, tokens.token_count});
   }
-  const at::Tensor hidden = model_.forward(ids, mask);
+  const at::Tensor hidden = model_.forward(at::tensor(ids, at::kLong).view({n, len}),
+                                           at::tensor(mask, at::kLong).view({n, len}));
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)].hidden = hidden[i];
   return out;
 }

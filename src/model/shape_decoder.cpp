@@ -158,7 +158,8 @@ int64_t ShapeDecoder::default_chunk_points(int64_t budget_bytes) const {
 }
 
 at::Tensor ShapeDecoder::occupancy_grid(const at::Tensor& latents, int64_t resolution_base,
-                                        int64_t chunk_points) const {
+                                        int64_t chunk_points,
+                                        const std::function<bool()>& should_stop) const {
   if (latents.dim() != 3 || latents.size(0) != 1) {
     throw invalid_argument("occupancy_grid expects the latents of one shape [1, T, W]");
   }
@@ -171,6 +172,7 @@ at::Tensor ShapeDecoder::occupancy_grid(const at::Tensor& latents, int64_t resol
   at::Tensor grid = at::empty({total}, at::TensorOptions().dtype(at::kFloat));
   const auto long_opts = at::TensorOptions().dtype(at::kLong).device(device);
   for (int64_t start = 0; start < total; start += chunk) {
+    if (should_stop && should_stop()) throw cancelled("occupancy grid evaluation stopped");
     const int64_t count = std::min(chunk, total - start);
     // Point index -> (i, j, k) with x-major order: index = (i * n + j) * n + k.
     const at::Tensor idx = at::arange(start, start + count, long_opts);

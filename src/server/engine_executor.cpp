@@ -66,9 +66,9 @@ void EngineExecutor::mesh_worker() {
   }
 }
 
-void EngineExecutor::wait_idle() {
+bool EngineExecutor::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return tasks_.empty() && busy_ == 0; });
+  return changed_.wait_for(lock, timeout, [&] { return tasks_.empty() && busy_ == 0; });
 }
 
 void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) {
@@ -152,7 +152,10 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
                                 int64_t bucket, JobResult result,
                                 SteadyClock::time_point mesh_start) {
   (void)bucket;
-  if (job->cancelled()) {
+  // A job that was cancelled, timed out or already failed (draining) is not meshed; the checks
+  // between stages keep a cancelled job from holding a mesh thread (and shutdown) for long.
+  const auto stop = [&job] { return job->cancelled() || job->finished(); };
+  if (stop()) {
     job->fail(cancelled("request cancelled before meshing"));
     return;
   }
@@ -163,7 +166,9 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     // other requests shared the batch, so equal tokens give byte-identical meshes.
     const ShapeDecoder& decoder = engine_.decoder();
     const at::Tensor latents = decoder.latents(ids.to(engine_.device()));
-    const at::Tensor grid = decoder.occupancy_grid(latents, r.resolution_base).contiguous();
+    const at::Tensor grid =
+        decoder.occupancy_grid(latents, r.resolution_base, /*chunk_points=*/0, stop).contiguous();
+    if (stop()) throw cancelled("request cancelled while meshing");
     const GridView view{std::span<const float>(grid.data_ptr<float>(),
                                                static_cast<size_t>(grid.numel())),
                         {grid.size(0), grid.size(1), grid.size(2)}};

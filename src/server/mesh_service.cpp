@@ -62,8 +62,8 @@ double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
 
 }  // namespace
 
-MeshServiceImpl::MeshServiceImpl(ServiceOptions options, Scheduler& scheduler, Metrics& metrics)
-    : options_(std::move(options)), scheduler_(scheduler), metrics_(metrics) {}
+MeshServiceImpl::MeshServiceImpl(ServiceOptions options, Metrics& metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
 
 grpc::Status MeshServiceImpl::GenerateMesh(grpc::ServerContext* context,
                                            const v1::GenerateMeshRequest* request,
@@ -136,15 +136,22 @@ grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
         pending->done = true;
         pending->changed.notify_all();
       });
+  Scheduler* const scheduler = scheduler_.load();
+  if (!scheduler) {
+    return finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "the model is still loading; retry when health reports SERVING"),
+                  nullptr);
+  }
   try {
-    scheduler_.submit(job);
+    scheduler->submit(job);
   } catch (const Error& e) {
     return finish(to_grpc_status(e), nullptr);
   }
 
   std::unique_lock lock(pending->mutex);
-  while (!pending->done) {
-    pending->changed.wait_for(lock, kPollInterval);
+  for (;;) {
+    // Forward progress first, so that a job that finished before this loop started still
+    // streams its events (queued, decoding, ..., done) before its result.
     while (!pending->progress.empty()) {
       const JobProgress p = pending->progress.front();
       pending->progress.pop_front();
@@ -171,6 +178,7 @@ grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
                                      " ms"),
                     nullptr);
     }
+    pending->changed.wait_for(lock, kPollInterval);
   }
   if (pending->error) return finish(to_grpc_status(*pending->error), nullptr);
   const JobResult result = std::move(*pending->result);

@@ -115,9 +115,9 @@ void MetricsHttpServer::answer(int client) const {
   const auto path_end = line.find(' ', 4);
   const std::string path = get ? line.substr(4, path_end - 4) : "";
   if (!get || (path != "/metrics" && path.rfind("/metrics?", 0) != 0)) {
-    send_all(client,
-             "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n"
-             "Connection: close\r\n\r\nmetrics are served at /metrics");
+    const std::string body = "metrics are served at /metrics\n";
+    send_all(client, "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
     return;
   }
   const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());

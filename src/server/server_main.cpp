@@ -40,7 +40,8 @@ CliArgs make_args() {
       .option("--dtype", 1, "override dtype", "T")
       .option("--batch-buckets", 1, "override batching.batch_buckets, e.g. 1,2,4,8", "LIST")
       .option("--max-queue-delay-ms", 1, "override batching.max_queue_delay_ms", "MS")
-      .option("--set", 1, "override any key: dotted.key=value", "K=V");
+      .option("--set", 1, "override any key: dotted.key=value (repeatable)", "K=V",
+              /*repeatable=*/true);
   return args;
 }
 
@@ -90,7 +91,7 @@ int run(int argc, char** argv) {
   for (const auto& [flag, key] : flag_keys) {
     if (args.has(flag)) overrides.push_back({key, args.get(flag)});
   }
-  if (args.has("--set")) overrides.push_back(parse_config_override(args.get("--set")));
+  for (const auto& text : args.get_all("--set")) overrides.push_back(parse_config_override(text));
   const ServerConfig config = load_server_config(args.get("--config"), overrides);
   if (args.has("--print-config")) {
     std::fputs(server_config_to_yaml(config).c_str(), stdout);
@@ -98,13 +99,47 @@ int run(int argc, char** argv) {
   }
   setup_logging(config.log_level);
 
-  // gRPC first, with health NOT_SERVING, so orchestrators see the process while it loads.
+  // gRPC first, with health NOT_SERVING, so orchestrators see the process while it loads; the
+  // MeshService answers UNAVAILABLE until the scheduler is attached.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   Metrics metrics(config.metrics_listen, config.batching.batch_buckets);
-
   const auto load_start = std::chrono::steady_clock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
+
+  ServiceOptions service_options;
+  service_options.policy = request_policy(config, model_config.gpt.use_bbox);
+  service_options.default_deadline_ms = config.limits.default_deadline_ms;
+  service_options.max_message_bytes = config.limits.max_message_bytes;
+  service_options.log_prompts = config.log_prompts;
+  service_options.tokens_per_shape = model_config.shape.num_encoder_latents;
+  MeshServiceImpl service(service_options, metrics);
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (config.tls.enabled()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(
+        {read_file(config.tls.key_file), read_file(config.tls.cert_file)});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(config.listen, credentials, &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.limits.max_message_bytes));
+  // Responses are checked against the limit by the service (with a helpful message); the
+  // transport limit leaves room for the envelope.
+  builder.SetMaxSendMessageSize(static_cast<int>(
+      std::min<int64_t>(config.limits.max_message_bytes + (1 << 20), INT32_MAX)));
+  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    throw invalid_argument("listen " + config.listen + ": cannot listen on this address");
+  }
+  // The default health service starts out SERVING; not yet.
+  server->GetHealthCheckService()->SetServingStatus(false);
+  spdlog::info("listening on {} (port {}); loading {}", config.listen, bound_port,
+               model_config.source);
+
   EngineOptions engine_options;
   engine_options.gpt_weights = config.model.gpt_weights;
   engine_options.shape_weights = config.model.shape_weights;
@@ -112,6 +147,7 @@ int run(int argc, char** argv) {
   engine_options.clip_vocab = config.model.clip_vocab;
   engine_options.device = config.device;
   engine_options.dtype = config.dtype;
+  engine_options.cuda_graphs = config.cuda_graphs;
   engine_options.max_batch = config.batching.batch_buckets.back();
   const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options);
   if (!engine->text_encoder()) {
@@ -145,35 +181,7 @@ int run(int argc, char** argv) {
   Scheduler scheduler(scheduler_config, executor, [&metrics](int64_t bucket, int64_t jobs) {
     metrics.batch_started(bucket, jobs);
   });
-
-  ServiceOptions service_options;
-  service_options.policy = request_policy(config, model_config.gpt.use_bbox);
-  service_options.default_deadline_ms = config.limits.default_deadline_ms;
-  service_options.max_message_bytes = config.limits.max_message_bytes;
-  service_options.log_prompts = config.log_prompts;
-  service_options.tokens_per_shape = model_config.shape.num_encoder_latents;
-  MeshServiceImpl service(service_options, scheduler, metrics);
-
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (config.tls.enabled()) {
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back(
-        {read_file(config.tls.key_file), read_file(config.tls.cert_file)});
-    credentials = grpc::SslServerCredentials(ssl);
-  }
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(config.listen, credentials, &bound_port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.limits.max_message_bytes));
-  // Responses are checked against the limit by the service (with a helpful message); the
-  // transport limit leaves room for the envelope.
-  builder.SetMaxSendMessageSize(static_cast<int>(
-      std::min<int64_t>(config.limits.max_message_bytes + (1 << 20), INT32_MAX)));
-  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound_port == 0) {
-    throw invalid_argument("listen " + config.listen + ": cannot listen on this address");
-  }
+  service.attach(&scheduler);
   server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("cube3d-server serving {} on {} (port {}), buckets up to {}, metrics {}",
                model_config.source, config.listen, bound_port,
@@ -190,10 +198,16 @@ int run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: draining (grace {} s)", signal_number, config.drain_grace_seconds);
+  const auto drain_deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
   server->GetHealthCheckService()->SetServingStatus(false);
   scheduler.begin_drain();
-  const bool drained = scheduler.drain(std::chrono::seconds(config.drain_grace_seconds));
-  executor.wait_idle();
+  // The scheduler cancels what is still running when the grace runs out; mesh work stops at
+  // its next check (between occupancy chunks), so the wait after it is short.
+  bool drained = scheduler.drain(std::chrono::seconds(config.drain_grace_seconds));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      drain_deadline - std::chrono::steady_clock::now());
+  drained = executor.wait_idle(std::max(left, std::chrono::milliseconds(2000))) && drained;
   // Handlers are done or answering now; give them a moment to send their last bytes.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   queue_gauge.join();

@@ -12,9 +12,9 @@ CliArgs::CliArgs(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
 
 CliArgs& CliArgs::option(const std::string& name, int values, const std::string& help,
-                         const std::string& metavar) {
+                         const std::string& metavar, bool repeatable) {
   order_.push_back(name);
-  specs_[name] = {values, help, metavar};
+  specs_[name] = {values, help, metavar, repeatable};
   return *this;
 }
 
@@ -29,8 +29,10 @@ void CliArgs::parse(int argc, const char* const* argv) {
     if (it == specs_.end()) {
       throw invalid_argument("unknown option '" + arg + "' (see " + program_ + " --help)");
     }
-    if (values_.count(arg)) throw invalid_argument(arg + " given more than once");
-    std::vector<std::string> vals;
+    if (values_.count(arg) && !it->second.repeatable) {
+      throw invalid_argument(arg + " given more than once");
+    }
+    std::vector<std::string>& vals = values_[arg];
     for (int k = 0; k < it->second.values; ++k) {
       if (i + 1 >= argc) {
         throw invalid_argument(arg + " expects " + std::to_string(it->second.values) +
@@ -38,7 +40,6 @@ void CliArgs::parse(int argc, const char* const* argv) {
       }
       vals.emplace_back(argv[++i]);
     }
-    values_[arg] = std::move(vals);
   }
 }
 
@@ -48,6 +49,7 @@ std::string CliArgs::help() const {
     const Spec& s = specs_.at(name);
     std::string left = "  " + name;
     for (int k = 0; k < s.values; ++k) left += " " + s.metavar;
+    if (s.repeatable) left += " ...";
     if (left.size() < 34) left.resize(34, ' ');
     out += left + " " + s.help + "\n";
   }

@@ -13,9 +13,10 @@ class CliArgs {
  public:
   explicit CliArgs(std::string program, std::string summary);
 
-  // values: how many values follow the option (0 = a switch).
+  // values: how many values follow the option (0 = a switch). A repeatable option may be
+  // given several times; get_all() then returns the values of every occurrence in order.
   CliArgs& option(const std::string& name, int values, const std::string& help,
-                  const std::string& metavar = "V");
+                  const std::string& metavar = "V", bool repeatable = false);
 
   // Throws invalid_argument naming the option on unknown options, missing values or repeats.
   void parse(int argc, const char* const* argv);
@@ -36,6 +37,7 @@ class CliArgs {
     int values;
     std::string help;
     std::string metavar;
+    bool repeatable;
   };
   std::string program_, summary_;
   std::vector<std::string> order_;

@@ -16,6 +16,10 @@
 #include "cube3d/core/model_config.h"
 #include "cube3d/core/safetensors.h"
 #include "cube3d/engine/engine.h"
+#include "cube3d/mesh/grid.h"
+#include "cube3d/mesh/marching_cubes.h"
+#include "cube3d/mesh/mesh_io.h"
+#include "cube3d/mesh/mesh_pipeline.h"
 
 namespace cube3d {
 namespace {
@@ -28,7 +32,15 @@ CliArgs make_args() {
   args.option("--model-config", 1, "model YAML in the official layout (required)", "F")
       .option("--gpt-weights", 1, "shape_gpt.safetensors (omit for random-weight configs)", "F")
       .option("--shape-weights", 1, "shape_tokenizer.safetensors", "F")
-      .option("--prompt", 1, "text prompt (needs the CLIP text encoder)", "S")
+      .option("--prompt", 1, "text prompt, encoded with CLIP", "S")
+      .option("--clip-model", 1,
+              "Hugging Face CLIP folder (config.json + model.safetensors); random-weight "
+              "configs get a small random CLIP without it",
+              "DIR")
+      .option("--clip-vocab", 1,
+              "bpe_simple_vocab_16e6.txt.gz or a vocab.json + merges.txt folder (default: the "
+              "CLIP folder's, then the one scripts/setup.sh fetches)",
+              "F")
       .option("--text-embeddings", 1,
               "safetensors with clip_hidden_cond, clip_hidden_uncond [1, 77, Dt], optional "
               "bbox_xyz [1, 3]",
@@ -50,6 +62,9 @@ CliArgs make_args() {
       .option("--timings-json", 1, "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms}",
               "F")
       .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb)", "F")
+      .option("--no-postprocess", 0, "with --mesh-out: the raw marching-cubes mesh")
+      .option("--target-faces", 1, "with --mesh-out: decimation target (default max(10000, 10%))",
+              "N")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;
 }
@@ -84,14 +99,10 @@ int run(int argc, char** argv) {
   }
   setup_logging(args.get("--log-level", "warn"));
   if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
-  if (args.has("--mesh-out")) {
-    throw unimplemented("--mesh-out needs the mesh stage (marching cubes and writers), which "
-                        "this build does not have yet; use --dump to get the occupancy grid");
+  if (args.has("--prompt") && args.has("--text-embeddings")) {
+    throw invalid_argument("give --prompt or --text-embeddings, not both");
   }
-  if (args.has("--prompt")) {
-    throw unimplemented("--prompt needs the CLIP text encoder, which this build does not have "
-                        "yet; pass precomputed --text-embeddings instead");
-  }
+  if (args.has("--mesh-out")) mesh_format_from_path(args.get("--mesh-out"));  // fail early
 
   const ModelConfig config = load_model_config(args.get("--model-config"));
   EngineOptions engine_options;
@@ -99,6 +110,9 @@ int run(int argc, char** argv) {
   engine_options.shape_weights = args.get("--shape-weights");
   engine_options.device = args.get("--device", "cpu");
   engine_options.dtype = args.get("--dtype", "float32");
+  engine_options.clip_model = args.get("--clip-model");
+  engine_options.clip_vocab = args.get("--clip-vocab");
+  engine_options.load_text_encoder = args.has("--prompt");
 
   GenerationRequest request;
   request.guidance_scale = args.get_double("--guidance-scale", 3.0);
@@ -115,10 +129,12 @@ int run(int argc, char** argv) {
   gen_options.use_kv_cache = !args.has("--no-kv-cache");
   gen_options.record_logits = args.has("--dump");
   const int64_t resolution_base = args.get_int("--resolution-base", 8);
-  occupancy_grid_size(resolution_base);  // validates before the expensive part
+  validate_resolution_base(resolution_base);  // before the expensive part
 
   const int64_t text_dim = config.gpt.text_model_embed_dim;
-  if (args.has("--text-embeddings")) {
+  if (args.has("--prompt")) {
+    // Encoded below, once the engine (and its CLIP) is loaded.
+  } else if (args.has("--text-embeddings")) {
     const SafetensorsFile file = SafetensorsFile::open(args.get("--text-embeddings"));
     request.text_hidden = require(file, "clip_hidden_cond", {1, 77, text_dim}).squeeze(0);
     request.uncond_hidden = require(file, "clip_hidden_uncond", {1, 77, text_dim}).squeeze(0);
@@ -133,7 +149,8 @@ int run(int argc, char** argv) {
                  "model {})",
                  config.source);
   } else {
-    throw invalid_argument("give --text-embeddings F.safetensors (or --prompt once CLIP lands)");
+    throw invalid_argument("give --prompt (with --clip-model for real weights) or "
+                           "--text-embeddings F.safetensors");
   }
   if (args.has("--bbox")) {
     if (!config.gpt.use_bbox) {
@@ -157,6 +174,20 @@ int run(int argc, char** argv) {
   }
 
   const std::unique_ptr<Engine> engine = Engine::load(config, engine_options);
+  if (args.has("--prompt")) {
+    const TextEncoder* text = engine->text_encoder();
+    if (!text) {
+      throw invalid_argument("--prompt: " + config.source +
+                             " has real weights, so give its CLIP text model with --clip-model");
+    }
+    const EncodedPrompt encoded = text->encode({args.get("--prompt")}).front();
+    if (encoded.truncated) {
+      spdlog::warn("prompt truncated: {} CLIP tokens, only the first 75 are used",
+                   encoded.token_count);
+    }
+    request.text_hidden = encoded.hidden;
+    request.uncond_hidden = text->empty_prompt();
+  }
   const GenerationResult result = engine->generate({request}, gen_options);
 
   const auto shape_start = std::chrono::steady_clock::now();
@@ -182,6 +213,27 @@ int run(int argc, char** argv) {
               result.prefill_ms, static_cast<long long>(result.tokens - 1), result.decode_ms,
               result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
 
+  if (args.has("--mesh-out")) {
+    const auto mesh_start = std::chrono::steady_clock::now();
+    const at::Tensor values = grid.contiguous();
+    const GridView view{std::span<const float>(values.data_ptr<float>(),
+                                               static_cast<size_t>(values.numel())),
+                        {n, n, n}};
+    MeshPipelineOptions mesh_options;
+    mesh_options.postprocess = !args.has("--no-postprocess");
+    mesh_options.simplification.target_faces =
+        static_cast<size_t>(args.get_uint("--target-faces", 0));
+    if (!has_level_crossing(view, 0.0f)) {
+      spdlog::warn("the occupancy field has no surface at level 0: the mesh is empty");
+    }
+    const Mesh mesh = grid_to_mesh(view, mesh_options);
+    write_mesh(args.get("--mesh-out"), mesh);
+    std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(),
+                mesh.face_count(), args.get("--mesh-out").c_str(),
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                          mesh_start)
+                    .count());
+  }
   if (args.has("--tokens-out")) write_text(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {
     const nlohmann::json timings = {{"tokens", result.tokens},

@@ -124,6 +124,43 @@ class DemoModelTest(unittest.TestCase):
         self.assertNotEqual(a, self.tokens("--top-p", "0.9", "--seed", "2"))
 
 
+class PromptAndMeshTest(unittest.TestCase):
+    """The demo model end to end: text prompt through its small random CLIP, mesh files."""
+    demo = ["--model-config", os.path.join(SOURCE, "models", "demo.yaml"),
+            "--resolution-base", "5"]
+
+    def test_prompt_to_mesh_files(self):
+        import trimesh
+        with tempfile.TemporaryDirectory() as tmp:
+            tokens = {}
+            for ext in ("glb", "obj", "ply"):
+                mesh_path = os.path.join(tmp, "m." + ext)
+                tok_path = os.path.join(tmp, ext + ".txt")
+                proc = run([*self.demo, "--prompt", "a red dragon", "--mesh-out", mesh_path,
+                            "--tokens-out", tok_path])
+                self.assertIn("mesh:", proc.stdout)
+                mesh = trimesh.load(mesh_path, force="mesh")
+                self.assertGreater(len(mesh.faces), 100)
+                tokens[ext] = read_text(tok_path)
+            # The same prompt gives the same tokens whatever the output format.
+            self.assertEqual(len(set(tokens.values())), 1)
+            other = os.path.join(tmp, "other.txt")
+            run([*self.demo, "--prompt", "a wooden chair", "--tokens-out", other])
+            self.assertNotEqual(read_text(other), tokens["glb"])
+
+    def test_no_postprocess_keeps_the_raw_marching_cubes_mesh(self):
+        import trimesh
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = os.path.join(tmp, "raw.obj")
+            small = os.path.join(tmp, "small.obj")
+            run([*self.demo, "--prompt", "a cube", "--mesh-out", raw, "--no-postprocess"])
+            run([*self.demo, "--prompt", "a cube", "--mesh-out", small, "--target-faces", "500"])
+            raw_faces = len(trimesh.load(raw, force="mesh").faces)
+            small_faces = len(trimesh.load(small, force="mesh").faces)
+            self.assertGreater(raw_faces, small_faces)
+            self.assertLessEqual(abs(small_faces - 500), 25)
+
+
 class ErrorsTest(unittest.TestCase):
     def expect_error(self, args, code, *needles):
         proc = run(args, check=False)
@@ -148,10 +185,16 @@ class ErrorsTest(unittest.TestCase):
         self.expect_error([*golden_args("tiny_v05"), "--bbox", "1", "-2", "1"],
                           "INVALID_ARGUMENT", "--bbox")
 
-    def test_later_features_say_so(self):
+    def test_prompt_and_mesh_errors(self):
         base = golden_args("tiny_v01")
-        self.expect_error([*base, "--prompt", "a chair"], "UNIMPLEMENTED", "CLIP")
-        self.expect_error([*base, "--mesh-out", "x.obj"], "UNIMPLEMENTED", "mesh")
+        # Real weights and no CLIP folder: the prompt cannot be encoded.
+        self.expect_error([*golden_args("tiny_v01")[:6], "--prompt", "a chair"],
+                          "INVALID_ARGUMENT", "--clip-model")
+        self.expect_error([*base, "--prompt", "a chair"], "INVALID_ARGUMENT",
+                          "--text-embeddings")
+        self.expect_error([*base, "--mesh-out", "x.stl"], "INVALID_ARGUMENT", "x.stl")
+        self.expect_error([*base, "--resolution-base", "10"], "INVALID_ARGUMENT",
+                          "resolution_base")
 
     def test_cuda_without_a_device(self):
         try:

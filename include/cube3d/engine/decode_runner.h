@@ -46,6 +46,8 @@ class DecodeRunner {
 
   // One decode step: feeds token_ids at positions through the model, then accept_logits.
   virtual void step();
+  // Makes the first step cheap (a graph runner captures here); nothing to do when eager.
+  virtual void prepare() {}
 
   at::Tensor& token_ids() { return token_ids_; }    // [b] int64: the token to feed next
   at::Tensor& positions() { return positions_; }    // [b] int64: its shape position

@@ -28,6 +28,7 @@ struct EngineOptions {
   std::string clip_model;
   std::string clip_vocab;  // see TextEncoder::resolve_vocab
   bool load_text_encoder = true;
+  bool cuda_graphs = true;  // on CUDA: one captured decode graph per batch shape
 };
 
 // Parses "cpu", "cuda", "cuda:N"; throws failed_precondition when CUDA is asked for and there

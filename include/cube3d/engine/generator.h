@@ -57,9 +57,12 @@ struct GenerationResult {
 class Generator {
  public:
   // Preallocates the KV cache for max_batch requests (2x rows with guidance) once.
-  Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len);
+  // cuda_graphs: decode through one captured CUDA graph per batch shape (CUDA models only).
+  Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
+            bool cuda_graphs = false);
 
   int64_t max_batch() const { return max_batch_; }
+  bool cuda_graphs() const { return cuda_graphs_; }
   int64_t total_tokens() const { return total_tokens_; }
   const KvCache& cache() const { return cache_; }
 
@@ -80,6 +83,7 @@ class Generator {
   int64_t max_batch_;
   int64_t total_tokens_;
   KvCache cache_;
+  bool cuda_graphs_;
   // One runner per batch shape, created on first use and reused: its buffers never move.
   std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<DecodeRunner>> runners_;
 };

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cube3d/core/model_config.h"
@@ -75,8 +76,11 @@ class ShapeDecoder {
   // Logits on the (2^r + 1)^3 grid over [-1.05, 1.05]^3, x-major, for one shape's latents
   // [1, T, W]: [N, N, N] float32 on the CPU. Points are evaluated in chunks of at most
   // `chunk_points` so memory stays bounded whatever the resolution (0 = pick from the size).
+  // `should_stop`, when set, is asked between chunks; when it answers true the evaluation stops
+  // with ErrorCode::kCancelled (a 257^3 grid takes a while, and its client may be gone).
   at::Tensor occupancy_grid(const at::Tensor& latents, int64_t resolution_base,
-                            int64_t chunk_points = 0) const;
+                            int64_t chunk_points = 0,
+                            const std::function<bool()>& should_stop = {}) const;
 
   // A chunk size that keeps one chunk's activations near `budget_bytes`.
   int64_t default_chunk_points(int64_t budget_bytes = int64_t{256} << 20) const;

@@ -4,6 +4,7 @@
 // mesh threads, so the next batch can start decoding while the last one is meshed.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -42,8 +43,8 @@ class EngineExecutor final : public BatchExecutor {
   // first client request pays for nothing. Called once before the server reports SERVING.
   void warm_up(const std::vector<int64_t>& buckets);
 
-  // Waits until no mesh work is queued or running (tests and draining).
-  void wait_idle();
+  // Waits until no mesh work is queued or running, at most `timeout`; returns whether idle.
+  bool wait_idle(std::chrono::milliseconds timeout = std::chrono::hours(24));
 
  private:
   void mesh_worker();

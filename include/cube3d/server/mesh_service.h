@@ -3,6 +3,7 @@
 // a status. Every error a client can cause maps to a status here, never to a crash.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -24,7 +25,10 @@ struct ServiceOptions {
 
 class MeshServiceImpl final : public v1::MeshService::Service {
  public:
-  MeshServiceImpl(ServiceOptions options, Scheduler& scheduler, Metrics& metrics);
+  // The service answers UNAVAILABLE ("loading") until a scheduler is attached: the server
+  // listens (and reports NOT_SERVING) while the model loads and warms up.
+  MeshServiceImpl(ServiceOptions options, Metrics& metrics);
+  void attach(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
   grpc::Status GenerateMesh(grpc::ServerContext* context, const v1::GenerateMeshRequest* request,
                             v1::GenerateMeshResponse* response) override;
@@ -39,7 +43,7 @@ class MeshServiceImpl final : public v1::MeshService::Service {
   grpc::Status fill_response(const JobResult& result, v1::GenerateMeshResponse* response) const;
 
   ServiceOptions options_;
-  Scheduler& scheduler_;
+  std::atomic<Scheduler*> scheduler_{nullptr};
   Metrics& metrics_;
 };
 

@@ -1,0 +1,783 @@
+// cube3d-bench: decode benchmark of the engine on random weights of any model YAML
+// (ARCHITECTURE.md contract). For every requested mode and batch bucket it measures time per
+// output token (median and p90 over every decode step of every timed run), time to first token,
+// end-to-end time, throughput, peak memory and the memory bandwidth a decode step achieves; then
+// optionally the mesh stage (occupancy grid, marching cubes, post-processing) for one shape.
+// Prints a table and writes JSON. bench/README.md describes the modes, the JSON layout and the
+// bandwidth estimate.
+#include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../src/tools/cli_args.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/logging.h"
+#include "cube3d/core/model_config.h"
+#include "cube3d/engine/cuda_graph_runner.h"
+#include "cube3d/engine/engine.h"
+#include "cube3d/mesh/grid.h"
+#include "cube3d/mesh/marching_cubes.h"
+#include "cube3d/mesh/mesh_cleanup.h"
+#include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/mesh/mesh_simplify.h"
+
+namespace cube3d {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Weights seed for YAMLs that name none (the real model configs): any fixed value keeps runs
+// comparable; the numbers do not depend on the weights' values, only on their shapes.
+constexpr uint64_t kDefaultWeightsSeed = 20251130;
+constexpr int64_t kTextTokens = 77;  // CLIP positions per condition
+constexpr int64_t kMeshWarmupResolution = 4;
+// A plausible normalised bounding box for use_bbox (v0.5) models, largest side 1.925.
+constexpr std::array<float, 3> kBenchBbox = {1.925f, 1.2f, 0.8f};
+
+enum class Mode { kEagerNoCache, kEagerKv, kGraphKv };
+
+struct ModeName {
+  Mode mode;
+  const char* name;
+};
+constexpr std::array<ModeName, 3> kModes = {{{Mode::kEagerNoCache, "eager-nocache"},
+                                             {Mode::kEagerKv, "eager-kv"},
+                                             {Mode::kGraphKv, "graph-kv"}}};
+
+const char* mode_name(Mode mode) {
+  for (const auto& m : kModes) {
+    if (m.mode == mode) return m.name;
+  }
+  return "?";
+}
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+CliArgs make_args() {
+  CliArgs args("cube3d-bench",
+               "Benchmark Cube 3D decoding (and the mesh stage) on random weights of a model "
+               "YAML; prints a table and writes JSON (see bench/README.md).");
+  args.option("--model-config", 1, "model YAML in the official layout (required)", "F")
+      .option("--device", 1, "cpu (default) | cuda | cuda:N", "D")
+      .option("--dtype", 1, "float32 (default on cpu) | bfloat16 (default on cuda)", "T")
+      .option("--buckets", 1, "comma-separated batch buckets (requests per batch; default 1,4,16)",
+              "B,B")
+      .option("--tokens", 1,
+              "shape tokens per request, 1..num_encoder_latents (default: all of them)", "N")
+      .option("--modes", 1,
+              "comma-separated: eager-nocache, eager-kv, graph-kv (default: all three)", "M,M")
+      .option("--warmup", 1, "untimed runs per (mode, bucket) (default 1)", "W")
+      .option("--repeat", 1, "timed runs per (mode, bucket) (default 3)", "R")
+      .option("--guidance-scale", 1, "classifier-free guidance (default 3.0: 2 rows per request)",
+              "G")
+      .option("--seed", 1, "seed of the random text states (default 0)", "N")
+      .option("--mesh-resolution", 1,
+              "time the mesh stage on a (2^R + 1)^3 grid (default 8; 0 = skip)", "R")
+      .option("--mesh-repeat", 1, "timed runs of the mesh stage (default 1)", "R")
+      .option("--threads", 1, "CPU intra-op threads (default: libtorch's choice)", "N")
+      .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
+      .option("--commit", 1, "commit id to record in the JSON (default: $CUBE3D_COMMIT)", "S")
+      .option("--json", 1, "write the results as JSON", "F")
+      .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
+  return args;
+}
+
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> items;
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = text.find(',', begin);
+    const std::string item =
+        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (item.empty()) {
+      throw invalid_argument(option + ": empty item in '" + text + "' (expected a,b,c)");
+    }
+    items.push_back(item);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return items;
+}
+
+std::vector<int64_t> parse_buckets(const std::string& text) {
+  std::vector<int64_t> buckets;
+  for (const std::string& item : split_list("--buckets", text)) {
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (error != std::errc() || end != item.data() + item.size() || value < 1) {
+      throw invalid_argument("--buckets: each bucket must be an integer >= 1, got '" + item + "'");
+    }
+    if (std::find(buckets.begin(), buckets.end(), value) != buckets.end()) {
+      throw invalid_argument("--buckets: bucket " + item + " given twice");
+    }
+    buckets.push_back(value);
+  }
+  return buckets;
+}
+
+std::vector<Mode> parse_modes(const std::string& text) {
+  std::vector<Mode> modes;
+  for (const std::string& item : split_list("--modes", text)) {
+    const auto it = std::find_if(kModes.begin(), kModes.end(),
+                                 [&](const ModeName& m) { return item == m.name; });
+    if (it == kModes.end()) {
+      throw invalid_argument("--modes: unknown mode '" + item +
+                             "' (expected eager-nocache, eager-kv or graph-kv)");
+    }
+    if (std::find(modes.begin(), modes.end(), it->mode) != modes.end()) {
+      throw invalid_argument("--modes: mode " + item + " given twice");
+    }
+    modes.push_back(it->mode);
+  }
+  return modes;
+}
+
+// Linear interpolation between closest ranks (numpy's default), on sorted values.
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double index = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(index));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (index - static_cast<double>(lo));
+}
+
+double mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+// --- bytes moved per decode step -------------------------------------------------------------
+
+// Bytes (or, with kElements, elements) of the weights a module reads.
+enum class Unit { kBytes, kElements };
+int64_t size_of(const at::Tensor& t, Unit u = Unit::kBytes) {
+  if (!t.defined()) return 0;
+  return u == Unit::kBytes ? t.numel() * t.element_size() : t.numel();
+}
+int64_t size_of(const Linear& l, Unit u = Unit::kBytes) {
+  return size_of(l.weight, u) + size_of(l.bias, u);
+}
+int64_t size_of(const SwiGluMlp& m, Unit u = Unit::kBytes) {
+  return size_of(m.gate, u) + size_of(m.up, u) + size_of(m.down, u);
+}
+int64_t size_of(const PreAttentionWeights& p, Unit u = Unit::kBytes) {
+  return size_of(p.c_qk, u) + size_of(p.c_k, u) + size_of(p.c_v, u) + size_of(p.q_norm, u) +
+         size_of(p.k_norm, u);
+}
+int64_t size_of(const PostAttentionWeights& p, Unit u = Unit::kBytes) {
+  return size_of(p.c_proj, u) + size_of(p.mlp, u);
+}
+int64_t size_of(const SingleBlockWeights& s, Unit u = Unit::kBytes) {
+  return size_of(s.c_qk, u) + size_of(s.c_v, u) + size_of(s.c_proj, u) + size_of(s.q_norm, u) +
+         size_of(s.k_norm, u) + size_of(s.mlp, u);
+}
+int64_t size_of(const GptWeights& w, Unit u) {
+  int64_t total = size_of(w.text_proj, u) + size_of(w.shape_proj, u) + size_of(w.bbox_proj, u) +
+                  size_of(w.wte, u) + size_of(w.lm_head, u);
+  for (const DualBlockWeights& b : w.dual_blocks) {
+    total +=
+        size_of(b.pre_x, u) + size_of(b.pre_c, u) + size_of(b.post_x, u) + size_of(b.post_c, u);
+  }
+  for (const SingleBlockWeights& s : w.single_blocks) total += size_of(s, u);
+  return total;
+}
+
+// What one decode step has to read from memory at least, from the loaded tensors themselves (so
+// in the run dtype). Activations are small next to these and are left out.
+struct TrafficModel {
+  int64_t shape_stream_bytes = 0;  // dual blocks' pre_x + post_x, single blocks, lm_head
+  int64_t cond_stream_bytes = 0;   // dual blocks' pre_c + post_c (re-read only without cache)
+  int64_t wte_row_bytes = 0;       // one embedding row
+  // Keys + values of one row at one position, summed over the dual / the single blocks.
+  int64_t kv_dual_position_bytes = 0;
+  int64_t kv_single_position_bytes = 0;
+  int64_t cond_len = 0;
+  int64_t gpt_bytes = 0;  // every shape GPT tensor
+  int64_t gpt_params = 0;
+
+  static TrafficModel from(Engine& engine) {
+    const GptWeights& w = engine.gpt().weights();
+    TrafficModel t;
+    for (const DualBlockWeights& b : w.dual_blocks) {
+      t.shape_stream_bytes += size_of(b.pre_x) + size_of(b.post_x);
+      t.cond_stream_bytes += size_of(b.pre_c) + size_of(b.post_c);
+    }
+    for (const SingleBlockWeights& s : w.single_blocks) t.shape_stream_bytes += size_of(s);
+    t.shape_stream_bytes += size_of(w.lm_head);
+    t.wte_row_bytes = w.wte.size(1) * w.wte.element_size();
+    const KvState kv = engine.generator().cache().view(1);
+    const size_t dual = w.dual_blocks.size();
+    for (size_t i = 0; i < kv.keys.size(); ++i) {
+      const at::Tensor& k = kv.keys[i];  // [rows, H, len, hd]
+      const int64_t bytes = 2 * k.size(1) * k.size(3) * k.element_size();
+      (i < dual ? t.kv_dual_position_bytes : t.kv_single_position_bytes) += bytes;
+    }
+    t.cond_len = kv.cond_len;
+    t.gpt_bytes = size_of(w, Unit::kBytes);
+    t.gpt_params = size_of(w, Unit::kElements);
+    return t;
+  }
+
+  // eager-kv / graph-kv: the shape stream's weights once, one wte row per request, and every
+  // row's cache at the mean attended length. Decode steps feed shape positions 1..T-1 and
+  // attend positions 0..p, so on average (T + 2) / 2 shape positions, plus S condition
+  // positions in the dual blocks.
+  // eager-nocache: both streams' weights once (it recomputes the condition stream too) and no
+  // cache; its re-computed activations are not counted, so this is a lower bound.
+  int64_t bytes_per_step(Mode mode, int64_t bucket, int64_t rows, int64_t tokens) const {
+    const int64_t weights = shape_stream_bytes + bucket * wte_row_bytes;
+    if (mode == Mode::kEagerNoCache) return weights + cond_stream_bytes;
+    const double shape_positions = static_cast<double>(tokens + 2) / 2.0;
+    const double kv = static_cast<double>(rows) *
+                      (static_cast<double>(kv_dual_position_bytes) *
+                           (static_cast<double>(cond_len) + shape_positions) +
+                       static_cast<double>(kv_single_position_bytes) * shape_positions);
+    return weights + static_cast<int64_t>(std::llround(kv));
+  }
+};
+
+// --- device helpers --------------------------------------------------------------------------
+
+void synchronize(const at::Device& device) {
+  if (device.is_cuda()) at::accelerator::synchronizeDevice(device.index());
+}
+
+// CUDA: the caching allocator's peak of allocated bytes since the last reset (device-generic
+// accelerator API, so the CPU build needs no CUDA header). CPU: the process's peak RSS, which
+// only ever grows (ru_maxrss is in KiB on Linux).
+void reset_peak_memory(const at::Device& device) {
+  if (device.is_cuda()) at::accelerator::resetPeakStats(device.index());
+}
+int64_t peak_memory_bytes(const at::Device& device) {
+  if (device.is_cuda()) {
+    const auto stats = at::accelerator::getDeviceStats(device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .peak;
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// For the record only (results are named by GPU): best effort, empty when unknown.
+std::string device_name(const at::Device& device) {
+  if (device.is_cuda()) {
+    // No CUDA header in this file (the CPU build has none): ask the driver's tool.
+    const std::string command = "nvidia-smi --query-gpu=name --format=csv,noheader -i " +
+                                std::to_string(device.index()) + " 2>/dev/null";
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return "";
+    std::array<char, 256> line{};
+    const bool got = std::fgets(line.data(), line.size(), pipe) != nullptr;
+    pclose(pipe);
+    return got ? trim(line.data()) : "";
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return trim(line.substr(colon + 1));
+    }
+  }
+  return "";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text.data();
+}
+
+// --- the decode benchmark --------------------------------------------------------------------
+
+// `bucket` requests with random CLIP-like states (unit normal, like a LayerNorm output) and a
+// shared unconditional state, as the empty prompt is the same for every request.
+std::vector<GenerationRequest> make_requests(const ModelConfig& config, int64_t bucket,
+                                             double guidance, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const int64_t dim = config.gpt.text_model_embed_dim;
+  const at::Tensor uncond = at::randn({kTextTokens, dim}, gen, at::kFloat);
+  std::vector<GenerationRequest> requests(static_cast<size_t>(bucket));
+  for (GenerationRequest& r : requests) {
+    r.text_hidden = at::randn({kTextTokens, dim}, gen, at::kFloat);
+    r.uncond_hidden = uncond;
+    if (config.gpt.use_bbox) {
+      r.bbox = at::tensor({kBenchBbox[0], kBenchBbox[1], kBenchBbox[2]}, at::kFloat);
+    }
+    r.guidance_scale = guidance;  // greedy: top_p stays unset
+  }
+  return requests;
+}
+
+struct Run {
+  // Per-step mode: one entry per decode step (tokens - 1). Otherwise one entry, the run's mean.
+  std::vector<double> step_ms;
+  double ttft_ms = 0;
+  double e2e_ms = 0;
+  at::Tensor ids;  // [bucket, T] on the CPU
+};
+
+// Eager modes time every step: a timestamp after every token. On CUDA each stamp first waits for
+// the device, so every step pays one host sync: fine for the eager modes, which launch kernels
+// one by one anyway, and the only way to see single steps from outside the engine.
+// graph-kv would lose what it is for if the host waited between replays, so it stamps only the
+// first and the last token and records the run's mean step.
+bool times_each_step(Mode mode) { return mode != Mode::kGraphKv; }
+
+Run timed_generate(Engine& engine, const std::vector<GenerationRequest>& requests, Mode mode,
+                   int64_t bucket) {
+  const at::Device device = engine.device();
+  std::vector<Clock::time_point> stamps;
+  stamps.reserve(static_cast<size_t>(engine.generator().total_tokens()));
+  GenerationOptions options;
+  options.use_kv_cache = mode != Mode::kEagerNoCache;
+  options.bucket = bucket;
+  options.progress_interval = times_each_step(mode) ? 1 : 0;  // 0: first and last token only
+  options.on_progress = [&](int64_t) {
+    synchronize(device);
+    stamps.push_back(Clock::now());
+    return true;
+  };
+  synchronize(device);
+  const auto start = Clock::now();
+  const GenerationResult result = engine.generate(requests, options);
+  const auto end = Clock::now();
+  Run run;
+  if (times_each_step(mode)) {
+    for (size_t i = 1; i < stamps.size(); ++i) {
+      run.step_ms.push_back(ms_between(stamps[i - 1], stamps[i]));
+    }
+  } else if (result.tokens > 1 && stamps.size() >= 2) {
+    run.step_ms.push_back(ms_between(stamps.front(), stamps.back()) /
+                          static_cast<double>(result.tokens - 1));
+  }
+  run.ttft_ms = result.prefill_ms;
+  run.e2e_ms = ms_between(start, end);
+  run.ids = result.ids;
+  return run;
+}
+
+struct BenchResult {
+  Mode mode = Mode::kEagerKv;
+  int64_t bucket = 0;
+  int64_t tokens = 0;
+  int64_t steps = 0;
+  double tpot_median = 0, tpot_p90 = 0, tpot_mean = 0;
+  double ttft = 0, e2e = 0, tokens_per_s = 0;
+  int64_t peak_memory = 0;
+  int64_t bytes_per_step = 0;
+  double gb_per_s = 0;
+
+  nlohmann::json to_json() const {
+    return {{"mode", mode_name(mode)},
+            {"bucket", bucket},
+            {"tokens", tokens},
+            {"steps", steps},
+            {"tpot_kind", times_each_step(mode) ? "per_step" : "per_run_mean"},
+            {"tpot_ms_median", tpot_median},
+            {"tpot_ms_p90", tpot_p90},
+            {"tpot_ms_mean", tpot_mean},
+            {"ttft_ms", ttft},
+            {"e2e_ms", e2e},
+            {"tokens_per_s", tokens_per_s},
+            {"peak_memory_bytes", peak_memory},
+            {"bytes_per_step", bytes_per_step},
+            {"achieved_gb_per_s", gb_per_s}};
+  }
+};
+
+struct Settings {
+  int64_t tokens = 0;
+  int64_t warmup = 1;
+  int64_t repeat = 3;
+  int64_t mesh_repeat = 1;
+  double guidance = 3.0;
+  uint64_t seed = 0;
+};
+
+BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Settings& s, Mode mode,
+                      int64_t bucket, at::Tensor& last_ids) {
+  const std::vector<GenerationRequest> requests =
+      make_requests(engine.config(), bucket, s.guidance, s.seed);
+  reset_peak_memory(engine.device());
+  // Creates the batch shape's runner (and captures its graph) before anything is timed, as the
+  // server does at start.
+  engine.generator().prepare(bucket, s.guidance > 0);
+  for (int64_t i = 0; i < s.warmup; ++i) timed_generate(engine, requests, mode, bucket);
+  std::vector<double> steps, ttft, e2e;
+  for (int64_t i = 0; i < s.repeat; ++i) {
+    const Run run = timed_generate(engine, requests, mode, bucket);
+    steps.insert(steps.end(), run.step_ms.begin(), run.step_ms.end());
+    ttft.push_back(run.ttft_ms);
+    e2e.push_back(run.e2e_ms);
+    last_ids = run.ids;
+  }
+  std::sort(steps.begin(), steps.end());
+  BenchResult r;
+  r.mode = mode;
+  r.bucket = bucket;
+  r.tokens = s.tokens;
+  r.steps = static_cast<int64_t>(steps.size());
+  r.tpot_median = percentile(steps, 0.5);
+  r.tpot_p90 = percentile(steps, 0.9);
+  r.tpot_mean = mean(steps);
+  r.ttft = mean(ttft);
+  r.e2e = mean(e2e);
+  r.tokens_per_s = r.e2e > 0 ? static_cast<double>(bucket * s.tokens) / (r.e2e / 1000.0) : 0;
+  r.peak_memory = peak_memory_bytes(engine.device());
+  const int64_t rows = s.guidance > 0 ? 2 * bucket : bucket;
+  r.bytes_per_step = traffic.bytes_per_step(mode, bucket, rows, s.tokens);
+  r.gb_per_s = r.tpot_median > 0
+                   ? static_cast<double>(r.bytes_per_step) / (r.tpot_median / 1000.0) / 1e9
+                   : 0;
+  return r;
+}
+
+// Why a mode cannot run here, or nothing when it can.
+std::optional<Error> unavailable_reason(Mode mode, const at::Device& device) {
+  if (mode != Mode::kGraphKv) return std::nullopt;
+  if (!device.is_cuda()) {
+    return failed_precondition("graph-kv replays captured CUDA graphs and never runs on " +
+                               device.str() + "; use --device cuda");
+  }
+  if (!cuda_graphs_available()) {
+    return failed_precondition(
+        "graph-kv: this build has no CUDA graph support (the CUDA "
+        "toolkit was missing at build time)");
+  }
+  return std::nullopt;
+}
+
+// --- the mesh stage --------------------------------------------------------------------------
+
+struct MeshTiming {
+  double latents = 0, occupancy = 0, marching_cubes = 0, postprocess = 0, pipeline = 0;
+  size_t marching_cubes_faces = 0, faces = 0;
+  bool crossing = true;
+};
+
+MeshTiming time_mesh_once(const Engine& engine, const at::Tensor& ids, int64_t resolution) {
+  MeshTiming t;
+  const at::Device device = engine.device();
+  synchronize(device);
+  const auto start = Clock::now();
+  const at::Tensor latents = engine.decoder().latents(ids.to(device));
+  synchronize(device);
+  const auto latents_done = Clock::now();
+  // Already on the CPU as float32: the call's own copy is the sync.
+  const at::Tensor grid = engine.decoder().occupancy_grid(latents, resolution).contiguous();
+  const auto grid_done = Clock::now();
+  const int64_t n = grid.size(0);
+  const GridView view{
+      std::span<const float>(grid.data_ptr<float>(), static_cast<size_t>(grid.numel())), {n, n, n}};
+  Mesh raw = marching_cubes(view);
+  const auto mc_done = Clock::now();
+  t.marching_cubes_faces = raw.face_count();
+  // The post-processing steps grid_to_mesh runs after marching cubes, with its defaults, timed
+  // on their own: a difference of two timings would drown in their noise.
+  const MeshPipelineOptions defaults;
+  if (defaults.postprocess) {
+    cleanup_mesh(raw, defaults.cleanup);
+    if (defaults.simplify) simplify_mesh(raw, defaults.simplification);
+  }
+  if (defaults.world_coordinates) {
+    index_to_world(raw, view.dims, defaults.bound_min, defaults.bound_max);
+  }
+  const auto postprocess_done = Clock::now();
+  // And the whole pipeline in one call, as the engine runs it.
+  const Mesh mesh = grid_to_mesh(view, defaults);
+  const auto pipeline_done = Clock::now();
+  t.latents = ms_between(start, latents_done);
+  t.occupancy = ms_between(latents_done, grid_done);
+  t.marching_cubes = ms_between(grid_done, mc_done);
+  t.postprocess = ms_between(mc_done, postprocess_done);
+  t.pipeline = ms_between(postprocess_done, pipeline_done);
+  t.faces = mesh.face_count();
+  t.crossing = has_level_crossing(view, 0.0f);
+  return t;
+}
+
+nlohmann::json bench_mesh(const Engine& engine, const at::Tensor& ids, int64_t resolution,
+                          const Settings& s) {
+  // One small warm-up pays the first-call costs (thread pools, allocator, library handles)
+  // without doubling a run that takes seconds at the default resolution.
+  if (s.warmup > 0)
+    time_mesh_once(engine, ids, std::min<int64_t>(resolution, kMeshWarmupResolution));
+  std::vector<MeshTiming> runs;
+  for (int64_t i = 0; i < s.mesh_repeat; ++i) {
+    runs.push_back(time_mesh_once(engine, ids, resolution));
+  }
+  const auto avg = [&](double MeshTiming::*field) {
+    double sum = 0;
+    for (const MeshTiming& r : runs) sum += r.*field;
+    return sum / static_cast<double>(runs.size());
+  };
+  const double mc = avg(&MeshTiming::marching_cubes);
+  const double postprocess = avg(&MeshTiming::postprocess);
+  const double pipeline = avg(&MeshTiming::pipeline);
+  const int64_t n = grid_points_per_axis(resolution);
+  const MeshTiming& last = runs.back();
+  std::printf(
+      "\nmesh (resolution %lld, %lld^3 grid, mean of %lld): latents %.2f ms | occupancy "
+      "%.2f ms | marching cubes %.2f ms (%zu faces) | post-process %.2f ms | "
+      "grid_to_mesh %.2f ms -> %zu faces\n",
+      static_cast<long long>(resolution), static_cast<long long>(n),
+      static_cast<long long>(s.mesh_repeat), avg(&MeshTiming::latents), avg(&MeshTiming::occupancy),
+      mc, last.marching_cubes_faces, postprocess, pipeline, last.faces);
+  if (!last.crossing) {
+    std::printf(
+        "note: the occupancy field does not cross level 0 (random weights), so the mesh "
+        "is empty and marching cubes has nothing to do\n");
+  }
+  return {{"resolution_base", resolution},
+          {"repeat", s.mesh_repeat},
+          {"grid_points_per_axis", n},
+          {"latents_ms", avg(&MeshTiming::latents)},
+          {"occupancy_ms", avg(&MeshTiming::occupancy)},
+          {"marching_cubes_ms", mc},
+          {"marching_cubes_faces", last.marching_cubes_faces},
+          {"pipeline_ms", pipeline},
+          {"postprocess_ms", postprocess},
+          {"faces", last.faces}};
+}
+
+// --- output ----------------------------------------------------------------------------------
+
+void print_table(const std::vector<BenchResult>& results) {
+  std::printf("\n%-13s %6s %6s %9s %9s %9s %9s %9s %8s %9s\n", "mode", "bucket", "tokens",
+              "TPOT med", "TPOT p90", "TTFT", "e2e", "tok/s", "GB/s", "peak MiB");
+  for (const BenchResult& r : results) {
+    std::printf("%-13s %6lld %6lld %9.3f %9.3f %9.2f %9.1f %9.1f %8.2f %9.1f\n", mode_name(r.mode),
+                static_cast<long long>(r.bucket), static_cast<long long>(r.tokens), r.tpot_median,
+                r.tpot_p90, r.ttft, r.e2e, r.tokens_per_s, r.gb_per_s,
+                static_cast<double>(r.peak_memory) / (1 << 20));
+  }
+  std::printf(
+      "(times in ms; TPOT over every decode step of every timed run; GB/s = estimated "
+      "bytes per step / median step)\n");
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw invalid_argument("--json: cannot write " + path);
+}
+
+int run(int argc, char** argv) {
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  setup_logging(args.get("--log-level", "warn"));
+  if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
+
+  // Every option is checked before the (possibly long) model load.
+  const std::string device_text = args.get("--device", "cpu");
+  const at::Device device = parse_device(device_text);
+  const std::string dtype = args.get("--dtype", device.is_cuda() ? "bfloat16" : "float32");
+  parse_dtype(dtype);
+  const std::vector<int64_t> buckets = parse_buckets(args.get("--buckets", "1,4,16"));
+  const std::vector<Mode> requested_modes =
+      parse_modes(args.get("--modes", "eager-nocache,eager-kv,graph-kv"));
+  Settings s;
+  s.warmup = args.get_int("--warmup", 1);
+  if (s.warmup < 0) throw invalid_argument("--warmup must be >= 0");
+  s.repeat = args.get_int("--repeat", 3);
+  if (s.repeat < 1) throw invalid_argument("--repeat must be >= 1");
+  s.guidance = args.get_double("--guidance-scale", 3.0);
+  if (s.guidance < 0) throw invalid_argument("--guidance-scale must be >= 0");
+  s.seed = args.get_uint("--seed", 0);
+  s.mesh_repeat = args.get_int("--mesh-repeat", 1);
+  if (s.mesh_repeat < 1) throw invalid_argument("--mesh-repeat must be >= 1");
+  const int64_t mesh_resolution = args.get_int("--mesh-resolution", 8);
+  if (mesh_resolution < 0 || mesh_resolution > kMaxResolutionBase) {
+    throw invalid_argument("--mesh-resolution " + std::to_string(mesh_resolution) +
+                           ": must be 0 (skip) or in 1.." + std::to_string(kMaxResolutionBase) +
+                           " (time and memory grow eightfold per step)");
+  }
+  if (args.has("--threads")) {
+    const int64_t threads = args.get_int("--threads", 0);
+    if (threads < 1) throw invalid_argument("--threads must be >= 1");
+    at::set_num_threads(static_cast<int>(threads));
+  }
+  const bool strict = args.has("--strict");
+
+  ModelConfig config = load_model_config(args.get("--model-config"));
+  const int64_t all_tokens = config.shape.num_encoder_latents;
+  s.tokens = args.get_int("--tokens", all_tokens);
+  if (s.tokens < 1 || s.tokens > all_tokens) {
+    throw invalid_argument("--tokens " + std::to_string(s.tokens) + ": must be in 1.." +
+                           std::to_string(all_tokens) + " (shape_model.num_encoder_latents of " +
+                           config.source + ")");
+  }
+  // The generator always produces num_encoder_latents tokens; the RoPE table, the KV cache and
+  // the decoder's positional encodings follow this value, so fewer tokens is a smaller config.
+  config.shape.num_encoder_latents = s.tokens;
+  if (!config.random_weights_seed) config.random_weights_seed = kDefaultWeightsSeed;
+
+  std::vector<Mode> modes;
+  std::vector<nlohmann::json> skipped;
+  std::vector<std::string> notes;
+  std::vector<std::string> skip_notes;  // printed, while the JSON lists them under "skipped"
+  for (const Mode mode : requested_modes) {
+    if (const std::optional<Error> why = unavailable_reason(mode, device)) {
+      if (strict) throw *why;
+      skip_notes.push_back(std::string("skipping ") + mode_name(mode) + ": " + why->what() +
+                           " (nothing is recorded for it; --strict fails instead)");
+      skipped.push_back({{"mode", mode_name(mode)}, {"reason", why->what()}});
+      continue;
+    }
+    modes.push_back(mode);
+  }
+
+  EngineOptions engine_options;  // no weight paths: random weights from the seed
+  engine_options.device = device_text;
+  engine_options.dtype = dtype;
+  engine_options.max_batch = *std::max_element(buckets.begin(), buckets.end());
+  engine_options.text_tokens = kTextTokens;
+  engine_options.load_text_encoder = false;  // requests carry random text states
+  // The engine decides at load whether its generator decodes through CUDA graphs, so graph-kv
+  // gets an engine of its own; the same seed gives it the same weights. The old one goes first
+  // so that two copies of a large model never share the device.
+  std::unique_ptr<Engine> engine;
+  const auto engine_for = [&](bool cuda_graphs) -> Engine& {
+    if (!engine || engine->options().cuda_graphs != cuda_graphs) {
+      engine.reset();
+      engine_options.cuda_graphs = cuda_graphs;
+      engine = Engine::load(config, engine_options);
+    }
+    return *engine;
+  };
+  const TrafficModel traffic =
+      TrafficModel::from(engine_for(!modes.empty() && modes.front() == Mode::kGraphKv));
+
+  const GptConfig& gpt = config.gpt;
+  std::printf(
+      "cube3d-bench: %s on %s (%s, %d CPU threads), random weights (seed %llu), load "
+      "%.0f ms\n",
+      config.source.c_str(), device.str().c_str(), dtype.c_str(), at::get_num_threads(),
+      static_cast<unsigned long long>(*config.random_weights_seed), engine->load_ms());
+  std::printf(
+      "shape GPT: %lld dual + %lld single blocks, D %lld, %.1f M params (%.1f MiB); "
+      "%lld of %lld tokens; guidance %.1f (%s); warmup %lld, repeat %lld\n",
+      static_cast<long long>(gpt.n_layer), static_cast<long long>(gpt.n_single_layer),
+      static_cast<long long>(gpt.n_embd), static_cast<double>(traffic.gpt_params) / 1e6,
+      static_cast<double>(traffic.gpt_bytes) / (1 << 20), static_cast<long long>(s.tokens),
+      static_cast<long long>(all_tokens), s.guidance,
+      s.guidance > 0 ? "2 rows per request" : "1 row per request", static_cast<long long>(s.warmup),
+      static_cast<long long>(s.repeat));
+  if (device.is_cuda()) {
+    notes.push_back(
+        "eager modes wait for the device after every token to time single steps (one host "
+        "sync per step, which eager launches can afford); graph-kv syncs only at its first "
+        "and last token, so its TPOT median and p90 are over the runs' mean steps");
+    notes.push_back(
+        "peak_memory_bytes is the CUDA caching allocator's peak of allocated bytes during "
+        "each (mode, bucket), weights included");
+  } else {
+    notes.push_back(
+        "peak_memory_bytes is the process's peak resident set size (getrusage ru_maxrss), "
+        "which only grows: later rows include earlier ones");
+  }
+  for (const std::string& note : skip_notes) std::printf("note: %s\n", note.c_str());
+  for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
+
+  std::vector<BenchResult> results;
+  at::Tensor last_ids;
+  for (const Mode mode : modes) {
+    Engine& e = engine_for(mode == Mode::kGraphKv);
+    for (const int64_t bucket : buckets) {
+      results.push_back(bench_one(e, traffic, s, mode, bucket, last_ids));
+      const BenchResult& r = results.back();
+      spdlog::info("{} bucket {}: TPOT median {:.3f} ms", mode_name(mode), bucket, r.tpot_median);
+    }
+  }
+  if (!results.empty()) print_table(results);
+
+  nlohmann::json mesh;
+  if (mesh_resolution > 0) {
+    if (!last_ids.defined()) {
+      // No mode ran (all skipped): one plain generation gives the shape to mesh.
+      GenerationOptions options;
+      last_ids = engine->generate(make_requests(config, 1, s.guidance, s.seed), options).ids;
+    }
+    mesh = bench_mesh(*engine, last_ids.narrow(0, 0, 1), mesh_resolution, s);
+  }
+
+  if (args.has("--json")) {
+    const char* env_commit = std::getenv("CUBE3D_COMMIT");
+    nlohmann::json out = {
+        {"device", device.str()},
+        {"device_name", device_name(device)},
+        {"dtype", dtype},
+        {"model", config.source},
+        {"commit", args.get("--commit", env_commit != nullptr ? env_commit : "unknown")},
+        {"date", utc_now()},
+        {"threads", at::get_num_threads()},
+        {"tokens", s.tokens},
+        {"model_tokens", all_tokens},
+        {"warmup", s.warmup},
+        {"repeat", s.repeat},
+        {"guidance_scale", s.guidance},
+        {"gpt_params", traffic.gpt_params},
+        {"gpt_bytes", traffic.gpt_bytes},
+        {"kv_cache_bytes", engine->generator().cache().bytes()},
+        {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
+        {"notes", notes},
+        {"skipped", skipped},
+        {"results", nlohmann::json::array()}};
+    for (const BenchResult& r : results) out["results"].push_back(r.to_json());
+    if (mesh_resolution > 0) out["mesh"] = mesh;
+    write_text(args.get("--json"), out.dump(2) + "\n");
+    std::printf("\nwrote %s\n", args.get("--json").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  try {
+    return cube3d::run(argc, argv);
+  } catch (const cube3d::Error& e) {
+    std::fprintf(stderr, "cube3d-bench: %s: %s\n", std::string(to_string(e.code())).c_str(),
+                 e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cube3d-bench: error: %s\n", e.what());
+    return 1;
+  }
+}

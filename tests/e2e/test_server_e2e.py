@@ -1,0 +1,1043 @@
+"""cube3d-server end to end: real server processes on loopback ports, driven over gRPC from
+Python (stubs generated at test time with grpc_tools.protoc), over HTTP (metrics) and through
+the C++ client. Run by ctest (tests/CMakeLists.txt, test e2e.server):
+
+    CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_server_e2e
+
+Each test class starts its own cube3d-server with the demo config (models/demo-server.yaml:
+random-weight toy model on the CPU, 64 shape tokens per mesh) and stops it with SIGTERM,
+expecting exit code 0. Requests ask for resolution_base 4 unless a test needs slow meshing.
+Every wait is bounded in time; the server's log is printed when a test fails.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import trimesh
+from grpc_tools import protoc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.environ.get("CUBE3D_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
+BIN_DIR = os.environ.get("CUBE3D_BIN_DIR") or os.path.join(SOURCE, "build", "bin")
+SERVER_BIN = os.path.join(BIN_DIR, "cube3d-server")
+CLIENT_BIN = os.path.join(BIN_DIR, "cube3d-client")
+DEMO_CONFIG = os.path.join(SOURCE, "models", "demo-server.yaml")
+
+HOST = "127.0.0.1"
+TOKENS = 64              # the demo model's shape tokens per mesh (num_encoder_latents)
+VOCAB = 256              # the demo model's codebook size
+RES = 4                  # cheap meshing: a 17^3 grid
+STARTUP_TIMEOUT_S = 180  # model load (random weights) + warm-up on a loaded 2-core machine
+STOP_TIMEOUT_S = 90      # SIGTERM to exit: drain grace is 30 s, plus gRPC shutdown
+RPC_TIMEOUT_S = 120      # one request, generously
+LOG_TAIL_LINES = 200
+
+# Loopback only, and never through a proxy from the environment.
+CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), ("grpc.max_receive_message_length", -1)]
+
+# --- protos generated at test time ------------------------------------------------------------
+
+# grpcio-health-checking and grpcio-reflection are not installed; these are the subsets of the
+# standard protos the tests need. The proto packages (hence the method paths on the wire) are
+# the standard ones; the file names differ so that the generated modules do not shadow `grpc`.
+HEALTH_PROTO = """
+syntax = "proto3";
+package grpc.health.v1;
+message HealthCheckRequest { string service = 1; }
+message HealthCheckResponse {
+  enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; SERVICE_UNKNOWN = 3; }
+  ServingStatus status = 1;
+}
+service Health { rpc Check(HealthCheckRequest) returns (HealthCheckResponse); }
+"""
+
+REFLECTION_PROTO = """
+syntax = "proto3";
+package grpc.reflection.v1alpha;
+message ServerReflectionRequest {
+  string host = 1;
+  oneof message_request { string list_services = 7; }
+}
+message ServiceResponse { string name = 1; }
+message ListServiceResponse { repeated ServiceResponse service = 1; }
+message ErrorResponse { int32 error_code = 1; string error_message = 2; }
+message ServerReflectionResponse {
+  string valid_host = 1;
+  oneof message_response {
+    ListServiceResponse list_services_response = 6;
+    ErrorResponse error_response = 7;
+  }
+}
+service ServerReflection {
+  rpc ServerReflectionInfo(stream ServerReflectionRequest)
+      returns (stream ServerReflectionResponse);
+}
+"""
+
+pb = pb_grpc = health_pb = health_grpc = refl_pb = None
+_gen_dir = None
+
+
+def _protoc(include_dir, out_dir, proto):
+    args = ["grpc_tools.protoc", f"-I{include_dir}", f"--python_out={out_dir}",
+            f"--grpc_python_out={out_dir}", proto]
+    if protoc.main(args) != 0:
+        raise RuntimeError(f"grpc_tools.protoc failed for {proto}")
+
+
+def setUpModule():
+    global pb, pb_grpc, health_pb, health_grpc, refl_pb, _gen_dir
+    for binary in (SERVER_BIN, CLIENT_BIN):
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError(f"{binary} is missing: build the cube3d-server and cube3d-client "
+                               f"targets (CUBE3D_BIN_DIR={BIN_DIR})")
+    _gen_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-stubs-")
+    root = _gen_dir.name
+    protos = os.path.join(root, "protos")
+    out = os.path.join(root, "gen")
+    os.makedirs(protos)
+    os.makedirs(out)
+    for name, text in (("cube3d_e2e_health.proto", HEALTH_PROTO),
+                       ("cube3d_e2e_reflection.proto", REFLECTION_PROTO)):
+        with open(os.path.join(protos, name), "w") as f:
+            f.write(text)
+        _protoc(protos, out, name)
+    _protoc(os.path.join(SOURCE, "proto"), out, "cube3d/v1/mesh_service.proto")
+    sys.path.insert(0, out)
+    from cube3d.v1 import mesh_service_pb2, mesh_service_pb2_grpc  # noqa: E402
+    import cube3d_e2e_health_pb2
+    import cube3d_e2e_health_pb2_grpc
+    import cube3d_e2e_reflection_pb2
+    pb, pb_grpc = mesh_service_pb2, mesh_service_pb2_grpc
+    health_pb, health_grpc = cube3d_e2e_health_pb2, cube3d_e2e_health_pb2_grpc
+    refl_pb = cube3d_e2e_reflection_pb2
+
+
+def tearDownModule():
+    if _gen_dir is not None:
+        _gen_dir.cleanup()
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def free_ports(n):
+    """n distinct free loopback ports (bound together, then released)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def make_request(prompt="a small wooden chair", **fields):
+    """A GenerateMeshRequest; resolution_base defaults to RES (cheap meshing)."""
+    fields.setdefault("resolution_base", RES)
+    # `prompt` is declared bytes (so that invalid UTF-8 reaches the server's validation).
+    if isinstance(prompt, str):
+        prompt = prompt.encode()
+    return pb.GenerateMeshRequest(prompt=prompt, **fields)
+
+
+def rpc_code(fn):
+    """Runs fn(); returns (grpc.StatusCode, details or result)."""
+    try:
+        return grpc.StatusCode.OK, fn()
+    except grpc.RpcError as e:
+        return e.code(), e.details() or ""
+
+
+def parse_metrics(text):
+    """Prometheus text format -> [(name, {label: value}, float)]."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)", line)
+        if not m:
+            raise AssertionError(f"unparsable metrics line: {line!r}")
+        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        samples.append((m.group(1), labels, float(m.group(3))))
+    return samples
+
+
+def metric_value(samples, name, **labels):
+    """Sum of the samples called `name` whose labels include `labels`; None when there are none."""
+    values = [v for n, l, v in samples
+              if n == name and all(l.get(k) == want for k, want in labels.items())]
+    return sum(values) if values else None
+
+
+class ServerProcess:
+    """One cube3d-server on free loopback ports, logging to a temp file."""
+
+    def __init__(self, extra_args, log_dir):
+        self.extra_args = list(extra_args)
+        self.log_dir = log_dir
+        self.proc = None
+        self.channel = None
+        self.log_path = None
+        self.port = self.metrics_port = None
+        self.returncode = None
+
+    # -- lifecycle --
+
+    def start(self, attempts=3):
+        """Starts the server and waits for health SERVING; retries on a port clash."""
+        for attempt in range(attempts):
+            self.port, self.metrics_port = free_ports(2)
+            self.log_path = os.path.join(self.log_dir, f"server-{self.port}-{attempt}.log")
+            args = [SERVER_BIN, "--config", DEMO_CONFIG,
+                    "--listen", f"{HOST}:{self.port}",
+                    "--metrics-listen", f"{HOST}:{self.metrics_port}",
+                    "--log-level", "info", *self.extra_args]
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, cwd=SOURCE)
+            self.channel = grpc.insecure_channel(f"{HOST}:{self.port}", options=CHANNEL_OPTIONS)
+            try:
+                self.wait_serving()
+                return
+            except AssertionError:
+                clash = "cannot listen" in self.log() or "Address already in use" in self.log()
+                self.kill()
+                if not clash or attempt + 1 == attempts:
+                    raise
+
+    def wait_serving(self, timeout=STARTUP_TIMEOUT_S):
+        health = health_grpc.HealthStub(self.channel)
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"cube3d-server exited with {self.proc.returncode} before "
+                                     f"serving:\n{self.log_tail()}")
+            try:
+                status = health.Check(health_pb.HealthCheckRequest(), timeout=2).status
+                last = health_pb.HealthCheckResponse.ServingStatus.Name(status)
+                if status == health_pb.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError as e:
+                last = e.code().name
+            time.sleep(0.1)
+        raise AssertionError(f"cube3d-server not SERVING after {timeout} s (last: {last}):\n"
+                             f"{self.log_tail()}")
+
+    def terminate(self):
+        """Sends SIGTERM (the drain), without waiting."""
+        self.proc.send_signal(signal.SIGTERM)
+
+    def wait_exit(self, timeout=STOP_TIMEOUT_S):
+        """Waits for the process; kills it with SIGKILL and fails after `timeout`."""
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"cube3d-server did not exit within {timeout} s of SIGTERM "
+                                 f"(killed):\n{self.log_tail()}")
+        finally:
+            self.close_channel()
+        return self.returncode
+
+    def stop(self):
+        """SIGTERM and wait; asserts exit code 0."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.terminate()
+        rc = self.wait_exit()
+        if rc != 0:
+            raise AssertionError(f"cube3d-server exited with {rc} after SIGTERM:\n"
+                                 f"{self.log_tail()}")
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.close_channel()
+
+    def close_channel(self):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    # -- access --
+
+    @property
+    def address(self):
+        return f"{HOST}:{self.port}"
+
+    def stub(self):
+        return pb_grpc.MeshServiceStub(self.channel)
+
+    def health(self, timeout=5):
+        """The overall health status name, or the RPC error's code name."""
+        try:
+            status = health_grpc.HealthStub(self.channel).Check(
+                health_pb.HealthCheckRequest(), timeout=timeout).status
+            return health_pb.HealthCheckResponse.ServingStatus.Name(status)
+        except grpc.RpcError as e:
+            return e.code().name
+
+    def http_get(self, path, timeout=10):
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{HOST}:{self.metrics_port}{path}", timeout=timeout) as r:
+            return r.status, r.read().decode()
+
+    def metrics(self):
+        status, body = self.http_get("/metrics")
+        if status != 200:
+            raise AssertionError(f"/metrics answered {status}")
+        return parse_metrics(body)
+
+    def log(self):
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def log_tail(self, lines=LOG_TAIL_LINES):
+        text = self.log().splitlines()
+        return "\n".join(text[-lines:])
+
+
+class ServerTestCase(unittest.TestCase):
+    """Starts one server for the class (SERVER_ARGS), stops it with SIGTERM, expects exit 0."""
+
+    SERVER_ARGS = []
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="cube3d-e2e-")
+        cls.ok_requests = 0
+        cls._count_lock = threading.Lock()
+        cls.server = ServerProcess(cls.SERVER_ARGS, cls._tmp.name)
+        try:
+            cls.server.start()
+        except BaseException:
+            cls._tmp.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop()
+        finally:
+            cls.server.kill()
+            cls._tmp.cleanup()
+
+    def run(self, result=None):
+        # Print the server's log when this test fails or errors.
+        before = len(result.failures) + len(result.errors) if result else 0
+        outcome = super().run(result)
+        if result is not None and len(result.failures) + len(result.errors) > before \
+                and self.server is not None:
+            sys.stderr.write(f"\n----- cube3d-server log ({self.id()}) -----\n"
+                             f"{self.server.log_tail()}\n----- end of log -----\n")
+        return outcome
+
+    # -- request helpers --
+
+    def count_ok(self, n=1):
+        with self._count_lock:
+            type(self).ok_requests += n
+
+    def generate(self, request, timeout=RPC_TIMEOUT_S):
+        response = self.server.stub().GenerateMesh(request, timeout=timeout)
+        self.count_ok()
+        return response
+
+    def generate_all(self, requests, timeout=RPC_TIMEOUT_S):
+        """Sends every request at once (futures); returns [(code, response or details)]."""
+        stub = self.server.stub()
+        futures = [stub.GenerateMesh.future(r, timeout=timeout) for r in requests]
+        outcomes = []
+        for f in futures:
+            try:
+                outcomes.append((grpc.StatusCode.OK, f.result(timeout=timeout + 30)))
+                self.count_ok()
+            except grpc.RpcError as e:
+                outcomes.append((e.code(), e.details() or ""))
+        return outcomes
+
+    def assert_mesh(self, response, fmt=None):
+        fmt = pb.MESH_FORMAT_GLB if fmt is None else fmt
+        self.assertEqual(response.format, fmt)
+        self.assertGreater(response.vertex_count, 0)
+        self.assertGreater(response.face_count, 0)
+        if fmt == pb.MESH_FORMAT_RAW:
+            self.assertEqual(len(response.raw.vertices), 3 * response.vertex_count)
+            self.assertEqual(len(response.raw.indices), 3 * response.face_count)
+        else:
+            self.assertGreater(len(response.encoded), 0)
+        if fmt == pb.MESH_FORMAT_GLB:
+            self.assertEqual(response.encoded[:4], b"glTF")
+
+    def assert_still_serving(self):
+        self.assertEqual(self.server.health(), "SERVING")
+        self.assert_mesh(self.generate(make_request("a mug, after the trouble")))
+
+    def wait_for_metrics(self, predicate, what, timeout=30):
+        """Polls /metrics until predicate(samples) holds."""
+        deadline = time.monotonic() + timeout
+        samples = []
+        while time.monotonic() < deadline:
+            samples = self.server.metrics()
+            if predicate(samples):
+                return samples
+            time.sleep(0.2)
+        self.fail(f"metrics never showed {what} within {timeout} s; last scrape:\n" +
+                  "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")))
+
+
+# --- the demo server, dynamic batching (max_queue_delay_ms 50), max_prompt_bytes 64 -----------
+
+class MainServerTest(ServerTestCase):
+    MAX_PROMPT_BYTES = 64
+    SERVER_ARGS = ["--max-queue-delay-ms", "50",
+                   "--set", f"limits.max_prompt_bytes={MAX_PROMPT_BYTES}"]
+
+    # 1. health and start-up
+    def test_health_serving_after_warm_up(self):
+        self.assertEqual(self.server.health(), "SERVING")
+        log = self.server.log()
+        self.assertIn("warm-up of buckets [1, 2, 4, 8]", log)
+        self.assertIn("serving", log)
+        # The warm-up line comes before the serving line.
+        self.assertLess(log.index("warm-up of buckets"), log.index("cube3d-server serving"))
+
+    # 2. concurrency and batching
+    def test_concurrent_requests_are_batched(self):
+        # Half sampled, half greedy: one batch may mix both.
+        requests = [make_request(f"object number {i}", seed=i, top_p=0.9) if i % 2
+                    else make_request(f"object number {i}") for i in range(32)]
+        outcomes = self.generate_all(requests)
+        codes = [c for c, _ in outcomes]
+        self.assertEqual(codes, [grpc.StatusCode.OK] * 32,
+                         [d for c, d in outcomes if c != grpc.StatusCode.OK][:3])
+        responses = [r for _, r in outcomes]
+        for r in responses:
+            self.assert_mesh(r)
+            self.assertIn(r.batch_bucket, (1, 2, 4, 8))
+        buckets = [r.batch_bucket for r in responses]
+        self.assertGreater(max(buckets), 1, f"no request was batched: buckets {buckets}")
+        self.assertEqual(len({r.request_id for r in responses}), 32, "request ids not unique")
+
+    # 3. determinism whatever the batching
+    def _check_batch_invariance(self, target, others_for):
+        alone = self.generate(target)
+        self.assertEqual(alone.batch_bucket, 1)
+        self.assert_mesh(alone)
+        self.assertEqual(len(alone.shape_tokens), TOKENS)
+        buckets_seen = []
+        for attempt in range(3):
+            batch = others_for(attempt)
+            batch.insert(3, target)  # not the first row of the batch
+            outcomes = self.generate_all(batch)
+            for code, detail in outcomes:
+                self.assertEqual(code, grpc.StatusCode.OK, detail)
+            batched = outcomes[3][1]
+            buckets_seen.append(batched.batch_bucket)
+            self.assertEqual(list(batched.shape_tokens), list(alone.shape_tokens),
+                             f"shape tokens differ in bucket {batched.batch_bucket}")
+            self.assertEqual(batched.encoded, alone.encoded,
+                             f"GLB bytes differ in bucket {batched.batch_bucket}")
+            self.assertEqual((batched.vertex_count, batched.face_count),
+                             (alone.vertex_count, alone.face_count))
+            if batched.batch_bucket == 8:
+                return
+        self.fail(f"the 8 concurrent requests never ran as one bucket-8 batch: {buckets_seen}")
+
+    def test_same_prompt_and_seed_identical_whatever_the_batch_top_p(self):
+        target = make_request("a red sports car", top_p=0.9, seed=1234, return_shape_tokens=True)
+        self._check_batch_invariance(target, lambda attempt: [
+            make_request(f"filler {attempt}.{i}: a lamp with {i} legs", top_p=0.8 + 0.02 * i,
+                         seed=100 * attempt + i, return_shape_tokens=True,
+                         guidance_scale=1.0 + i)
+            for i in range(7)])
+
+    def test_same_prompt_identical_whatever_the_batch_greedy(self):
+        target = make_request("a tall bookshelf", return_shape_tokens=True)
+        self._check_batch_invariance(target, lambda attempt: [
+            make_request(f"greedy filler {attempt}.{i}", seed=i, return_shape_tokens=True,
+                         **({"top_p": 0.7} if i % 2 else {}))
+            for i in range(7)])
+
+    def test_seed_changes_the_sample(self):
+        a = self.generate(make_request("a vase", top_p=0.9, seed=1, return_shape_tokens=True))
+        b = self.generate(make_request("a vase", top_p=0.9, seed=2, return_shape_tokens=True))
+        self.assertNotEqual(list(a.shape_tokens), list(b.shape_tokens))
+        for t in list(a.shape_tokens) + list(b.shape_tokens):
+            self.assertTrue(0 <= t < VOCAB, t)
+
+    def test_every_format(self):
+        raw = self.generate(make_request("a teapot", format=pb.MESH_FORMAT_RAW))
+        self.assert_mesh(raw, pb.MESH_FORMAT_RAW)
+        self.assertEqual(raw.encoded, b"")
+        indices = np.array(raw.raw.indices)
+        self.assertLess(int(indices.max()), raw.vertex_count)
+        vertices = np.array(raw.raw.vertices, dtype=np.float64).reshape(-1, 3)
+        self.assertTrue(np.isfinite(vertices).all())
+        for fmt, ext in ((pb.MESH_FORMAT_GLB, "glb"), (pb.MESH_FORMAT_OBJ, "obj"),
+                         (pb.MESH_FORMAT_PLY, "ply")):
+            with self.subTest(format=ext):
+                r = self.generate(make_request("a teapot", format=fmt))
+                self.assert_mesh(r, fmt)
+                # Same request, same mesh: the counts match the RAW answer.
+                self.assertEqual((r.vertex_count, r.face_count),
+                                 (raw.vertex_count, raw.face_count))
+                path = os.path.join(self._tmp.name, f"teapot.{ext}")
+                with open(path, "wb") as f:
+                    f.write(r.encoded)
+                mesh = trimesh.load(path, force="mesh", process=False)
+                self.assertEqual(len(mesh.faces), r.face_count)
+                self.assertEqual(len(mesh.vertices), r.vertex_count)
+        # Without a format the server's default (GLB) applies.
+        default = self.generate(pb.GenerateMeshRequest(prompt="a teapot".encode(), resolution_base=RES))
+        self.assertEqual(default.format, pb.MESH_FORMAT_GLB)
+        self.assertEqual(default.encoded[:4], b"glTF")
+
+    # 4. invalid input
+    def test_invalid_arguments_name_the_field(self):
+        long_prompt = "x" * (self.MAX_PROMPT_BYTES + 1)
+        cases = [
+            ("empty prompt", pb.GenerateMeshRequest(prompt="".encode(), resolution_base=RES), "prompt"),
+            ("prompt over the limit", make_request(long_prompt), "prompt"),
+            ("NaN guidance", make_request(guidance_scale=float("nan")), "guidance_scale"),
+            ("negative guidance", make_request(guidance_scale=-1.0), "guidance_scale"),
+            ("infinite guidance", make_request(guidance_scale=float("inf")), "guidance_scale"),
+            ("top_p 0", make_request(top_p=0.0), "top_p"),
+            ("top_p 1.5", make_request(top_p=1.5), "top_p"),
+            ("top_p NaN", make_request(top_p=float("nan")), "top_p"),
+            ("unknown format 7", make_request(format=7), "format"),
+            ("resolution_base 3", make_request(resolution_base=3), "resolution_base"),
+            ("resolution_base 12", make_request(resolution_base=12), "resolution_base"),
+            ("resolution_base -1", make_request(resolution_base=-1), "resolution_base"),
+            ("bounding_box on a v0.1 model",
+             make_request(bounding_box=pb.BoundingBox(x=1, y=2, z=3)), "bounding_box"),
+            ("target_face_count 1", make_request(target_face_count=1), "target_face_count"),
+            ("bad request_id", make_request(request_id="no spaces allowed"), "request_id"),
+        ]
+        stub = self.server.stub()
+        for name, request, field in cases:
+            with self.subTest(case=name):
+                code, details = rpc_code(lambda: stub.GenerateMesh(request, timeout=60))
+                self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {details}")
+                self.assertIn(field, details)
+            with self.subTest(case=name + " (stream)"):
+                code, details = rpc_code(
+                    lambda: list(stub.GenerateMeshStream(request, timeout=60)))
+                self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, f"{name}: {details}")
+                self.assertIn(field, details)
+        # The prompt limit is in bytes: 64 bytes of multi-byte UTF-8 pass, 65 do not.
+        self.assert_mesh(self.generate(make_request("é" * (self.MAX_PROMPT_BYTES // 2))))
+        code, details = rpc_code(lambda: stub.GenerateMesh(
+            make_request("é" * (self.MAX_PROMPT_BYTES // 2) + "x"), timeout=60))
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("prompt", details)
+        self.assert_still_serving()
+
+    def _send_raw_request(self, payload):
+        """Sends serialized GenerateMeshRequest bytes as they are (no Python-side checks)."""
+        method = self.server.channel.unary_unary(
+            "/cube3d.v1.MeshService/GenerateMesh", request_serializer=None,
+            response_deserializer=pb.GenerateMeshResponse.FromString)
+        return rpc_code(lambda: method(payload, timeout=60))
+
+    def test_raw_bytes_request_path_works(self):
+        # The raw path used for the invalid UTF-8 case does reach the service: a valid prompt
+        # sent the same way succeeds.
+        payload = b"\x0a\x07a chair" + make_request("").SerializeToString()
+        code, response = self._send_raw_request(payload)
+        self.assertEqual(code, grpc.StatusCode.OK, response)
+        self.count_ok()
+        self.assert_mesh(response)
+
+    def test_invalid_utf8_prompt(self):
+        # Field 1 (prompt), length 5, with a lone continuation byte: not UTF-8. Protobuf's
+        # Python runtime refuses to build such a string, so the bytes are written by hand.
+        payload = b"\x0a\x05ab\xffcd" + make_request("").SerializeToString()
+        code, details = self._send_raw_request(payload)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("prompt", details)
+        self.assertIn("UTF-8", details)
+        self.assert_still_serving()
+
+    # 5. deadlines
+    def test_tiny_deadline_gets_deadline_exceeded(self):
+        stub = self.server.stub()
+        for _ in range(3):
+            code, details = rpc_code(
+                lambda: stub.GenerateMesh(make_request("a boat"), timeout=0.005))
+            self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED, details)
+        code, details = rpc_code(
+            lambda: list(stub.GenerateMeshStream(make_request("a boat"), timeout=0.005)))
+        self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED, details)
+        self.assert_still_serving()
+
+    def test_server_side_deadline_while_running(self):
+        # A deadline that passes while the request runs (resolution 6: about 2 s of meshing on
+        # a CPU): the server answers DEADLINE_EXCEEDED and keeps serving.
+        stub = self.server.stub()
+        start = time.monotonic()
+        code, details = rpc_code(
+            lambda: stub.GenerateMesh(make_request("a castle", resolution_base=6), timeout=0.5))
+        self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED, details)
+        self.assertLess(time.monotonic() - start, 30)
+        self.assert_still_serving()
+
+    # 6. cancellation
+    def test_cancelled_stream_frees_the_server(self):
+        def cancelled(samples):
+            return metric_value(samples, "cube3d_requests_total", status="CANCELLED") or 0
+
+        before = cancelled(self.server.metrics())
+        stub = self.server.stub()
+        # Resolution 6 (seconds of meshing): it cannot finish in the moment a cancel takes.
+        call = stub.GenerateMeshStream(make_request("a spaceship", resolution_base=6),
+                                       timeout=RPC_TIMEOUT_S)
+        first = next(call)
+        self.assertEqual(first.WhichOneof("event"), "progress")
+        call.cancel()
+        code, details = rpc_code(lambda: list(call))
+        self.assertEqual(code, grpc.StatusCode.CANCELLED, details)
+
+        start = time.monotonic()
+        self.assert_mesh(self.generate(make_request("a bicycle"), timeout=60))
+        self.assertLess(time.monotonic() - start, 30, "the server was slow after a cancel")
+
+        self.wait_for_metrics(lambda s: cancelled(s) >= before + 1,
+                              "cube3d_requests_total{status=\"CANCELLED\"} incremented")
+        self.wait_for_metrics(lambda s: metric_value(s, "cube3d_queue_depth") == 0,
+                              "cube3d_queue_depth 0")
+        self.assertEqual(self.server.health(), "SERVING")
+
+    # 8. streaming
+    def test_stream_reports_progress_then_result(self):
+        events = list(self.server.stub().GenerateMeshStream(
+            make_request("a stool", return_shape_tokens=True), timeout=RPC_TIMEOUT_S))
+        self.count_ok()
+        kinds = [e.WhichOneof("event") for e in events]
+        self.assertEqual(kinds[-1], "result", kinds)
+        self.assertEqual(kinds.count("result"), 1, kinds)
+        self.assertGreaterEqual(kinds.count("progress"), 3, kinds)
+        progress = [e.progress for e in events if e.WhichOneof("event") == "progress"]
+        stages = [p.stage for p in progress]
+        self.assertEqual(stages[0], pb.STAGE_QUEUED)
+        self.assertEqual(stages, sorted(stages), f"stages go backwards: {stages}")
+        for stage in (pb.STAGE_DECODING, pb.STAGE_MESHING, pb.STAGE_DONE):
+            self.assertIn(stage, stages)
+        done = [p.tokens_done for p in progress]
+        self.assertEqual(done, sorted(done), f"tokens_done goes backwards: {done}")
+        for p in progress:
+            if p.stage >= pb.STAGE_DECODING:
+                self.assertEqual(p.tokens_total, TOKENS)
+                self.assertLessEqual(p.tokens_done, TOKENS)
+        self.assertEqual(max(done), TOKENS)
+        self.assertTrue(any(p.stage == pb.STAGE_DECODING and p.tokens_done == TOKENS
+                            for p in progress), "no DECODING event at 64/64")
+        result = events[-1].result
+        self.assert_mesh(result)
+        self.assertEqual(len(result.shape_tokens), TOKENS)
+        t = result.timings
+        for name in ("decode_ms", "tpot_ms", "mesh_ms", "total_ms"):
+            self.assertGreater(getattr(t, name), 0, name)
+        self.assertGreaterEqual(t.total_ms, t.decode_ms)
+
+    def test_unary_and_stream_agree(self):
+        request = make_request("a helmet", top_p=0.9, seed=7, return_shape_tokens=True)
+        unary = self.generate(request)
+        events = list(self.server.stub().GenerateMeshStream(request, timeout=RPC_TIMEOUT_S))
+        self.count_ok()
+        streamed = events[-1].result
+        self.assertEqual(list(unary.shape_tokens), list(streamed.shape_tokens))
+        self.assertEqual(unary.encoded, streamed.encoded)
+
+    def test_request_id_is_echoed(self):
+        r = self.generate(make_request("a tree", request_id="e2e-req_01:x.y"))
+        self.assertEqual(r.request_id, "e2e-req_01:x.y")
+        self.assertIn("e2e-req_01:x.y", self.server.log())
+
+    # 9. metrics
+    def test_metrics_endpoint(self):
+        for i in range(2):
+            self.generate(make_request(f"a metrics probe {i}"))
+        samples = self.server.metrics()
+        ok = metric_value(samples, "cube3d_requests_total", status="OK")
+        self.assertIsNotNone(ok, "no cube3d_requests_total{status=\"OK\"}")
+        self.assertGreaterEqual(ok, self.ok_requests)
+        tokens = metric_value(samples, "cube3d_tokens_generated_total")
+        self.assertGreaterEqual(tokens, TOKENS * self.ok_requests)
+        # Batch size histogram, one series per bucket.
+        for bucket in ("1", "2", "4", "8"):
+            self.assertIsNotNone(
+                metric_value(samples, "cube3d_batch_size_count", bucket=bucket), bucket)
+            self.assertIsNotNone(
+                metric_value(samples, "cube3d_batch_size_bucket", bucket=bucket, le="+Inf"))
+        self.assertGreaterEqual(metric_value(samples, "cube3d_batch_size_count"), 2)
+        for name in ("cube3d_ttft_ms", "cube3d_tpot_ms", "cube3d_request_duration_ms"):
+            with self.subTest(histogram=name):
+                count = metric_value(samples, name + "_count")
+                self.assertGreaterEqual(count, 2)
+                self.assertEqual(metric_value(samples, name + "_bucket", le="+Inf"), count)
+                self.assertGreater(metric_value(samples, name + "_sum"), 0)
+                buckets = sorted((float(l["le"]), v) for n, l, v in samples
+                                 if n == name + "_bucket")
+                counts = [v for _, v in buckets]
+                self.assertEqual(counts, sorted(counts), "histogram buckets not cumulative")
+        self.assertIsNotNone(metric_value(samples, "cube3d_queue_depth"))
+        self.assertGreater(metric_value(samples, "cube3d_model_load_seconds"), 0)
+        # Errors are counted by status too.
+        rpc_code(lambda: self.server.stub().GenerateMesh(
+            pb.GenerateMeshRequest(prompt="".encode()), timeout=30))
+        samples = self.server.metrics()
+        self.assertGreaterEqual(
+            metric_value(samples, "cube3d_requests_total", status="INVALID_ARGUMENT"), 1)
+        # A query string is fine; another path is a 404.
+        status, _ = self.server.http_get("/metrics?x=1")
+        self.assertEqual(status, 200)
+        with self.assertRaises(urllib.error.HTTPError) as cm:
+            self.server.http_get("/other")
+        self.assertEqual(cm.exception.code, 404)
+
+    def _raw_http(self, request_bytes):
+        with socket.create_connection((HOST, self.server.metrics_port), timeout=10) as s:
+            s.sendall(request_bytes)
+            chunks = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    def test_metrics_post_is_404(self):
+        reply = self._raw_http(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 404"), reply[:100])
+
+    def test_metrics_404_content_length_matches_body(self):
+        reply = self._raw_http(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _, body = reply.partition(b"\r\n\r\n")
+        length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+        self.assertEqual(length, len(body), (head, body))
+
+    # 12. reflection
+    def test_reflection_lists_the_service(self):
+        names = set()
+        errors = []
+        for version in ("v1alpha", "v1"):
+            method = self.server.channel.stream_stream(
+                f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+                request_serializer=refl_pb.ServerReflectionRequest.SerializeToString,
+                response_deserializer=refl_pb.ServerReflectionResponse.FromString)
+            try:
+                responses = list(method(iter([refl_pb.ServerReflectionRequest(list_services="*")]),
+                                        timeout=30))
+            except grpc.RpcError as e:
+                errors.append(f"{version}: {e.code().name} {e.details()}")
+                continue
+            for r in responses:
+                names.update(s.name for s in r.list_services_response.service)
+            if names:
+                break
+        self.assertIn("cube3d.v1.MeshService", names, errors)
+
+    # 11. the C++ client
+    def _client(self, *args, timeout=180):
+        return subprocess.run([CLIENT_BIN, "--server", self.server.address, *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+
+    def test_cpp_client_writes_meshes(self):
+        tokens_path = os.path.join(self._tmp.name, "tokens.txt")
+        for ext in ("glb", "obj", "ply"):
+            with self.subTest(format=ext):
+                out = os.path.join(self._tmp.name, f"client.{ext}")
+                extra = ["--tokens-out", tokens_path] if ext == "glb" else ["--no-progress"]
+                proc = self._client("--prompt", "a round table", "--out", out, "--seed", "3",
+                                    "--top-p", "0.9", "--resolution-base", str(RES),
+                                    "--timeout-ms", "120000", *extra)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.count_ok()
+                m = re.search(r"(\d+) vertices, (\d+) faces \(request \w+, bucket (\d+)\)",
+                              proc.stdout)
+                self.assertIsNotNone(m, proc.stdout)
+                self.assertIn(out, proc.stdout)
+                self.assertRegex(proc.stdout, r"queue [\d.]+ ms \| text .* total [\d.]+ ms")
+                vertices, faces = int(m.group(1)), int(m.group(2))
+                self.assertGreater(faces, 0)
+                mesh = trimesh.load(out, force="mesh", process=False)
+                self.assertEqual(len(mesh.faces), faces)
+                self.assertEqual(len(mesh.vertices), vertices)
+                if ext == "glb":
+                    self.assertIn(f"{TOKENS}/{TOKENS}", proc.stderr)  # the progress bar
+                    with open(tokens_path) as f:
+                        tokens = [int(t) for t in f.read().split()]
+                    self.assertEqual(len(tokens), TOKENS)
+                    self.assertTrue(all(0 <= t < VOCAB for t in tokens), tokens)
+                else:
+                    self.assertNotIn(f"{TOKENS}/{TOKENS}", proc.stderr)
+        # The client's GLB is the server's GLB for the same request.
+        direct = self.generate(make_request("a round table", seed=3, top_p=0.9,
+                                            return_shape_tokens=True))
+        with open(os.path.join(self._tmp.name, "client.glb"), "rb") as f:
+            self.assertEqual(f.read(), direct.encoded)
+        self.assertEqual(list(direct.shape_tokens), tokens)
+
+    def test_cpp_client_errors(self):
+        out = os.path.join(self._tmp.name, "never.glb")
+        proc = self._client("--prompt", "a chair", "--out", out, "--resolution-base", "12",
+                            "--no-progress")
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertIn("cube3d-client: INVALID_ARGUMENT:", proc.stderr)
+        self.assertIn("resolution_base", proc.stderr)
+        self.assertFalse(os.path.exists(out))
+
+        bad = os.path.join(self._tmp.name, "mesh.stl")
+        proc = self._client("--prompt", "a chair", "--out", bad, "--no-progress")
+        self.assertNotEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(".stl", proc.stderr)
+        self.assertIn("extension", proc.stderr)
+        self.assertFalse(os.path.exists(bad))
+
+        proc = self._client("--out", out)  # no prompt
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("--prompt", proc.stderr)
+
+        # A server that is not there: UNAVAILABLE, exit 3.
+        dead_port = free_ports(1)[0]
+        proc = subprocess.run([CLIENT_BIN, "--server", f"{HOST}:{dead_port}", "--prompt", "x",
+                               "--out", out, "--no-progress", "--timeout-ms", "5000"],
+                              capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"cube3d-client: (UNAVAILABLE|DEADLINE_EXCEEDED):")
+
+
+# --- 7. queue overflow: one request per batch, at most 2 waiting -------------------------------
+
+class QueueOverflowTest(ServerTestCase):
+    # The queue holds requests not yet handed to the engine; with bucket 1 each decode (64
+    # tokens) takes the worker a while, so a burst of 12 overflows a queue of 2. (Meshing runs
+    # on other threads and does not hold the queue, so the resolution does not matter here.)
+    SERVER_ARGS = ["--batch-buckets", "1", "--set", "batching.max_queue_size=2"]
+
+    def test_burst_overflows_with_resource_exhausted(self):
+        stub = self.server.stub()
+        exhausted_total = 0
+        for attempt in range(3):
+            start = time.monotonic()
+            finished = {}
+            futures = []
+            for i in range(12):
+                f = stub.GenerateMesh.future(make_request(f"burst {attempt}.{i}"),
+                                             timeout=RPC_TIMEOUT_S)
+                f.add_done_callback(lambda _f, i=i: finished.setdefault(i, time.monotonic()))
+                futures.append(f)
+            ok_at, exhausted_at = [], []
+            for i, f in enumerate(futures):
+                code, detail = rpc_code(lambda: f.result(timeout=RPC_TIMEOUT_S + 30))
+                at = finished.get(i, time.monotonic()) - start
+                if code == grpc.StatusCode.OK:
+                    self.assert_mesh(detail)
+                    self.assertEqual(detail.batch_bucket, 1)
+                    ok_at.append(at)
+                    self.count_ok()
+                else:
+                    self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, detail)
+                    self.assertIn("queue full", detail)
+                    exhausted_at.append(at)
+            self.assertGreaterEqual(len(ok_at), 1, "nothing succeeded")
+            if exhausted_at:
+                exhausted_total += len(exhausted_at)
+                # Refused at once, not after waiting: before the last success, and quickly.
+                self.assertLess(min(exhausted_at), max(ok_at))
+                self.assertLess(min(exhausted_at), 10.0)
+                break
+        self.assertGreater(exhausted_total, 0, "12 concurrent requests never overflowed a queue "
+                                               "of 2")
+        samples = self.server.metrics()
+        self.assertGreaterEqual(
+            metric_value(samples, "cube3d_requests_total", status="RESOURCE_EXHAUSTED"),
+            exhausted_total)
+        # The server recovers: a request after the burst succeeds.
+        self.assert_still_serving()
+
+
+# --- 10. SIGTERM drains --------------------------------------------------------------------------
+
+def wait_for_stage(call, stage, timeout=120):
+    """Reads a GenerateMeshStream until a progress event of `stage`; returns the events read."""
+    events = []
+    deadline = time.monotonic() + timeout
+    for event in call:
+        events.append(event)
+        if event.WhichOneof("event") != "progress" or event.progress.stage == stage:
+            break
+        if time.monotonic() > deadline:
+            break
+    last = events[-1] if events else None
+    if last is None or last.WhichOneof("event") != "progress" or last.progress.stage != stage:
+        raise AssertionError(f"the stream never reached stage {pb.Stage.Name(stage)}: {events}")
+    return events
+
+
+class DrainTest(ServerTestCase):
+    SLOW_RES = 6  # a 65^3 grid: about 2 s of meshing on a CPU (7 takes ~15 s, 8 minutes)
+
+    def test_sigterm_finishes_in_flight_work_and_refuses_new(self):
+        stub = self.server.stub()
+        call = stub.GenerateMeshStream(
+            make_request("a slow cathedral", resolution_base=self.SLOW_RES), timeout=300)
+        # Past decoding, meshing: the request is certainly in flight when the signal arrives.
+        events = wait_for_stage(call, pb.STAGE_MESHING)
+        signalled = time.monotonic()
+        self.server.terminate()
+
+        # Health turns NOT_SERVING while draining (or the server is already gone).
+        health = None
+        for _ in range(100):
+            health = self.server.health(timeout=2)
+            if health != "SERVING":
+                break
+            time.sleep(0.05)
+        self.assertIn(health, ("NOT_SERVING", "UNAVAILABLE"))
+        # New work is refused with UNAVAILABLE ("server is shutting down" while it drains,
+        # connection refused once it is gone).
+        code, details = rpc_code(lambda: stub.GenerateMesh(make_request("too late"), timeout=30))
+        self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
+
+        # The in-flight request completes.
+        code, rest = rpc_code(lambda: list(call))
+        self.assertEqual(code, grpc.StatusCode.OK, rest)
+        events.extend(rest)
+        self.assertEqual(events[-1].WhichOneof("event"), "result")
+        self.assert_mesh(events[-1].result)
+
+        rc = self.server.wait_exit(timeout=STOP_TIMEOUT_S)
+        self.assertEqual(rc, 0, self.server.log_tail())
+        self.assertLess(time.monotonic() - signalled, 30 + 15, "exit took longer than the grace")
+        log = self.server.log()
+        self.assertIn("scheduler: draining (0 queued, 1 running)", log)
+        self.assertIn("stopped (all work finished)", log)
+
+
+class DrainGraceTest(unittest.TestCase):
+    """drain_grace_seconds bounds the shutdown even when a request is still meshing."""
+
+    def test_grace_period_bounds_shutdown(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-") as tmp:
+            server = ServerProcess(["--set", "drain_grace_seconds=1"], tmp)
+            server.start()
+            try:
+                stub = server.stub()
+                # Resolution 8: minutes of meshing on a CPU, far beyond the 1 s grace.
+                call = stub.GenerateMeshStream(make_request("a huge castle", resolution_base=8),
+                                               timeout=600)
+                wait_for_stage(call, pb.STAGE_MESHING)
+                signalled = time.monotonic()
+                server.terminate()
+                code, details = rpc_code(lambda: list(call))
+                self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
+                rc = server.wait_exit(timeout=30)
+                self.assertEqual(rc, 0, server.log_tail())
+                self.assertLess(time.monotonic() - signalled, 1 + 15, server.log_tail())
+                self.assertIn("grace period ran out", server.log())
+            finally:
+                server.kill()
+
+
+# --- configuration and start-up, known bugs -------------------------------------------------------
+
+class StartupTest(unittest.TestCase):
+    def test_print_config_applies_flags(self):
+        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--batch-buckets", "1,2",
+                               "--max-queue-delay-ms", "7", "--set", "limits.max_prompt_bytes=99",
+                               "--print-config"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("max_prompt_bytes: 99", proc.stdout)
+        self.assertIn("max_queue_delay_ms: 7", proc.stdout)
+
+    def test_bad_config_override_names_the_key(self):
+        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--set",
+                               "batching.max_queue_sise=3", "--print-config"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("max_queue_sise", proc.stderr)
+
+    def test_set_is_repeatable(self):
+        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG,
+                               "--set", "limits.max_prompt_bytes=99",
+                               "--set", "defaults.resolution_base=5", "--print-config"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("max_prompt_bytes: 99", proc.stdout)
+        self.assertIn("resolution_base: 5", proc.stdout)
+
+    def test_health_not_serving_while_loading(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-") as tmp:
+            # A wider random-weight model than the demo, so that loading takes long enough
+            # (about a second) to be seen; the server listens before it loads.
+            with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
+                model_yaml = f.read()
+            for key, value in (("n_embd", "768"), ("n_layer", "8"), ("width", "512"),
+                               ("num_decoder_layers", "8")):
+                model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
+            model_path = os.path.join(tmp, "slow.yaml")
+            with open(model_path, "w") as f:
+                f.write(model_yaml)
+            server = ServerProcess([], tmp)
+            server.port, server.metrics_port = free_ports(2)
+            server.log_path = os.path.join(tmp, "server.log")
+            with open(server.log_path, "wb") as log:
+                server.proc = subprocess.Popen(
+                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", server.address,
+                     "--metrics-listen", f"{HOST}:{server.metrics_port}",
+                     "--set", f"model.config={model_path}"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            # Reconnect quickly: the default backoff (1 s) could sleep through the whole load.
+            server.channel = grpc.insecure_channel(
+                server.address, options=CHANNEL_OPTIONS + [
+                    ("grpc.initial_reconnect_backoff_ms", 20),
+                    ("grpc.min_reconnect_backoff_ms", 20),
+                    ("grpc.max_reconnect_backoff_ms", 50)])
+            try:
+                seen = []
+                deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                while time.monotonic() < deadline and server.proc.poll() is None:
+                    status = server.health(timeout=1)
+                    if not seen or seen[-1] != status:
+                        seen.append(status)
+                    if status == "SERVING":
+                        break
+                    time.sleep(0.02)
+                self.assertEqual(seen[-1:], ["SERVING"], server.log_tail())
+                self.assertIn("NOT_SERVING", seen, f"health states seen: {seen}")
+            finally:
+                server.stop()
+                server.kill()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,170 @@
+// The CUDA path: graph runners per bucket, bf16 and float32 on the device. The device tests
+// skip with a reason on machines without a GPU (CI); the bookkeeping around them runs anywhere.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "cube3d/core/error.h"
+#include "cube3d/core/model_config.h"
+#include "cube3d/engine/cuda_graph_runner.h"
+#include "cube3d/engine/engine.h"
+#include "cube3d/engine/generator.h"
+#include "golden_model.h"
+
+namespace cube3d {
+namespace {
+
+#define CUBE3D_REQUIRE_GPU()                                                  \
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine: the " \
+                                      "CUDA path is checked by scripts/gpu_check.sh on a GPU"
+
+ModelConfig demo_config() {
+  return load_model_config(std::string(CUBE3D_SOURCE_DIR) + "/models/demo.yaml");
+}
+
+GenerationRequest demo_request(const ModelConfig& config, uint64_t seed, bool sample) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  GenerationRequest r;
+  r.text_hidden = at::randn({77, config.gpt.text_model_embed_dim}, gen, at::kFloat);
+  r.uncond_hidden = at::randn({77, config.gpt.text_model_embed_dim}, gen, at::kFloat);
+  r.guidance_scale = 3.0;
+  if (sample) r.top_p = 0.9;
+  r.seed = seed;
+  return r;
+}
+
+TEST(CudaPath, GraphRunnerRefusesWithoutADevice) {
+  if (at::hasCUDA()) GTEST_SKIP() << "this machine has a CUDA device";
+  EXPECT_FALSE(cuda_graphs_available());
+  const testing::GoldenModel g = testing::load_golden("tiny_v01");
+  KvCache cache(g.config.gpt, 2, g.config.cond_len(), g.tokens(), at::kFloat, at::kCPU);
+  try {
+    make_cuda_graph_runner(*g.gpt, cache.view(2), DecodeRunnerConfig{1, true, g.tokens(), false});
+    FAIL() << "expected failed_precondition";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+  }
+}
+
+TEST(CudaPath, GeneratorRejectsGraphsForACpuModel) {
+  const testing::GoldenModel g = testing::load_golden("tiny_v01");
+  try {
+    Generator generator(*g.gpt, 1, g.tokens(), g.config.cond_len(), /*cuda_graphs=*/true);
+    FAIL() << "expected invalid_argument";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cuda_graphs"), std::string::npos);
+  }
+}
+
+TEST(CudaPath, CpuEngineIgnoresTheGraphSwitch) {
+  // cuda_graphs defaults to on; on the CPU the engine must fall back to the eager runner.
+  EngineOptions options;
+  options.load_text_encoder = false;
+  const auto engine = Engine::load(demo_config(), options);
+  EXPECT_FALSE(engine->generator().cuda_graphs());
+}
+
+TEST(CudaPath, GoldenTokensOnTheGpuInFloat32) {
+  CUBE3D_REQUIRE_GPU();
+  for (const std::string model : {"tiny_v01", "tiny_v05"}) {
+    const testing::GoldenModel g = testing::load_golden(model);
+    for (const bool graphs : {false, true}) {
+      for (const auto mode : {SingleStreamDecode::kCausal, SingleStreamDecode::kReference}) {
+        EngineOptions options;
+        options.gpt_weights = g.dir + "/shape_gpt.safetensors";
+        options.shape_weights = g.dir + "/shape_tokenizer.safetensors";
+        options.device = "cuda";
+        options.load_text_encoder = false;
+        options.cuda_graphs = graphs;
+        const auto engine = Engine::load(g.config, options);
+        GenerationRequest r;
+        r.text_hidden = g.inputs.at("clip_hidden_cond")[0];
+        r.uncond_hidden = g.inputs.at("clip_hidden_uncond")[0];
+        if (g.config.gpt.use_bbox) r.bbox = g.inputs.at("bbox_xyz")[0];
+        GenerationOptions gen;
+        gen.single_stream_decode = mode;
+        const GenerationResult result = engine->generate({r}, gen);
+        const char* key =
+            mode == SingleStreamDecode::kCausal ? "ids_full_cfg3" : "ids_kv_official_cfg3";
+        EXPECT_TRUE(at::equal(result.ids, g.expected.at(key)))
+            << model << " graphs " << graphs << " " << to_string(mode);
+      }
+    }
+  }
+}
+
+TEST(CudaPath, GraphReplayEqualsEagerBitForBit) {
+  CUBE3D_REQUIRE_GPU();
+  const ModelConfig config = demo_config();
+  for (const std::string dtype : {"bfloat16", "float32"}) {
+    at::Tensor ids[2], logits[2];
+    for (const bool graphs : {false, true}) {
+      EngineOptions options;
+      options.device = "cuda";
+      options.dtype = dtype;
+      options.max_batch = 4;
+      options.load_text_encoder = false;
+      options.cuda_graphs = graphs;
+      const auto engine = Engine::load(config, options);
+      GenerationOptions gen;
+      gen.record_logits = true;
+      gen.bucket = 4;
+      const GenerationResult r = engine->generate(
+          {demo_request(config, 1, false), demo_request(config, 2, true),
+           demo_request(config, 3, true)},
+          gen);
+      ids[graphs] = r.ids;
+      logits[graphs] = r.step_logits;
+    }
+    EXPECT_TRUE(at::equal(ids[0], ids[1])) << dtype;
+    EXPECT_TRUE(at::equal(logits[0], logits[1])) << dtype;
+  }
+}
+
+TEST(CudaPath, Bf16TeacherForcedLogitsStayCloseToCpuFloat32) {
+  CUBE3D_REQUIRE_GPU();
+  // bf16 keeps 8 bits of mantissa: logits of these random models (magnitude ~5) move by a few
+  // hundredths. The stated tolerance: 5% of the largest logit magnitude.
+  for (const std::string model : {"tiny_v01", "tiny_v05"}) {
+    const testing::GoldenModel cpu = testing::load_golden(model);
+    EngineOptions options;
+    options.gpt_weights = cpu.dir + "/shape_gpt.safetensors";
+    options.shape_weights = cpu.dir + "/shape_tokenizer.safetensors";
+    options.device = "cuda";
+    options.dtype = "bfloat16";
+    options.load_text_encoder = false;
+    const auto gpu = Engine::load(cpu.config, options);
+    const at::Tensor bbox = cpu.config.gpt.use_bbox ? cpu.inputs.at("bbox_xyz") : at::Tensor();
+    const at::Tensor ids = cpu.expected.at("ids_full_cfg3")[0];
+    const at::Tensor prefix = at::cat({at::full({1}, cpu.config.gpt.bos_id(), at::kLong),
+                                       ids.narrow(0, 0, cpu.tokens() - 1)});
+    const auto run = [&](const ShapeGpt& gpt, const at::Device& device) {
+      const at::Tensor cond =
+          gpt.encode_condition(cpu.inputs.at("clip_hidden_cond").to(device),
+                               bbox.defined() ? bbox.to(device) : bbox);
+      return gpt.forward(cond, gpt.embed(prefix.to(device)).unsqueeze(0)).to(at::kCPU,
+                                                                             at::kFloat);
+    };
+    const at::Tensor reference = run(*cpu.gpt, at::kCPU);
+    const at::Tensor bf16 = run(gpu->gpt(), gpu->device());
+    const double scale = reference.abs().max().item<double>();
+    EXPECT_LT(testing::max_abs_diff(reference, bf16), 0.05 * scale) << model;
+  }
+}
+
+TEST(CudaPath, OccupancyOnTheGpuMatchesTheCpu) {
+  CUBE3D_REQUIRE_GPU();
+  const testing::GoldenModel g = testing::load_golden("tiny_v01");
+  EngineOptions options;
+  options.gpt_weights = g.dir + "/shape_gpt.safetensors";
+  options.shape_weights = g.dir + "/shape_tokenizer.safetensors";
+  options.device = "cuda";
+  options.load_text_encoder = false;
+  const auto gpu = Engine::load(g.config, options);
+  const at::Tensor grid =
+      gpu->decoder().occupancy_grid(g.expected.at("latents").to(gpu->device()), 4, 1000);
+  EXPECT_LT(testing::max_abs_diff(grid, g.expected.at("grid_logits_res4")), 1e-3);
+}
+
+}  // namespace
+}  // namespace cube3d

@@ -1,0 +1,159 @@
+"""cube3d-bench on the demo model, on the CPU: the JSON layout, the mesh section, graph-kv being
+skipped on the CPU, and the errors a user gets for bad options. Run by ctest
+(tests/CMakeLists.txt); standard library only, well under a minute."""
+import json
+import math
+import os
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.path.join(os.environ["CUBE3D_BIN_DIR"], "cube3d-bench")
+SOURCE = os.environ["CUBE3D_SOURCE_DIR"]
+DEMO = ["--model-config", os.path.join(SOURCE, "models", "demo.yaml")]
+# One thread: the test machines are small and shared, and a contended thread pool makes a tiny
+# model's steps slow and erratic without telling us anything.
+QUIET = ["--threads", "1"]
+
+RESULT_KEYS = {"mode", "bucket", "tokens", "tpot_ms_median", "tpot_ms_p90", "ttft_ms", "e2e_ms",
+               "tokens_per_s", "peak_memory_bytes", "bytes_per_step", "achieved_gb_per_s"}
+MESH_KEYS = {"resolution_base", "occupancy_ms", "marching_cubes_ms", "postprocess_ms", "faces"}
+
+
+def run(args, check=True):
+    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cube3d-bench {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def run_json(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.json")
+        proc = run([*DEMO, *QUIET, *args, "--json", path])
+        with open(path) as f:
+            return proc, json.load(f)
+
+
+class BenchJsonTest(unittest.TestCase):
+    REPEAT = 2
+    TOKENS = 16
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.out = run_json(
+            ["--buckets", "1,2", "--tokens", str(cls.TOKENS), "--modes", "eager-nocache,eager-kv",
+             "--mesh-resolution", "5", "--warmup", "1", "--repeat", str(cls.REPEAT)])
+
+    def test_top_level(self):
+        out = self.out
+        self.assertEqual(out["device"], "cpu")
+        self.assertTrue(out["model"].endswith("demo.yaml"), out["model"])
+        self.assertEqual(out["dtype"], "float32")
+        self.assertEqual(out["tokens"], self.TOKENS)
+        self.assertEqual(out["model_tokens"], 64)
+        self.assertEqual(out["peak_memory_kind"], "rss")
+        self.assertEqual(out["skipped"], [])
+        self.assertEqual(len(out["results"]), 4)
+
+    def test_results(self):
+        seen = set()
+        for r in self.out["results"]:
+            with self.subTest(mode=r["mode"], bucket=r["bucket"]):
+                self.assertLessEqual(RESULT_KEYS, set(r))
+                seen.add((r["mode"], r["bucket"]))
+                self.assertEqual(r["tokens"], self.TOKENS)
+                # Steps of all timed runs are pooled for the median and p90.
+                self.assertEqual(r["steps"], self.REPEAT * (self.TOKENS - 1))
+                for key in RESULT_KEYS - {"mode", "bucket", "tokens"}:
+                    self.assertTrue(math.isfinite(r[key]), key)
+                    self.assertGreater(r[key], 0, key)
+                self.assertGreaterEqual(r["tpot_ms_p90"], r["tpot_ms_median"])
+                self.assertGreater(r["e2e_ms"], r["ttft_ms"])
+                expected = r["bucket"] * r["tokens"] / (r["e2e_ms"] / 1000)
+                self.assertAlmostEqual(r["tokens_per_s"] / expected, 1.0, places=6)
+                gbps = r["bytes_per_step"] / (r["tpot_ms_median"] / 1000) / 1e9
+                self.assertAlmostEqual(r["achieved_gb_per_s"] / gbps, 1.0, places=6)
+        self.assertEqual(seen, {("eager-nocache", 1), ("eager-nocache", 2), ("eager-kv", 1),
+                                ("eager-kv", 2)})
+
+    def test_bytes_per_step_grow_with_the_cache(self):
+        kv = {r["bucket"]: r["bytes_per_step"] for r in self.out["results"]
+              if r["mode"] == "eager-kv"}
+        # Same weights, twice the cache rows (and embedding rows) at bucket 2.
+        self.assertGreater(kv[2], kv[1])
+
+    def test_mesh(self):
+        mesh = self.out["mesh"]
+        self.assertLessEqual(MESH_KEYS, set(mesh))
+        self.assertEqual(mesh["resolution_base"], 5)
+        self.assertEqual(mesh["grid_points_per_axis"], 33)
+        self.assertGreater(mesh["occupancy_ms"], 0)
+        for key in ("marching_cubes_ms", "postprocess_ms", "faces"):
+            self.assertGreaterEqual(mesh[key], 0, key)
+        self.assertIsInstance(mesh["faces"], int)
+
+    def test_table(self):
+        lines = self.proc.stdout.splitlines()
+        header = [l for l in lines if "TPOT med" in l]
+        self.assertEqual(len(header), 1, self.proc.stdout)
+        for col in ("mode", "bucket", "tokens", "TPOT p90", "TTFT", "e2e", "tok/s", "GB/s"):
+            self.assertIn(col, header[0])
+        rows = [l.split() for l in lines if l.startswith(("eager-nocache ", "eager-kv "))]
+        self.assertEqual(sorted((r[0], r[1]) for r in rows),
+                         [("eager-kv", "1"), ("eager-kv", "2"), ("eager-nocache", "1"),
+                          ("eager-nocache", "2")])
+        self.assertIn("mesh (resolution 5", self.proc.stdout)
+
+
+class GraphModeOnCpuTest(unittest.TestCase):
+    args = ["--buckets", "1", "--tokens", "2", "--mesh-resolution", "0", "--warmup", "0",
+            "--repeat", "1"]
+
+    def test_skipped_with_a_note(self):
+        proc, out = run_json([*self.args, "--modes", "eager-kv,graph-kv"])
+        notes = [l for l in proc.stdout.splitlines() if "graph-kv" in l]
+        self.assertTrue(notes and "skipping" in notes[0], proc.stdout)
+        self.assertEqual([r["mode"] for r in out["results"]], ["eager-kv"])
+        self.assertEqual([s["mode"] for s in out["skipped"]], ["graph-kv"])
+        self.assertNotIn("mesh", out)
+
+    def test_strict_fails(self):
+        proc = run([*DEMO, *self.args, "--modes", "graph-kv", "--strict"], check=False)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout)
+        self.assertIn("graph-kv", proc.stderr)
+        self.assertIn("cuda", proc.stderr)
+
+
+class ErrorsTest(unittest.TestCase):
+    def expect_error(self, args, *needles):
+        proc = run(args, check=False)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout)
+        for needle in needles:
+            self.assertIn(needle, proc.stderr)
+
+    def test_bad_options(self):
+        self.expect_error(["--tokens", "4"], "INVALID_ARGUMENT", "--model-config")
+        self.expect_error([*DEMO, "--tokens", "0"], "INVALID_ARGUMENT", "--tokens", "1..64")
+        self.expect_error([*DEMO, "--tokens", "100000"], "INVALID_ARGUMENT", "--tokens", "1..64")
+        self.expect_error([*DEMO, "--buckets", "0"], "INVALID_ARGUMENT", "--buckets")
+        self.expect_error([*DEMO, "--buckets", "1,x"], "INVALID_ARGUMENT", "--buckets")
+        self.expect_error([*DEMO, "--modes", "foo"], "INVALID_ARGUMENT", "--modes", "foo")
+        self.expect_error([*DEMO, "--repeat", "0"], "INVALID_ARGUMENT", "--repeat")
+        self.expect_error([*DEMO, "--mesh-resolution", "12"], "INVALID_ARGUMENT",
+                          "--mesh-resolution")
+        self.expect_error([*DEMO, "--frobnicate"], "INVALID_ARGUMENT", "--frobnicate")
+
+    def test_cuda_without_a_device(self):
+        try:
+            import torch
+            if torch.cuda.is_available():
+                self.skipTest("this machine has a CUDA device")
+        except ImportError:
+            pass
+        self.expect_error([*DEMO, "--device", "cuda"], "FAILED_PRECONDITION", "cuda")
+
+
+if __name__ == "__main__":
+    unittest.main()
