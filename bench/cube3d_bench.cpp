@@ -770,14 +770,5 @@ int run(int argc, char** argv) {
 }  // namespace cube3d
 
 int main(int argc, char** argv) {
-  try {
-    return cube3d::run(argc, argv);
-  } catch (const cube3d::Error& e) {
-    std::fprintf(stderr, "cube3d-bench: %s: %s\n", std::string(to_string(e.code())).c_str(),
-                 e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cube3d-bench: error: %s\n", e.what());
-    return 1;
-  }
+  return cube3d::run_tool("cube3d-bench", cube3d::run, argc, argv);
 }

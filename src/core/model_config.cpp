@@ -7,19 +7,14 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <limits>
 #include <span>
 #include <sstream>
 #include <string_view>
-#include <system_error>
+#include <vector>
 
-#include "cube3d/core/error.h"
+#include "cube3d/core/yaml_reader.h"
 
 namespace cube3d {
 namespace {
@@ -34,124 +29,12 @@ constexpr int64_t kMaxLatents = 65536;     // num_encoder_latents, num_decoder_l
 constexpr int64_t kMaxFreqs = 4096;        // num_freqs
 constexpr double kMaxParameters = 0x1p37;  // ~137G parameters: ~275 GB in bf16, no GPU holds it
 
-// Config files are a few hundred bytes; the cap keeps a wrong path (a checkpoint, say) from
-// being read whole into memory and fed to the YAML parser.
-constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
-
-[[noreturn]] void fail(std::string_view source, const std::string& message) {
-  throw invalid_argument(std::string(source) + ": " + message);
-}
-
-// Quoted scalars ("12") and `!!str` are strings in YAML; a number or a bool must be plain.
-bool is_string_scalar(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
-}
-
-std::string describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Scalar:
-      return is_string_scalar(node) ? "the string \"" + node.Scalar() + "\""
-                                    : "'" + node.Scalar() + "'";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "nothing";
-}
-
-// from_chars rejects a leading '+', which YAML allows on numbers.
-std::string_view strip_plus(std::string_view text) {
-  if (text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+') {
-    text.remove_prefix(1);
-  }
-  return text;
-}
-
-int64_t read_int(const YAML::Node& node, std::string_view source, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    const std::string_view text = strip_plus(node.Scalar());
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc::result_out_of_range) {
-      fail(source, key + ": " + node.Scalar() + " is out of range");
-    }
-    if (ec == std::errc() && end == text.data() + text.size()) return value;
-  }
-  fail(source, key + ": expected an integer, got " + describe(node));
-}
-
-double read_float(const YAML::Node& node, std::string_view source, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    const std::string& raw = node.Scalar();
-    // YAML spells the specials .inf / .nan; validation rejects them with a clearer message.
-    if (raw == ".inf" || raw == ".Inf" || raw == ".INF" || raw == "+.inf" || raw == "+.Inf" ||
-        raw == "+.INF") {
-      return std::numeric_limits<double>::infinity();
-    }
-    if (raw == "-.inf" || raw == "-.Inf" || raw == "-.INF") {
-      return -std::numeric_limits<double>::infinity();
-    }
-    if (raw == ".nan" || raw == ".NaN" || raw == ".NAN") {
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    // Both `1e-06` and `1.e-6` are floats here. (PyYAML reads `1e-06` as a string, which
-    // OmegaConf then converts; the official files write `1.e-6` because of that.)
-    const std::string_view text = strip_plus(raw);
-    double value = 0.0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc::result_out_of_range) fail(source, key + ": " + raw + " is out of range");
-    if (ec == std::errc() && end == text.data() + text.size()) return value;
-  }
-  fail(source, key + ": expected a number, got " + describe(node));
-}
-
-bool read_bool(const YAML::Node& node, std::string_view source, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    // YAML 1.2 core schema spellings; the official files use both `true` and `False`.
-    const std::string& text = node.Scalar();
-    if (text == "true" || text == "True" || text == "TRUE") return true;
-    if (text == "false" || text == "False" || text == "FALSE") return false;
-  }
-  fail(source, key + ": expected true or false, got " + describe(node));
-}
-
-std::string read_string(const YAML::Node& node, std::string_view source, const std::string& key) {
-  if (!node.IsScalar()) fail(source, key + ": expected a string, got " + describe(node));
-  return node.Scalar();
-}
-
-std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view source,
-                                   const std::string& key) {
-  if (!node.IsSequence())
-    fail(source, key + ": expected a list of integers, got " + describe(node));
-  std::vector<int64_t> values;
-  values.reserve(node.size());
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    values.push_back(read_int(node[i], source, key + "[" + std::to_string(i) + "]"));
-  }
-  return values;
-}
-
-// Edit distance, to suggest the intended key for a typo like `n_layerz`.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+using yaml::fail;
+using yaml::read_bool;
+using yaml::read_float;
+using yaml::read_int;
+using yaml::read_int_list;
+using yaml::read_string;
 
 struct Field {
   std::string_view name;
@@ -160,46 +43,23 @@ struct Field {
   std::function<void(const YAML::Node& value, const std::string& key)> read;
 };
 
-// Walks the mapping itself (rather than looking keys up) so that unknown and duplicate keys are
-// caught: yaml-cpp keeps duplicates and `node[key]` silently returns the first one, while PyYAML
-// keeps the last, so a duplicate would mean different models to the two implementations.
+// The shared walker catches unknown and duplicate keys; the required ones are checked here,
+// per mapping, since each section of a model config is a dataclass of its own.
 void read_mapping(const YAML::Node& node, std::string_view source, const std::string& prefix,
                   std::span<const Field> fields) {
-  const auto full_key = [&](std::string_view name) {
-    return prefix.empty() ? std::string(name) : prefix + "." + std::string(name);
-  };
-  if (!node.IsMap()) {
-    const std::string what = prefix.empty() ? "the top level" : prefix;
-    fail(source, what + ": expected a mapping, got " + describe(node));
-  }
-  std::vector<bool> seen(fields.size(), false);
-  for (const auto& entry : node) {
-    if (!entry.first.IsScalar()) {
-      fail(source, (prefix.empty() ? "top level" : prefix) + ": keys must be plain names, got " +
-                       describe(entry.first));
-    }
-    const std::string& name = entry.first.Scalar();
-    const auto it = std::find_if(fields.begin(), fields.end(),
-                                 [&](const Field& field) { return field.name == name; });
-    if (it == fields.end()) {
-      std::string message = "unknown key " + full_key(name);
-      const auto closest =
-          std::min_element(fields.begin(), fields.end(), [&](const Field& a, const Field& b) {
-            return edit_distance(name, a.name) < edit_distance(name, b.name);
-          });
-      if (closest != fields.end() && edit_distance(name, closest->name) <= 2) {
-        message += " (did you mean " + full_key(closest->name) + "?)";
-      }
-      fail(source, message);
-    }
-    const auto index = static_cast<std::size_t>(it - fields.begin());
-    if (seen[index]) fail(source, "duplicate key " + full_key(name));
-    seen[index] = true;
-    it->read(entry.second, full_key(name));
-  }
+  std::vector<std::string_view> names;
+  names.reserve(fields.size());
+  for (const Field& field : fields) names.push_back(field.name);
+  const std::vector<bool> seen =
+      yaml::read_mapping(node, source, prefix, names,
+                         [&](std::size_t index, const YAML::Node& value, const std::string& key) {
+                           fields[index].read(value, key);
+                         });
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (fields[i].required && !seen[i]) {
-      fail(source, "missing required key " + full_key(fields[i].name));
+      fail(source,
+           "missing required key " + (prefix.empty() ? std::string(fields[i].name)
+                                                     : prefix + "." + std::string(fields[i].name)));
     }
   }
 }
@@ -478,46 +338,15 @@ void validate_model_config(const ModelConfig& config) {
 }
 
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(yaml_text);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp's marks are 0-based; editors count from 1.
-    fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
-  if (documents.size() > 1) {
-    fail(source,
-         "holds " + std::to_string(documents.size()) + " YAML documents; a model config is one");
-  }
-  ModelConfig config = read_model(documents.empty() ? YAML::Node() : documents.front(), source);
+  ModelConfig config =
+      read_model(yaml::parse_single_document(yaml_text, source, "model config"), source);
   validate_model_config(config);
   return config;
 }
 
 ModelConfig load_model_config(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
-    // Permission problems and the like: the file may well exist, so not "not found".
-    throw invalid_argument(path + ": cannot access: " + ec.message());
-  }
-  if (!std::filesystem::exists(status)) throw not_found(path + ": no such model config file");
-  if (!std::filesystem::is_regular_file(status)) {
-    throw invalid_argument(path + ": not a regular file (expected a model config .yaml)");
-  }
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw invalid_argument(path + ": cannot read: " + ec.message());
-  if (size > kMaxFileBytes) {
-    throw invalid_argument(path + ": " + std::to_string(size) +
-                           " bytes is too large for a model config (is it a checkpoint?)");
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw invalid_argument(path + ": cannot open for reading");
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) throw invalid_argument(path + ": read error");
-  return parse_model_config(text.str(), path);
+  return parse_model_config(yaml::read_config_file(path, "model config", " (is it a checkpoint?)"),
+                            path);
 }
 
 }  // namespace cube3d

@@ -72,8 +72,7 @@ class CudaGraphDecodeRunner final : public DecodeRunner {
     output_ids_.copy_(output_ids);
     captured_mode_ = mode_;
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("captured the decode graph for {} requests ({} rows, {}): {:.0f} ms, {:.1f} MiB",
                  config_.batch, rows(), to_string(mode_), ms,
                  static_cast<double>(free_before - free_device_bytes(device)) / (1 << 20));
@@ -109,8 +108,7 @@ std::unique_ptr<DecodeRunner> make_cuda_graph_runner(const ShapeGpt& gpt, KvStat
 
 bool cuda_graphs_available() { return false; }
 
-std::unique_ptr<DecodeRunner> make_cuda_graph_runner(const ShapeGpt&, KvState,
-                                                     DecodeRunnerConfig) {
+std::unique_ptr<DecodeRunner> make_cuda_graph_runner(const ShapeGpt&, KvState, DecodeRunnerConfig) {
   throw failed_precondition("this build has no CUDA graph support (no CUDA toolkit at build time)");
 }
 

@@ -31,8 +31,8 @@ void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int
   if (!std::isfinite(r.guidance_scale) || r.guidance_scale < 0) {
     throw invalid_argument(who + "guidance_scale must be finite and >= 0");
   }
-  if (r.guidance_scale > 0 && (!r.uncond_hidden.defined() ||
-                               r.uncond_hidden.sizes() != r.text_hidden.sizes())) {
+  if (r.guidance_scale > 0 &&
+      (!r.uncond_hidden.defined() || r.uncond_hidden.sizes() != r.text_hidden.sizes())) {
     throw invalid_argument(who + "uncond_hidden must match text_hidden when guidance_scale > 0");
   }
   if (r.top_p && (!std::isfinite(*r.top_p) || *r.top_p <= 0 || *r.top_p > 1)) {
@@ -45,13 +45,13 @@ void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int
 
 }  // namespace
 
-Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens,
-                     int64_t cond_len, bool cuda_graphs)
+Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
+                     bool cuda_graphs)
     : gpt_(gpt),
       max_batch_(max_batch),
       total_tokens_(total_tokens),
-      cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens,
-             gpt.weights().wte.scalar_type(), gpt.weights().wte.device()),
+      cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens, gpt.weights().wte.scalar_type(),
+             gpt.weights().wte.device()),
       cuda_graphs_(cuda_graphs) {
   if (cuda_graphs && !gpt.weights().wte.is_cuda()) {
     throw invalid_argument("cuda_graphs needs the model on a CUDA device");
@@ -211,10 +211,11 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     result.step_logits =
         r.output_logits().narrow(0, 0, n).to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
   }
-  spdlog::debug("generated {} x {} tokens (bucket {}, cfg {}, {}): prefill {:.1f} ms, "
-                "TPOT {:.3f} ms",
-                n, total_tokens_, batch, cfg, options.use_kv_cache ? "kv" : "no-cache",
-                result.prefill_ms, result.tpot_ms());
+  spdlog::debug(
+      "generated {} x {} tokens (bucket {}, cfg {}, {}): prefill {:.1f} ms, "
+      "TPOT {:.3f} ms",
+      n, total_tokens_, batch, cfg, options.use_kv_cache ? "kv" : "no-cache", result.prefill_ms,
+      result.tpot_ms());
   return result;
 }
 

@@ -39,8 +39,7 @@ at::Tensor choose_tokens(const at::Tensor& mixed, const at::Tensor& steps,
   const at::Tensor u = buffers.uniforms.gather(1, steps.view({-1, 1}));  // [b, 1]
   const at::Tensor threshold = u * cdf.narrow(-1, cdf.size(-1) - 1, 1);
   // Kept tokens are a prefix of the sorted order and u < 1, so this index lands inside it.
-  const at::Tensor rank =
-      cdf.le(threshold).sum(-1, /*keepdim=*/true).clamp_max(cdf.size(-1) - 1);
+  const at::Tensor rank = cdf.le(threshold).sum(-1, /*keepdim=*/true).clamp_max(cdf.size(-1) - 1);
   const at::Tensor sampled = sorted_index.gather(1, rank).squeeze(1);
   return at::where(buffers.greedy, argmax, sampled);
 }

@@ -12,7 +12,7 @@ namespace cube3d {
 namespace {
 
 bool exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 

@@ -14,8 +14,8 @@ at::Tensor layer_norm(const at::Tensor& x, double eps) {
 
 at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       double eps) {
-  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat),
-                        bias.to(at::kFloat), eps)
+  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat), bias.to(at::kFloat),
+                        eps)
       .to(x.scalar_type());
 }
 
@@ -47,8 +47,8 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask) {
-  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional(mask)
-                                                                  : std::nullopt);
+  return at::scaled_dot_product_attention(q, k, v,
+                                          mask.defined() ? std::optional(mask) : std::nullopt);
 }
 
 at::Tensor split_heads(const at::Tensor& x, int64_t num_heads) {

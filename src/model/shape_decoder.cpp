@@ -83,8 +83,8 @@ at::Tensor grid_axis(int64_t n) {
 
 ShapeDecoder::ShapeDecoder(ShapeModelConfig config, ShapeDecoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {
-  const at::Tensor regularized = weights_.codebook.to(at::kFloat) * weights_.cb_weight +
-                                 weights_.cb_bias;
+  const at::Tensor regularized =
+      weights_.codebook.to(at::kFloat) * weights_.cb_weight + weights_.cb_bias;
   codebook_ = rms_norm(regularized, weights_.norm_weight, kQkNormEps);
 
   // carrier = ((F/8)^linspace(1, 0, F) + linspace(0, 1, F)) * 2 * pi, in float32 like the
@@ -143,8 +143,8 @@ at::Tensor ShapeDecoder::occupancy(const LatentKv& kv, const at::Tensor& points)
       split_heads(weights_.c_q(layer_norm(q, kCrossAttentionEps)), config_.num_heads);
   q = q + weights_.c_proj(merge_heads(attention(qh, kv.k, kv.v, at::Tensor())));
   q = q + weights_.mlp(layer_norm(q, kCrossAttentionEps));
-  const at::Tensor out = weights_.c_head(
-      layer_norm(q, weights_.ln_f_weight, weights_.ln_f_bias, config_.eps));
+  const at::Tensor out =
+      weights_.c_head(layer_norm(q, weights_.ln_f_weight, weights_.ln_f_bias, config_.eps));
   return out.squeeze(-1).to(at::kFloat);
 }
 
@@ -152,8 +152,8 @@ int64_t ShapeDecoder::default_chunk_points(int64_t budget_bytes) const {
   // Per point: the Fourier features, a few width-sized activations, the 4W MLP hidden layer and
   // one row of attention scores per head, in float32.
   const int64_t w = config_.width;
-  const int64_t per_point = 4 * (config_.fourier_dim() + 8 * w +
-                                 config_.num_heads * config_.num_encoder_latents);
+  const int64_t per_point =
+      4 * (config_.fourier_dim() + 8 * w + config_.num_heads * config_.num_encoder_latents);
   return std::clamp<int64_t>(budget_bytes / per_point, 1024, 1 << 18);
 }
 

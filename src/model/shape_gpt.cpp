@@ -51,8 +51,8 @@ Qkv pre_attention(const PreAttentionWeights& w, const at::Tensor& x, int64_t hea
   return out;
 }
 
-at::Tensor post_attention(const PostAttentionWeights& w, const at::Tensor& x,
-                          const at::Tensor& a, double eps) {
+at::Tensor post_attention(const PostAttentionWeights& w, const at::Tensor& x, const at::Tensor& a,
+                          double eps) {
   const at::Tensor h = x + w.c_proj(a);
   return h + w.mlp(layer_norm(h, eps));
 }
@@ -89,8 +89,7 @@ void write_slot(at::Tensor& cache, const at::Tensor& slots, const at::Tensor& va
 SingleStreamDecode parse_single_stream_decode(const std::string& text) {
   if (text == "causal") return SingleStreamDecode::kCausal;
   if (text == "reference") return SingleStreamDecode::kReference;
-  throw invalid_argument("single_stream_decode: '" + text +
-                         "' is not one of causal, reference");
+  throw invalid_argument("single_stream_decode: '" + text + "' is not one of causal, reference");
 }
 
 std::string to_string(SingleStreamDecode mode) {
@@ -159,22 +158,18 @@ ShapeGpt::ShapeGpt(GptConfig config, GptWeights weights, int64_t max_shape_posit
   rope_ = {tables.cos.to(device), tables.sin.to(device)};
 }
 
-at::Tensor ShapeGpt::encode_condition(const at::Tensor& text_hidden,
-                                      const at::Tensor& bbox) const {
+at::Tensor ShapeGpt::encode_condition(const at::Tensor& text_hidden, const at::Tensor& bbox) const {
   const at::ScalarType dtype = weights_.text_proj.weight.scalar_type();
   at::Tensor cond = weights_.text_proj(text_hidden.to(dtype));
   if (config_.use_bbox) {
-    const at::Tensor box =
-        bbox.defined() ? bbox.to(cond.options())
-                       : at::zeros({text_hidden.size(0), 3}, cond.options());
+    const at::Tensor box = bbox.defined() ? bbox.to(cond.options())
+                                          : at::zeros({text_hidden.size(0), 3}, cond.options());
     cond = at::cat({cond, weights_.bbox_proj(box).unsqueeze(1)}, 1);
   }
   return cond;
 }
 
-at::Tensor ShapeGpt::embed(const at::Tensor& ids) const {
-  return at::embedding(weights_.wte, ids);
-}
+at::Tensor ShapeGpt::embed(const at::Tensor& ids) const { return at::embedding(weights_.wte, ids); }
 
 at::Tensor ShapeGpt::logits(const at::Tensor& h) const {
   return at::linear(layer_norm(h, config_.eps), weights_.lm_head);
@@ -223,10 +218,10 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
   for (const auto& block : weights_.single_blocks) {
     const at::Tensor h = layer_norm(x, eps);
     const auto qk = block.c_qk(h).chunk(2, -1);
-    const at::Tensor q = rope_prefix(rms_norm(split_heads(qk[0], heads), block.q_norm,
-                                              kQkNormEps), rope_);
-    const at::Tensor k = rope_prefix(rms_norm(split_heads(qk[1], heads), block.k_norm,
-                                              kQkNormEps), rope_);
+    const at::Tensor q =
+        rope_prefix(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps), rope_);
+    const at::Tensor k =
+        rope_prefix(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps), rope_);
     const at::Tensor v = split_heads(block.c_v(h), heads);
     if (cache) {
       cache->keys[layer].narrow(2, 0, l).copy_(k);

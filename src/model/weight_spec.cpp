@@ -89,8 +89,8 @@ CheckpointSpec gpt_checkpoint_spec(const GptConfig& c) {
 }
 
 CheckpointSpec shape_tokenizer_checkpoint_spec(const ShapeModelConfig& c) {
-  CheckpointSpec spec{"shape tokenizer", {}, {"encoder.", "bottleneck.block.c_in.",
-                                             "bottleneck.block.c_x."}};
+  CheckpointSpec spec{
+      "shape tokenizer", {}, {"encoder.", "bottleneck.block.c_in.", "bottleneck.block.c_x."}};
   SpecBuilder b(spec);
   const int64_t w = c.width;
   const int64_t e = c.embed_dim;

@@ -101,18 +101,18 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
     if (!claimed.count(name) && !ignored(spec, name)) unexpected.push_back(name);
   }
   if (!missing.empty() || !misshapen.empty() || !unexpected.empty() || !disagreeing.empty()) {
-    std::string message = spec.what + " checkpoint " + source.description +
-                          " does not match the model config:";
+    std::string message =
+        spec.what + " checkpoint " + source.description + " does not match the model config:";
     if (!missing.empty()) {
       message += "\n  missing (" + std::to_string(missing.size()) + "): " + join_limited(missing);
     }
     if (!misshapen.empty()) {
-      message += "\n  misshapen (" + std::to_string(misshapen.size()) +
-                 "): " + join_limited(misshapen);
+      message +=
+          "\n  misshapen (" + std::to_string(misshapen.size()) + "): " + join_limited(misshapen);
     }
     if (!unexpected.empty()) {
-      message += "\n  unexpected (" + std::to_string(unexpected.size()) +
-                 "): " + join_limited(unexpected);
+      message +=
+          "\n  unexpected (" + std::to_string(unexpected.size()) + "): " + join_limited(unexpected);
     }
     if (!disagreeing.empty()) {
       message += "\n  shared tensor stored under several names with different values: " +

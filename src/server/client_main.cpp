@@ -47,8 +47,8 @@ void draw_progress(const v1::Progress& p) {
   static const char* stages[] = {"?", "queued", "text", "decoding", "meshing", "done"};
   const int stage = p.stage() >= 0 && p.stage() <= 5 ? p.stage() : 0;
   const int width = 30;
-  const double frac = p.tokens_total() ? static_cast<double>(p.tokens_done()) / p.tokens_total()
-                                       : 0.0;
+  const double frac =
+      p.tokens_total() ? static_cast<double>(p.tokens_done()) / p.tokens_total() : 0.0;
   const int filled = static_cast<int>(frac * width);
   std::fprintf(stderr, "\r[%-*s] %4u/%-4u %-9s", width,
                std::string(static_cast<size_t>(filled), '#').c_str(), p.tokens_done(),
@@ -134,10 +134,11 @@ int run(int argc, char** argv) {
   std::printf("%s: %u vertices, %u faces (request %s, bucket %u)\n", out.c_str(),
               response.vertex_count(), response.face_count(), response.request_id().c_str(),
               response.batch_bucket());
-  std::printf("queue %.1f ms | text %.1f ms | prefill %.1f ms | decode %.1f ms (TPOT %.3f ms) | "
-              "mesh %.1f ms | total %.1f ms\n",
-              t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.tpot_ms(),
-              t.mesh_ms(), t.total_ms());
+  std::printf(
+      "queue %.1f ms | text %.1f ms | prefill %.1f ms | decode %.1f ms (TPOT %.3f ms) | "
+      "mesh %.1f ms | total %.1f ms\n",
+      t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.tpot_ms(), t.mesh_ms(),
+      t.total_ms());
   return 0;
 }
 
@@ -145,14 +146,5 @@ int run(int argc, char** argv) {
 }  // namespace cube3d
 
 int main(int argc, char** argv) {
-  try {
-    return cube3d::run(argc, argv);
-  } catch (const cube3d::Error& e) {
-    std::fprintf(stderr, "cube3d-client: %s: %s\n", std::string(to_string(e.code())).c_str(),
-                 e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cube3d-client: error: %s\n", e.what());
-    return 1;
-  }
+  return cube3d::run_tool("cube3d-client", cube3d::run, argc, argv);
 }

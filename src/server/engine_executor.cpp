@@ -75,8 +75,9 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
   const auto batch_start = SteadyClock::now();
   const TextEncoder* text = engine_.text_encoder();
   if (!text) {
-    throw failed_precondition("this server's model has no CLIP text encoder configured "
-                              "(model.clip_model), so it cannot take text prompts");
+    throw failed_precondition(
+        "this server's model has no CLIP text encoder configured "
+        "(model.clip_model), so it cannot take text prompts");
   }
   for (const auto& job : jobs) job->progress({JobStage::kTextEncoding, 0, 0});
   std::vector<std::string> prompts;
@@ -105,9 +106,8 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
     results[i].timings.queue_ms = ms_between(jobs[i]->enqueued(), batch_start);
     results[i].timings.text_encoding_ms = text_ms;
     if (encoded[i].truncated) {
-      results[i].warnings.push_back(
-          "prompt truncated: " + std::to_string(encoded[i].token_count) +
-          " CLIP tokens, only the first 75 are used");
+      results[i].warnings.push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
+                                    " CLIP tokens, only the first 75 are used");
     }
   }
 
@@ -169,9 +169,9 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     const at::Tensor grid =
         decoder.occupancy_grid(latents, r.resolution_base, /*chunk_points=*/0, stop).contiguous();
     if (stop()) throw cancelled("request cancelled while meshing");
-    const GridView view{std::span<const float>(grid.data_ptr<float>(),
-                                               static_cast<size_t>(grid.numel())),
-                        {grid.size(0), grid.size(1), grid.size(2)}};
+    const GridView view{
+        std::span<const float>(grid.data_ptr<float>(), static_cast<size_t>(grid.numel())),
+        {grid.size(0), grid.size(1), grid.size(2)}};
     MeshPipelineOptions mesh_options = options_.mesh;
     if (r.target_face_count) {
       mesh_options.simplification.target_faces = static_cast<size_t>(*r.target_face_count);

@@ -99,14 +99,15 @@ grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
     const double total_ms = ms_between(start, SteadyClock::now());
     if (result) {
       metrics_.observe_e2e_ms(total_ms);
-      spdlog::info("request {} OK bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
-                   "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
-                   request_id, result->batch_bucket, result->timings.queue_ms,
-                   result->timings.text_encoding_ms, result->timings.prefill_ms,
-                   result->timings.tpot_ms, result->timings.mesh_ms, total_ms, result->face_count);
+      spdlog::info(
+          "request {} OK bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
+          "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
+          request_id, result->batch_bucket, result->timings.queue_ms,
+          result->timings.text_encoding_ms, result->timings.prefill_ms, result->timings.tpot_ms,
+          result->timings.mesh_ms, total_ms, result->face_count);
     } else {
-      spdlog::info("request {} {} after {:.1f} ms: {}", request_id.empty() ? "-" : request_id,
-                   code, total_ms, status.error_message());
+      spdlog::info("request {} {} after {:.1f} ms: {}", request_id.empty() ? "-" : request_id, code,
+                   total_ms, status.error_message());
     }
     return status;
   };
@@ -171,12 +172,13 @@ grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
     }
     if (SteadyClock::now() >= deadline) {
       job->cancel();
-      return finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                 "deadline exceeded after " +
-                                     std::to_string(static_cast<int64_t>(
-                                         ms_between(start, SteadyClock::now()))) +
-                                     " ms"),
-                    nullptr);
+      return finish(
+          grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              "deadline exceeded after " +
+                  std::to_string(static_cast<int64_t>(ms_between(start, SteadyClock::now()))) +
+                  " ms"),
+          nullptr);
     }
     pending->changed.wait_for(lock, kPollInterval);
   }
@@ -215,12 +217,12 @@ grpc::Status MeshServiceImpl::fill_response(const JobResult& result,
   const size_t bytes = response->ByteSizeLong();
   if (static_cast<int64_t>(bytes) > options_.max_message_bytes) {
     response->Clear();
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        "the mesh response is " + std::to_string(bytes) + " bytes, over the server's " +
-            std::to_string(options_.max_message_bytes) +
-            "-byte message limit; ask for less: a lower resolution_base, a smaller "
-            "target_face_count, or an encoded format (GLB) instead of RAW");
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "the mesh response is " + std::to_string(bytes) +
+                            " bytes, over the server's " +
+                            std::to_string(options_.max_message_bytes) +
+                            "-byte message limit; ask for less: a lower resolution_base, a smaller "
+                            "target_face_count, or an encoded format (GLB) instead of RAW");
   }
   return grpc::Status::OK;
 }

@@ -40,8 +40,8 @@ Metrics::Metrics(const std::string& listen, const std::vector<int64_t>& buckets)
                .Name("cube3d_tpot_ms")
                .Help("Time per output token after the first, ms")
                .Register(*registry_)
-               .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.2, 0.5, 1, 2, 5, 10, 20,
-                                                                50, 100, 200, 500});
+               .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50,
+                                                                100, 200, 500});
   e2e_ = &prometheus::BuildHistogram()
               .Name("cube3d_request_duration_ms")
               .Help("End-to-end request time, ms")

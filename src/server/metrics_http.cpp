@@ -15,7 +15,7 @@
 namespace cube3d {
 namespace {
 
-constexpr int kPollMs = 200;           // how quickly the thread notices it should stop
+constexpr int kPollMs = 200;            // how quickly the thread notices it should stop
 constexpr int kClientTimeoutMs = 2000;  // a scraper that sends nothing is dropped
 constexpr size_t kMaxRequestBytes = 8192;
 
@@ -51,8 +51,8 @@ MetricsHttpServer::MetricsHttpServer(const std::string& listen,
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
-                                   &found);
+  if (const int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
       rc != 0) {
     throw invalid_argument("metrics_listen " + listen + ": " + ::gai_strerror(rc));
   }
@@ -121,8 +121,9 @@ void MetricsHttpServer::answer(int client) const {
     return;
   }
   const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
-  send_all(client, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n");
+  send_all(client,
+           "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n");
   send_all(client, body);
 }
 

@@ -23,8 +23,8 @@ std::string number(double v) {
 }
 
 bool request_id_char_ok(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_' || c == '.' || c == ':';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == ':';
 }
 
 }  // namespace
@@ -115,8 +115,9 @@ JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolic
 
   if (r.has_bounding_box()) {
     if (!policy.model_has_bbox) {
-      throw invalid_argument("bounding_box: this model has no bounding-box input (use a v0.5 "
-                             "model or leave bounding_box unset)");
+      throw invalid_argument(
+          "bounding_box: this model has no bounding-box input (use a v0.5 "
+          "model or leave bounding_box unset)");
     }
     const std::array<float, 3> sides = {r.bounding_box().x(), r.bounding_box().y(),
                                         r.bounding_box().z()};

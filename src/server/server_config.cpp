@@ -1,8 +1,9 @@
 // Server config loading, validation, printing and command-line overrides. One table of keys
 // drives all four, so a key added to it is readable from the file, settable from the command
-// line and printed by --print-config at once. The YAML rules follow core/model_config.cpp:
-// unknown and duplicate keys are errors (with a "did you mean" hint), types are checked
-// strictly, and every message names the file and the full dotted key.
+// line and printed by --print-config at once. The YAML rules are those of the model config
+// (core/yaml_reader.h, shared with it): unknown and duplicate keys are errors (with a "did you
+// mean" hint), types are checked strictly, and every message names the file and the full dotted
+// key.
 //
 // No std::filesystem here: the torch wheel's libtorch exports its own copies of some of its
 // symbols, which has crashed a test binary; plain POSIX calls do what we need.
@@ -18,22 +19,17 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 #include <tuple>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/yaml_reader.h"
 
 namespace cube3d {
 namespace {
-
-// A server config is a page of text; the cap keeps a wrong path (a checkpoint, say) from being
-// read whole into memory and handed to the YAML parser.
-constexpr off_t kMaxFileBytes = 1 << 20;
 
 constexpr int64_t kMaxBucket = 256;
 constexpr int64_t kMaxQueueDelayMs = 60'000;
@@ -55,9 +51,7 @@ constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "in
 
 // --- messages ---------------------------------------------------------------------------------
 
-[[noreturn]] void fail(std::string_view where, const std::string& message) {
-  throw invalid_argument(std::string(where) + ": " + message);
-}
+using yaml::fail;
 
 // Shortest text that reads back to the same double, so printed configs round-trip exactly.
 std::string format_double(double value) {
@@ -81,102 +75,18 @@ std::string join_words(const std::array<std::string_view, N>& words) {
   return text;
 }
 
-// --- reading YAML scalars (the rules of core/model_config.cpp) -------------------------------
+// --- reading YAML scalars (core/yaml_reader.h, shared with the model config) -----------------
 
-// Quoted scalars ("12") and `!!str` are strings in YAML; a number or a bool must be plain.
-bool is_string_scalar(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
-}
-
-std::string describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Scalar:
-      return is_string_scalar(node) ? "the string \"" + node.Scalar() + "\""
-                                    : "'" + node.Scalar() + "'";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "nothing";
-}
-
-// from_chars rejects a leading '+', which YAML allows on numbers.
-std::string_view strip_plus(std::string_view text) {
-  if (text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+') {
-    text.remove_prefix(1);
-  }
-  return text;
-}
-
-int64_t read_int(const YAML::Node& node, std::string_view where, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    const std::string_view text = strip_plus(node.Scalar());
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc::result_out_of_range) {
-      fail(where, key + ": " + node.Scalar() + " is out of range");
-    }
-    if (ec == std::errc() && end == text.data() + text.size()) return value;
-  }
-  fail(where, key + ": expected an integer, got " + describe(node));
-}
-
-double read_float(const YAML::Node& node, std::string_view where, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    const std::string& raw = node.Scalar();
-    // YAML spells the specials .inf / .nan; validation rejects them with a clearer message.
-    static constexpr std::array<std::string_view, 6> kPlusInf = {".inf",  ".Inf",  ".INF",
-                                                                 "+.inf", "+.Inf", "+.INF"};
-    static constexpr std::array<std::string_view, 3> kMinusInf = {"-.inf", "-.Inf", "-.INF"};
-    static constexpr std::array<std::string_view, 3> kNan = {".nan", ".NaN", ".NAN"};
-    const auto is_one_of = [&raw](const auto& spellings) {
-      return std::find(spellings.begin(), spellings.end(), raw) != spellings.end();
-    };
-    if (is_one_of(kPlusInf)) return std::numeric_limits<double>::infinity();
-    if (is_one_of(kMinusInf)) return -std::numeric_limits<double>::infinity();
-    if (is_one_of(kNan)) return std::numeric_limits<double>::quiet_NaN();
-    const std::string_view text = strip_plus(raw);
-    double value = 0.0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc::result_out_of_range) fail(where, key + ": " + raw + " is out of range");
-    if (ec == std::errc() && end == text.data() + text.size()) return value;
-  }
-  fail(where, key + ": expected a number, got " + describe(node));
-}
-
-bool read_bool(const YAML::Node& node, std::string_view where, const std::string& key) {
-  if (node.IsScalar() && !is_string_scalar(node)) {
-    const std::string& text = node.Scalar();
-    if (text == "true" || text == "True" || text == "TRUE") return true;
-    if (text == "false" || text == "False" || text == "FALSE") return false;
-  }
-  fail(where, key + ": expected true or false, got " + describe(node));
-}
+using yaml::read_bool;
+using yaml::read_float;
+using yaml::read_int;
+using yaml::read_int_list;
 
 // `key:` with nothing after it is null in YAML; for a string that reads as "" (an operator
 // blanking a path), and validation then says whether empty is allowed for that key.
 std::string read_string(const YAML::Node& node, std::string_view where, const std::string& key) {
   if (node.IsNull()) return "";
-  if (!node.IsScalar()) fail(where, key + ": expected a string, got " + describe(node));
-  return node.Scalar();
-}
-
-std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view where,
-                                   const std::string& key) {
-  if (!node.IsSequence()) {
-    fail(where, key + ": expected a list of integers, got " + describe(node));
-  }
-  std::vector<int64_t> values;
-  values.reserve(node.size());
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    values.push_back(read_int(node[i], where, key + "[" + std::to_string(i) + "]"));
-  }
-  return values;
+  return yaml::read_string(node, where, key);
 }
 
 constexpr std::array<std::pair<std::string_view, MeshFormat>, 4> kFormats = {{
@@ -422,37 +332,13 @@ const Key* find_key(std::string_view name) {
   return nullptr;
 }
 
-// Edit distance, to suggest the intended key for a typo like `max_queue_sise`.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // " (did you mean X?)" or "": the closest of `candidates` (full names, `prefix` + candidate)
 // within two edits, else a key elsewhere with exactly this last name (a key put in the wrong
 // section, like a top-level `max_queue_size`).
 std::string did_you_mean(std::string_view name, const std::string& prefix,
                          const std::vector<std::string_view>& candidates) {
-  std::string_view best;
-  std::size_t best_distance = 3;
-  for (const std::string_view candidate : candidates) {
-    const std::size_t distance = edit_distance(name, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  if (!best.empty()) return " (did you mean " + prefix + std::string(best) + "?)";
+  std::string hint = yaml::did_you_mean(name, prefix, candidates);
+  if (!hint.empty()) return hint;
   for (const Key& key : keys()) {
     const std::size_t dot = key.name.rfind('.');
     const std::string_view last =
@@ -481,60 +367,34 @@ std::vector<std::string_view> names_in(std::string_view section) {
   return names;
 }
 
-// Walks the mapping itself (rather than looking keys up) so that unknown and duplicate keys are
-// caught: yaml-cpp keeps duplicates and `node[key]` silently returns the first one.
+// Reads the mapping at `section` ("" for the top level) into `config`, descending into the
+// sections it holds; `seen` collects the dotted names of the keys read, for the required check.
 void read_mapping(const YAML::Node& node, std::string_view where, std::string_view section,
                   ServerConfig& config, std::vector<std::string_view>& seen) {
   const std::string prefix = section.empty() ? "" : std::string(section) + ".";
-  if (!node.IsMap()) {
-    fail(where, (section.empty() ? std::string("the top level") : std::string(section)) +
-                    ": expected a mapping, got " + describe(node));
-  }
   const std::vector<std::string_view> names = names_in(section);
-  std::vector<std::string> here;
-  for (const auto& entry : node) {
-    if (!entry.first.IsScalar()) {
-      fail(where, (section.empty() ? std::string("top level") : std::string(section)) +
-                      ": keys must be plain names, got " + describe(entry.first));
-    }
-    const std::string& name = entry.first.Scalar();
-    const std::string full = prefix + name;
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-      fail(where, "unknown key " + full + did_you_mean(name, prefix, names));
-    }
-    if (std::find(here.begin(), here.end(), name) != here.end()) {
-      fail(where, "duplicate key " + full);
-    }
-    here.push_back(name);
-    if (const Key* key = find_key(full)) {
-      key->read(config, entry.second, where);
-      seen.push_back(key->name);
-    } else if (!entry.second.IsNull()) {
-      // A section; `tls:` with every line under it commented out is null, and means "none".
-      read_mapping(entry.second, where, name, config, seen);
-    }
-  }
+  yaml::read_mapping(
+      node, where, section, names,
+      [&](std::size_t index, const YAML::Node& value, const std::string& full) {
+        if (const Key* key = find_key(full)) {
+          key->read(config, value, where);
+          seen.push_back(key->name);
+        } else if (!value.IsNull()) {
+          // A section; `tls:` with every line under it commented out is null, and means "none".
+          read_mapping(value, where, names[index], config, seen);
+        }
+      },
+      [&](std::string_view name) { return did_you_mean(name, prefix, names); });
 }
 
 ServerConfig read_document(const std::string& yaml_text, const std::string& source) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(yaml_text);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp's marks are 0-based; editors count from 1.
-    fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
-  if (documents.size() > 1) {
-    fail(source,
-         "holds " + std::to_string(documents.size()) + " YAML documents; a server config is one");
-  }
-  if (documents.empty() || documents.front().IsNull()) {
+  const YAML::Node document = yaml::parse_single_document(yaml_text, source, "server config");
+  if (document.IsNull()) {
     fail(source, "empty document: a server config needs at least model.config");
   }
   ServerConfig config;
   std::vector<std::string_view> seen;
-  read_mapping(documents.front(), source, "", config, seen);
+  read_mapping(document, source, "", config, seen);
   for (const Key& key : keys()) {
     if (key.required && std::find(seen.begin(), seen.end(), key.name) == seen.end()) {
       fail(source, "missing required key " + std::string(key.name));
@@ -906,27 +766,7 @@ ServerConfig parse_server_config(const std::string& yaml_text, const std::string
 
 ServerConfig load_server_config(const std::string& path,
                                 const std::vector<ConfigOverride>& overrides) {
-  struct stat info {};
-  if (stat(path.c_str(), &info) != 0) {
-    const int error = errno;
-    if (error == ENOENT || error == ENOTDIR) throw not_found(path + ": no such server config file");
-    // Permission problems and the like: the file may well exist, so not "not found".
-    throw invalid_argument(path + ": cannot access: " + std::generic_category().message(error));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    throw invalid_argument(path + ": not a regular file (expected a server config .yaml)");
-  }
-  if (info.st_size > kMaxFileBytes) {
-    throw invalid_argument(path + ": " + std::to_string(info.st_size) +
-                           " bytes is too large for a server config");
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw invalid_argument(path + ": cannot open for reading");
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) throw invalid_argument(path + ": read error");
-
-  ServerConfig config = read_document(text.str(), path);
+  ServerConfig config = read_document(yaml::read_config_file(path, "server config"), path);
   resolve_paths(config, folder_of(path));
   for (const ConfigOverride& entry : overrides) set_key(config, entry.key, entry.value);
   // Name the overrides in messages: the value at fault may not be the one in the file.

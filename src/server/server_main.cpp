@@ -84,9 +84,12 @@ int run(int argc, char** argv) {
   if (!args.has("--config")) throw invalid_argument("--config is required");
   std::vector<ConfigOverride> overrides;
   const std::pair<const char*, const char*> flag_keys[] = {
-      {"--listen", "listen"},           {"--metrics-listen", "metrics_listen"},
-      {"--log-level", "log_level"},     {"--device", "device"},
-      {"--dtype", "dtype"},             {"--batch-buckets", "batching.batch_buckets"},
+      {"--listen", "listen"},
+      {"--metrics-listen", "metrics_listen"},
+      {"--log-level", "log_level"},
+      {"--device", "device"},
+      {"--dtype", "dtype"},
+      {"--batch-buckets", "batching.batch_buckets"},
       {"--max-queue-delay-ms", "batching.max_queue_delay_ms"}};
   for (const auto& [flag, key] : flag_keys) {
     if (args.has(flag)) overrides.push_back({key, args.get(flag)});
@@ -129,8 +132,8 @@ int run(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.limits.max_message_bytes));
   // Responses are checked against the limit by the service (with a helpful message); the
   // transport limit leaves room for the envelope.
-  builder.SetMaxSendMessageSize(static_cast<int>(
-      std::min<int64_t>(config.limits.max_message_bytes + (1 << 20), INT32_MAX)));
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(std::min<int64_t>(config.limits.max_message_bytes + (1 << 20), INT32_MAX)));
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     throw invalid_argument("listen " + config.listen + ": cannot listen on this address");
@@ -156,8 +159,7 @@ int run(int argc, char** argv) {
   }
 
   ExecutorOptions executor_options;
-  executor_options.single_stream_decode =
-      parse_single_stream_decode(config.single_stream_decode);
+  executor_options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
   executor_options.progress_interval_tokens = config.progress_interval_tokens;
   executor_options.mesh_threads = config.mesh.mesh_threads;
   executor_options.mesh.postprocess = config.mesh.postprocess;
@@ -184,8 +186,7 @@ int run(int argc, char** argv) {
   service.attach(&scheduler);
   server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("cube3d-server serving {} on {} (port {}), buckets up to {}, metrics {}",
-               model_config.source, config.listen, bound_port,
-               config.batching.batch_buckets.back(),
+               model_config.source, config.listen, bound_port, config.batching.batch_buckets.back(),
                config.metrics_listen.empty() ? "off" : config.metrics_listen);
 
   std::thread queue_gauge([&] {
@@ -219,14 +220,5 @@ int run(int argc, char** argv) {
 }  // namespace cube3d
 
 int main(int argc, char** argv) {
-  try {
-    return cube3d::run(argc, argv);
-  } catch (const cube3d::Error& e) {
-    std::fprintf(stderr, "cube3d-server: %s: %s\n", std::string(to_string(e.code())).c_str(),
-                 e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cube3d-server: error: %s\n", e.what());
-    return 1;
-  }
+  return cube3d::run_tool("cube3d-server", cube3d::run, argc, argv);
 }

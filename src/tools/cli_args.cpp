@@ -2,11 +2,24 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cube3d/core/error.h"
 
 namespace cube3d {
+
+int run_tool(const char* tool, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s: %s\n", tool, std::string(to_string(e.code())).c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
+    return 1;
+  }
+}
 
 CliArgs::CliArgs(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
@@ -35,8 +48,7 @@ void CliArgs::parse(int argc, const char* const* argv) {
     std::vector<std::string>& vals = values_[arg];
     for (int k = 0; k < it->second.values; ++k) {
       if (i + 1 >= argc) {
-        throw invalid_argument(arg + " expects " + std::to_string(it->second.values) +
-                               " value(s)");
+        throw invalid_argument(arg + " expects " + std::to_string(it->second.values) + " value(s)");
       }
       vals.emplace_back(argv[++i]);
     }

@@ -9,6 +9,11 @@
 
 namespace cube3d {
 
+// A tool's main(): runs `body` and turns an escaping error into one line on stderr,
+// "<tool>: CODE: message", and an exit code: 2 for our errors (bad input, missing files),
+// 1 for anything else.
+int run_tool(const char* tool, int (*body)(int, char**), int argc, char** argv);
+
 class CliArgs {
  public:
   explicit CliArgs(std::string program, std::string summary);

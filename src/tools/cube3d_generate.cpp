@@ -48,8 +48,7 @@ CliArgs make_args() {
       .option("--guidance-scale", 1, "classifier-free guidance scale (default 3.0; 0 = off)", "G")
       .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
       .option("--seed", 1, "random seed of top-p sampling (default 0)", "N")
-      .option("--bbox", 3, "bounding box size, normalised so its largest side is 1.925 (v0.5)",
-              "X")
+      .option("--bbox", 3, "bounding box size, normalised so its largest side is 1.925 (v0.5)", "X")
       .option("--single-stream-decode", 1, "causal (default) | reference (official KV path)", "M")
       .option("--no-kv-cache", 0, "recompute the whole sequence every step (training semantics)")
       .option("--resolution-base", 1, "occupancy grid of 2^R + 1 points per axis (default 8)", "R")
@@ -59,8 +58,8 @@ CliArgs make_args() {
       .option("--dump", 1,
               "write ids, step_logits, latents, grid_logits, cond, prefill_logits (safetensors)",
               "F")
-      .option("--timings-json", 1, "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms}",
-              "F")
+      .option("--timings-json", 1,
+              "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms}", "F")
       .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb)", "F")
       .option("--no-postprocess", 0, "with --mesh-out: the raw marching-cubes mesh")
       .option("--target-faces", 1, "with --mesh-out: decimation target (default max(10000, 10%))",
@@ -145,12 +144,14 @@ int run(int argc, char** argv) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(*config.random_weights_seed + 7);
     request.text_hidden = at::randn({77, text_dim}, gen, at::kFloat);
     request.uncond_hidden = at::randn({77, text_dim}, gen, at::kFloat);
-    spdlog::warn("no --prompt or --text-embeddings: using random text embeddings (random-weight "
-                 "model {})",
-                 config.source);
+    spdlog::warn(
+        "no --prompt or --text-embeddings: using random text embeddings (random-weight "
+        "model {})",
+        config.source);
   } else {
-    throw invalid_argument("give --prompt (with --clip-model for real weights) or "
-                           "--text-embeddings F.safetensors");
+    throw invalid_argument(
+        "give --prompt (with --clip-model for real weights) or "
+        "--text-embeddings F.safetensors");
   }
   if (args.has("--bbox")) {
     if (!config.gpt.use_bbox) {
@@ -167,10 +168,10 @@ int run(int argc, char** argv) {
       box.push_back(x);
     }
     const double longest = std::max({box[0], box[1], box[2]});
-    request.bbox = at::tensor({box[0] / longest * kBoundingBoxMaxSize,
-                               box[1] / longest * kBoundingBoxMaxSize,
-                               box[2] / longest * kBoundingBoxMaxSize},
-                              at::kFloat);
+    request.bbox =
+        at::tensor({box[0] / longest * kBoundingBoxMaxSize, box[1] / longest * kBoundingBoxMaxSize,
+                    box[2] / longest * kBoundingBoxMaxSize},
+                   at::kFloat);
   }
 
   const std::unique_ptr<Engine> engine = Engine::load(config, engine_options);
@@ -193,9 +194,9 @@ int run(int argc, char** argv) {
   const auto shape_start = std::chrono::steady_clock::now();
   const at::Tensor latents = engine->decoder().latents(result.ids.to(engine->device()));
   const at::Tensor grid = engine->decoder().occupancy_grid(latents, resolution_base);
-  const double shape_ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - shape_start)
-                              .count();
+  const double shape_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - shape_start)
+          .count();
 
   const at::Tensor ids = result.ids[0].contiguous();
   std::string token_text;
@@ -205,20 +206,20 @@ int run(int argc, char** argv) {
     token_text += std::to_string(id_data[i]);
   }
   const int64_t n = grid.size(0);
-  const double inside =
-      grid.gt(0).sum().item<double>() / static_cast<double>(grid.numel()) * 100.0;
+  const double inside = grid.gt(0).sum().item<double>() / static_cast<double>(grid.numel()) * 100.0;
   std::printf("tokens (%lld): %s\n", static_cast<long long>(ids.numel()), token_text.c_str());
-  std::printf("prefill %.2f ms | decode %lld tokens %.2f ms | TPOT %.3f ms | shape decode %.1f ms "
-              "(%lld^3 grid, %.1f%% inside)\n",
-              result.prefill_ms, static_cast<long long>(result.tokens - 1), result.decode_ms,
-              result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
+  std::printf(
+      "prefill %.2f ms | decode %lld tokens %.2f ms | TPOT %.3f ms | shape decode %.1f ms "
+      "(%lld^3 grid, %.1f%% inside)\n",
+      result.prefill_ms, static_cast<long long>(result.tokens - 1), result.decode_ms,
+      result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
 
   if (args.has("--mesh-out")) {
     const auto mesh_start = std::chrono::steady_clock::now();
     const at::Tensor values = grid.contiguous();
-    const GridView view{std::span<const float>(values.data_ptr<float>(),
-                                               static_cast<size_t>(values.numel())),
-                        {n, n, n}};
+    const GridView view{
+        std::span<const float>(values.data_ptr<float>(), static_cast<size_t>(values.numel())),
+        {n, n, n}};
     MeshPipelineOptions mesh_options;
     mesh_options.postprocess = !args.has("--no-postprocess");
     mesh_options.simplification.target_faces =
@@ -228,11 +229,11 @@ int run(int argc, char** argv) {
     }
     const Mesh mesh = grid_to_mesh(view, mesh_options);
     write_mesh(args.get("--mesh-out"), mesh);
-    std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(),
-                mesh.face_count(), args.get("--mesh-out").c_str(),
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                          mesh_start)
-                    .count());
+    std::printf(
+        "mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(), mesh.face_count(),
+        args.get("--mesh-out").c_str(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mesh_start)
+            .count());
   }
   if (args.has("--tokens-out")) write_text(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {
@@ -262,14 +263,5 @@ int run(int argc, char** argv) {
 }  // namespace cube3d
 
 int main(int argc, char** argv) {
-  try {
-    return cube3d::run(argc, argv);
-  } catch (const cube3d::Error& e) {
-    std::fprintf(stderr, "cube3d-generate: %s: %s\n", std::string(to_string(e.code())).c_str(),
-                 e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cube3d-generate: error: %s\n", e.what());
-    return 1;
-  }
+  return cube3d::run_tool("cube3d-generate", cube3d::run, argc, argv);
 }

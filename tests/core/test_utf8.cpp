@@ -12,13 +12,13 @@ TEST(Utf8, AcceptsValidText) {
 }
 
 TEST(Utf8, ReportsTheOffsetOfTheFirstBadSequence) {
-  EXPECT_EQ(find_invalid_utf8("ab\x80"), 2u);             // lone continuation byte
-  EXPECT_EQ(find_invalid_utf8("abc\xE6\x97"), 3u);        // truncated 3-byte sequence
-  EXPECT_EQ(find_invalid_utf8("\xC0\xAF"), 0u);           // overlong '/'
-  EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);      // UTF-16 surrogate
-  EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);   // above U+10FFFF
-  EXPECT_EQ(find_invalid_utf8("ok\xFFok"), 2u);           // never valid
-  EXPECT_EQ(find_invalid_utf8("\xE6\x97\xA5x\xE6("), 4u); // bad continuation
+  EXPECT_EQ(find_invalid_utf8("ab\x80"), 2u);              // lone continuation byte
+  EXPECT_EQ(find_invalid_utf8("abc\xE6\x97"), 3u);         // truncated 3-byte sequence
+  EXPECT_EQ(find_invalid_utf8("\xC0\xAF"), 0u);            // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);       // UTF-16 surrogate
+  EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);    // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("ok\xFFok"), 2u);            // never valid
+  EXPECT_EQ(find_invalid_utf8("\xE6\x97\xA5x\xE6("), 4u);  // bad continuation
 }
 
 }  // namespace

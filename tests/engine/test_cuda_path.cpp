@@ -13,9 +13,10 @@
 namespace cube3d {
 namespace {
 
-#define CUBE3D_REQUIRE_GPU()                                                  \
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine: the " \
-                                      "CUDA path is checked by scripts/gpu_check.sh on a GPU"
+#define CUBE3D_REQUIRE_GPU()                             \
+  if (!at::hasCUDA())                                    \
+  GTEST_SKIP() << "no CUDA device on this machine: the " \
+                  "CUDA path is checked by scripts/gpu_check.sh on a GPU"
 
 ModelConfig demo_config() {
   return load_model_config(std::string(CUBE3D_SOURCE_DIR) + "/models/demo.yaml");
@@ -109,10 +110,10 @@ TEST(CudaPath, GraphReplayEqualsEagerBitForBit) {
       GenerationOptions gen;
       gen.record_logits = true;
       gen.bucket = 4;
-      const GenerationResult r = engine->generate(
-          {demo_request(config, 1, false), demo_request(config, 2, true),
-           demo_request(config, 3, true)},
-          gen);
+      const GenerationResult r =
+          engine->generate({demo_request(config, 1, false), demo_request(config, 2, true),
+                            demo_request(config, 3, true)},
+                           gen);
       ids[graphs] = r.ids;
       logits[graphs] = r.step_logits;
     }
@@ -136,14 +137,12 @@ TEST(CudaPath, Bf16TeacherForcedLogitsStayCloseToCpuFloat32) {
     const auto gpu = Engine::load(cpu.config, options);
     const at::Tensor bbox = cpu.config.gpt.use_bbox ? cpu.inputs.at("bbox_xyz") : at::Tensor();
     const at::Tensor ids = cpu.expected.at("ids_full_cfg3")[0];
-    const at::Tensor prefix = at::cat({at::full({1}, cpu.config.gpt.bos_id(), at::kLong),
-                                       ids.narrow(0, 0, cpu.tokens() - 1)});
+    const at::Tensor prefix = at::cat(
+        {at::full({1}, cpu.config.gpt.bos_id(), at::kLong), ids.narrow(0, 0, cpu.tokens() - 1)});
     const auto run = [&](const ShapeGpt& gpt, const at::Device& device) {
-      const at::Tensor cond =
-          gpt.encode_condition(cpu.inputs.at("clip_hidden_cond").to(device),
-                               bbox.defined() ? bbox.to(device) : bbox);
-      return gpt.forward(cond, gpt.embed(prefix.to(device)).unsqueeze(0)).to(at::kCPU,
-                                                                             at::kFloat);
+      const at::Tensor cond = gpt.encode_condition(cpu.inputs.at("clip_hidden_cond").to(device),
+                                                   bbox.defined() ? bbox.to(device) : bbox);
+      return gpt.forward(cond, gpt.embed(prefix.to(device)).unsqueeze(0)).to(at::kCPU, at::kFloat);
     };
     const at::Tensor reference = run(*cpu.gpt, at::kCPU);
     const at::Tensor bf16 = run(gpu->gpt(), gpu->device());

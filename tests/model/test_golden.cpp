@@ -22,8 +22,7 @@ class GoldenModelTest : public ::testing::TestWithParam<std::string> {
 
   // [cond ; uncond] conditions as the official prepare_inputs builds them.
   at::Tensor conditions() const {
-    const at::Tensor bbox =
-        g.config.gpt.use_bbox ? g.inputs.at("bbox_xyz") : at::Tensor();
+    const at::Tensor bbox = g.config.gpt.use_bbox ? g.inputs.at("bbox_xyz") : at::Tensor();
     const at::Tensor uncond_bbox = g.config.gpt.use_bbox ? at::zeros({1, 3}) : at::Tensor();
     return at::cat({g.gpt->encode_condition(g.inputs.at("clip_hidden_cond"), bbox),
                     g.gpt->encode_condition(g.inputs.at("clip_hidden_uncond"), uncond_bbox)});
@@ -37,8 +36,8 @@ class GoldenModelTest : public ::testing::TestWithParam<std::string> {
   at::Tensor teacher_forced_logits(const at::Tensor& cond, const at::Tensor& ids,
                                    double guidance) const {
     const int64_t t = g.tokens();
-    const at::Tensor prefix = at::cat({at::full({1}, g.config.gpt.bos_id(), at::kLong),
-                                       ids.narrow(0, 0, t - 1)});
+    const at::Tensor prefix =
+        at::cat({at::full({1}, g.config.gpt.bos_id(), at::kLong), ids.narrow(0, 0, t - 1)});
     const int64_t rows = cond.size(0);
     const at::Tensor embeds = g.gpt->embed(prefix).unsqueeze(0).expand({rows, t, -1});
     const at::Tensor logits = g.gpt->forward(cond, embeds).narrow(-1, 0, g.codes());

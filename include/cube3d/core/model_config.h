@@ -11,19 +11,19 @@ namespace cube3d {
 
 // `gpt_model:` (DualStreamRoformer.Config)
 struct GptConfig {
-  int64_t n_layer = 0;          // dual-stream blocks
-  int64_t n_single_layer = 0;   // single-stream blocks after them
+  int64_t n_layer = 0;         // dual-stream blocks
+  int64_t n_single_layer = 0;  // single-stream blocks after them
   double rope_theta = 10000.0;
   int64_t n_head = 0;
-  int64_t n_embd = 0;           // D
-  bool bias = true;             // bias in c_v, c_k, c_proj, MLPs and text_proj
-  double eps = 1e-6;            // LayerNorm eps (the q/k RMSNorms always use 1e-5)
+  int64_t n_embd = 0;                  // D
+  bool bias = true;                    // bias in c_v, c_k, c_proj, MLPs and text_proj
+  double eps = 1e-6;                   // LayerNorm eps (the q/k RMSNorms always use 1e-5)
   int64_t shape_model_vocab_size = 0;  // C: codes; the vocabulary adds BOS, EOS and PAD
   int64_t shape_model_embed_dim = 0;
   int64_t text_model_embed_dim = 0;
   bool use_pooled_text_embed = false;  // only false is supported (last_hidden_state)
   bool encoder_with_cls_token = true;
-  bool use_bbox = false;               // v0.5: one more condition token from bbox_proj
+  bool use_bbox = false;  // v0.5: one more condition token from bbox_proj
 
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t vocab_size() const { return shape_model_vocab_size + 3; }
@@ -37,18 +37,18 @@ struct ShapeModelConfig {
   bool encoder_with_cls_token = true;
   int64_t num_encoder_latents = 0;  // T: shape tokens per mesh
   int64_t num_decoder_latents = 0;
-  int64_t embed_dim = 0;            // codebook dimension
-  int64_t width = 0;                // W
+  int64_t embed_dim = 0;  // codebook dimension
+  int64_t width = 0;      // W
   int64_t num_heads = 0;
   int64_t out_dim = 1;
   double eps = 1e-6;
-  int64_t num_freqs = 0;            // F of the Fourier embedder
+  int64_t num_freqs = 0;  // F of the Fourier embedder
   int64_t point_feats = 0;
   bool embed_point_feats = false;
   int64_t num_encoder_layers = 0;
   std::vector<int64_t> encoder_cross_attention_levels;
   int64_t num_decoder_layers = 0;
-  int64_t num_codes = 0;            // C
+  int64_t num_codes = 0;  // C
 
   int64_t head_dim() const { return width / num_heads; }
   int64_t fourier_dim() const { return 3 * (2 * num_freqs + 1); }
@@ -64,9 +64,7 @@ struct ModelConfig {
   std::string source;  // the file it came from, for messages
 
   // S: condition tokens (77 CLIP positions, plus the bbox token for v0.5).
-  int64_t cond_len(int64_t text_tokens = 77) const {
-    return text_tokens + (gpt.use_bbox ? 1 : 0);
-  }
+  int64_t cond_len(int64_t text_tokens = 77) const { return text_tokens + (gpt.use_bbox ? 1 : 0); }
 };
 
 // Parses and validates. Throws cube3d::Error (not_found / invalid_argument) naming the file

@@ -18,10 +18,10 @@
 namespace cube3d {
 
 struct DecodeRunnerConfig {
-  int64_t batch = 1;          // requests (b); rows are 2b with guidance
+  int64_t batch = 1;  // requests (b); rows are 2b with guidance
   bool cfg = true;
-  int64_t total_tokens = 0;   // T
-  bool record_logits = false; // keep the guided logits of every step [b, T, C]
+  int64_t total_tokens = 0;    // T
+  bool record_logits = false;  // keep the guided logits of every step [b, T, C]
 };
 
 class DecodeRunner {
@@ -49,9 +49,9 @@ class DecodeRunner {
   // Makes the first step cheap (a graph runner captures here); nothing to do when eager.
   virtual void prepare() {}
 
-  at::Tensor& token_ids() { return token_ids_; }    // [b] int64: the token to feed next
-  at::Tensor& positions() { return positions_; }    // [b] int64: its shape position
-  const at::Tensor& output_ids() const { return output_ids_; }        // [b, T] int64
+  at::Tensor& token_ids() { return token_ids_; }                // [b] int64: the token to feed next
+  at::Tensor& positions() { return positions_; }                // [b] int64: its shape position
+  const at::Tensor& output_ids() const { return output_ids_; }  // [b, T] int64
   const at::Tensor& output_logits() const { return output_logits_; }  // [b, T, C] or undefined
 
  protected:

@@ -17,8 +17,8 @@
 namespace cube3d {
 
 struct EngineOptions {
-  std::string gpt_weights;    // shape_gpt.safetensors (empty: random weights from the config)
-  std::string shape_weights;  // shape_tokenizer.safetensors
+  std::string gpt_weights;        // shape_gpt.safetensors (empty: random weights from the config)
+  std::string shape_weights;      // shape_tokenizer.safetensors
   std::string device = "cpu";     // cpu | cuda | cuda:N
   std::string dtype = "float32";  // float32 | bfloat16
   int64_t max_batch = 1;          // requests per batch the KV cache is sized for

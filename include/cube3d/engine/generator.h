@@ -48,9 +48,9 @@ struct GenerationResult {
   at::Tensor cond;            // [rows, S, D]: conditions, rows [cond (b) ; uncond (b)]
   at::Tensor prefill_logits;  // [rows, C + 3]: raw logits at BOS
   int64_t tokens = 0;
-  bool stopped = false;       // on_progress asked to stop; ids past the stop are meaningless
-  double prefill_ms = 0;      // condition encoding, prefill and the first token
-  double decode_ms = 0;       // the remaining T - 1 tokens
+  bool stopped = false;   // on_progress asked to stop; ids past the stop are meaningless
+  double prefill_ms = 0;  // condition encoding, prefill and the first token
+  double decode_ms = 0;   // the remaining T - 1 tokens
   double tpot_ms() const { return tokens > 1 ? decode_ms / static_cast<double>(tokens - 1) : 0; }
 };
 

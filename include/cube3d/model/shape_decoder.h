@@ -35,8 +35,7 @@ struct ShapeDecoderWeights {
   at::Tensor ln_f_weight, ln_f_bias;
   Linear c_head;
 
-  static ShapeDecoderWeights from_tensors(const ShapeModelConfig& config,
-                                          const TensorMap& tensors);
+  static ShapeDecoderWeights from_tensors(const ShapeModelConfig& config, const TensorMap& tensors);
 };
 
 // Grid bounds of the official extract_geometry.

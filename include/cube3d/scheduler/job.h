@@ -51,9 +51,9 @@ struct JobTimings {
 struct JobResult {
   std::string request_id;
   MeshFormat format = MeshFormat::kGlb;
-  std::vector<float> vertices;   // xyz, world coordinates (kRaw)
-  std::vector<uint32_t> indices; // three per triangle (kRaw)
-  std::string encoded;           // OBJ / PLY / GLB bytes
+  std::vector<float> vertices;    // xyz, world coordinates (kRaw)
+  std::vector<uint32_t> indices;  // three per triangle (kRaw)
+  std::string encoded;            // OBJ / PLY / GLB bytes
   int64_t vertex_count = 0;
   int64_t face_count = 0;
   std::vector<int64_t> shape_tokens;  // when asked for
@@ -67,8 +67,7 @@ class Job {
   using ProgressFn = std::function<void(const JobProgress&)>;
   using DoneFn = std::function<void(const JobResult*, const Error*)>;
 
-  Job(JobRequest request, SteadyClock::time_point deadline, ProgressFn on_progress,
-      DoneFn on_done)
+  Job(JobRequest request, SteadyClock::time_point deadline, ProgressFn on_progress, DoneFn on_done)
       : request_(std::move(request)),
         enqueued_(SteadyClock::now()),
         deadline_(deadline),

@@ -1,0 +1,234 @@
+// Strict YAML config reading (see the header). No std::filesystem here: the torch wheel's
+// libtorch exports its own copies of some of its symbols, which has crashed a test binary;
+// plain POSIX calls do what we need.
+#include "cube3d/core/yaml_reader.h"
+
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <system_error>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d::yaml {
+namespace {
+
+// Config files are a page of text at most; the cap keeps a wrong path (a checkpoint, say) from
+// being read whole into memory and fed to the YAML parser.
+constexpr off_t kMaxFileBytes = 1 << 20;
+
+// Quoted scalars ("12") and `!!str` are strings in YAML; a number or a bool must be plain.
+bool is_string_scalar(const YAML::Node& node) {
+  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+}
+
+// from_chars rejects a leading '+', which YAML allows on numbers.
+std::string_view strip_plus(std::string_view text) {
+  if (text.size() > 1 && text.front() == '+' && text[1] != '-' && text[1] != '+') {
+    text.remove_prefix(1);
+  }
+  return text;
+}
+
+// Edit distance, to suggest the intended key for a typo like `n_layerz`.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+[[noreturn]] void fail(std::string_view source, const std::string& message) {
+  throw invalid_argument(std::string(source) + ": " + message);
+}
+
+std::string read_config_file(const std::string& path, std::string_view what,
+                             std::string_view too_large_note) {
+  const std::string kind(what);
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) throw not_found(path + ": no such " + kind + " file");
+    // Permission problems and the like: the file may well exist, so not "not found".
+    throw invalid_argument(path + ": cannot access: " + std::generic_category().message(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw invalid_argument(path + ": not a regular file (expected a " + kind + " .yaml)");
+  }
+  if (info.st_size > kMaxFileBytes) {
+    throw invalid_argument(path + ": " + std::to_string(info.st_size) +
+                           " bytes is too large for a " + kind + std::string(too_large_note));
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw invalid_argument(path + ": cannot open for reading");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw invalid_argument(path + ": read error");
+  return text.str();
+}
+
+YAML::Node parse_single_document(const std::string& text, std::string_view source,
+                                 std::string_view what) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's marks are 0-based; editors count from 1.
+    fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  // Reading only the first document would drop the rest of the file without a word.
+  if (documents.size() > 1) {
+    fail(source, "holds " + std::to_string(documents.size()) + " YAML documents; a " +
+                     std::string(what) + " is one");
+  }
+  return documents.empty() ? YAML::Node() : documents.front();
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return is_string_scalar(node) ? "the string \"" + node.Scalar() + "\""
+                                    : "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+int64_t read_int(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    const std::string_view text = strip_plus(node.Scalar());
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      fail(source, key + ": " + node.Scalar() + " is out of range");
+    }
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  fail(source, key + ": expected an integer, got " + describe(node));
+}
+
+double read_float(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    const std::string& raw = node.Scalar();
+    // YAML spells the specials .inf / .nan; validation rejects them with a clearer message.
+    static constexpr std::array<std::string_view, 6> kPlusInf = {".inf",  ".Inf",  ".INF",
+                                                                 "+.inf", "+.Inf", "+.INF"};
+    static constexpr std::array<std::string_view, 3> kMinusInf = {"-.inf", "-.Inf", "-.INF"};
+    static constexpr std::array<std::string_view, 3> kNan = {".nan", ".NaN", ".NAN"};
+    const auto is_one_of = [&raw](const auto& spellings) {
+      return std::find(spellings.begin(), spellings.end(), raw) != spellings.end();
+    };
+    if (is_one_of(kPlusInf)) return std::numeric_limits<double>::infinity();
+    if (is_one_of(kMinusInf)) return -std::numeric_limits<double>::infinity();
+    if (is_one_of(kNan)) return std::numeric_limits<double>::quiet_NaN();
+    // Both `1e-06` and `1.e-6` are floats here. (PyYAML reads `1e-06` as a string, which
+    // OmegaConf then converts; the official model files write `1.e-6` because of that.)
+    const std::string_view text = strip_plus(raw);
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range) fail(source, key + ": " + raw + " is out of range");
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  fail(source, key + ": expected a number, got " + describe(node));
+}
+
+bool read_bool(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (node.IsScalar() && !is_string_scalar(node)) {
+    // YAML 1.2 core schema spellings; the official model files use both `true` and `False`.
+    const std::string& text = node.Scalar();
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+  }
+  fail(source, key + ": expected true or false, got " + describe(node));
+}
+
+std::string read_string(const YAML::Node& node, std::string_view source, const std::string& key) {
+  if (!node.IsScalar()) fail(source, key + ": expected a string, got " + describe(node));
+  return node.Scalar();
+}
+
+std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view source,
+                                   const std::string& key) {
+  if (!node.IsSequence()) {
+    fail(source, key + ": expected a list of integers, got " + describe(node));
+  }
+  std::vector<int64_t> values;
+  values.reserve(node.size());
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    values.push_back(read_int(node[i], source, key + "[" + std::to_string(i) + "]"));
+  }
+  return values;
+}
+
+std::string did_you_mean(std::string_view name, std::string_view prefix,
+                         std::span<const std::string_view> candidates) {
+  std::string_view best;
+  std::size_t best_distance = 3;  // more than two edits away is no longer a typo
+  for (const std::string_view candidate : candidates) {
+    const std::size_t distance = edit_distance(name, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  if (best.empty()) return "";
+  return " (did you mean " + std::string(prefix) + std::string(best) + "?)";
+}
+
+// Walks the mapping itself (rather than looking keys up) so that unknown and duplicate keys are
+// caught: yaml-cpp keeps duplicates and `node[key]` silently returns the first one, while PyYAML
+// keeps the last, so a duplicate would mean different things to the two implementations.
+std::vector<bool> read_mapping(const YAML::Node& node, std::string_view source,
+                               std::string_view section, std::span<const std::string_view> names,
+                               const EntryReader& read, const UnknownKeyHint& hint) {
+  const std::string prefix = section.empty() ? "" : std::string(section) + ".";
+  if (!node.IsMap()) {
+    fail(source, (section.empty() ? std::string("the top level") : std::string(section)) +
+                     ": expected a mapping, got " + describe(node));
+  }
+  std::vector<bool> seen(names.size(), false);
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) {
+      fail(source, (section.empty() ? std::string("top level") : std::string(section)) +
+                       ": keys must be plain names, got " + describe(entry.first));
+    }
+    const std::string& name = entry.first.Scalar();
+    const std::string key = prefix + name;
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      fail(source, "unknown key " + key + (hint ? hint(name) : did_you_mean(name, prefix, names)));
+    }
+    const auto index = static_cast<std::size_t>(it - names.begin());
+    if (seen[index]) fail(source, "duplicate key " + key);
+    seen[index] = true;
+    read(index, entry.second, key);
+  }
+  return seen;
+}
+
+}  // namespace cube3d::yaml
