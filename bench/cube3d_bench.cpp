@@ -587,12 +587,6 @@ void print_table(const std::vector<BenchResult>& results) {
       "bytes per step / median step)\n");
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw invalid_argument("--json: cannot write " + path);
-}
-
 int run(int argc, char** argv) {
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -760,7 +754,7 @@ int run(int argc, char** argv) {
         {"results", nlohmann::json::array()}};
     for (const BenchResult& r : results) out["results"].push_back(r.to_json());
     if (mesh_resolution > 0) out["mesh"] = mesh;
-    write_text(args.get("--json"), out.dump(2) + "\n");
+    write_text_file(args.get("--json"), out.dump(2) + "\n");
     std::printf("\nwrote %s\n", args.get("--json").c_str());
   }
   return 0;

@@ -38,7 +38,7 @@ log "built in $(( $(date +%s) - start )) s"
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 log "GPU tests"
-timeout 120 build-gpu/bin/cube3d_engine_tests --gtest_filter='CudaPath*:GoldenGeneration*' \
+timeout 120 build-gpu/bin/cube3d_engine_tests --gtest_filter='CudaPath*:*GoldenGeneration*' \
   > "$OUT/engine_tests.log" 2>&1
 log "engine tests exit $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/engine_tests.log" | tr '\n' ' ')"
 

@@ -83,12 +83,6 @@ at::Tensor require(const SafetensorsFile& file, const std::string& name,
   return t;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw invalid_argument("cannot write " + path);
-}
-
 int run(int argc, char** argv) {
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -235,14 +229,14 @@ int run(int argc, char** argv) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mesh_start)
             .count());
   }
-  if (args.has("--tokens-out")) write_text(args.get("--tokens-out"), token_text + "\n");
+  if (args.has("--tokens-out")) write_text_file(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {
     const nlohmann::json timings = {{"tokens", result.tokens},
                                     {"prefill_ms", result.prefill_ms},
                                     {"decode_ms", result.decode_ms},
                                     {"tpot_ms", result.tpot_ms()},
                                     {"shape_decode_ms", shape_ms}};
-    write_text(args.get("--timings-json"), timings.dump(2) + "\n");
+    write_text_file(args.get("--timings-json"), timings.dump(2) + "\n");
   }
   if (args.has("--dump")) {
     write_safetensors(args.get("--dump"),
