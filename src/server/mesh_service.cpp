@@ -80,7 +80,9 @@ grpc::Status MeshServiceImpl::GenerateMeshStream(
         v1::GenerateMeshEvent event;
         event.mutable_progress()->set_stage(to_proto(p.stage));
         event.mutable_progress()->set_tokens_done(static_cast<uint32_t>(p.tokens_done));
-        event.mutable_progress()->set_tokens_total(static_cast<uint32_t>(p.tokens_total));
+        // Stages before decoding know no token counts; the total is the model's T anyway.
+        const int64_t total = p.tokens_total > 0 ? p.tokens_total : options_.tokens_per_shape;
+        event.mutable_progress()->set_tokens_total(static_cast<uint32_t>(total));
         writer->Write(event);  // a failed write means the client left; cancellation follows
       });
   if (status.ok()) writer->Write(result_event);

@@ -1,0 +1,124 @@
+// The MeshService handler without a network: a real scheduler over a fake executor, calls made
+// directly on the service object. Covers what the end-to-end tests cannot reach cheaply: the
+// response size limit, and the answers before the model is ready.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/mesh_service.h"
+#include "cube3d/server/metrics.h"
+
+namespace cube3d {
+namespace {
+
+// Succeeds every job with a mesh of `vertices` vertices, or fails it with `error`.
+class FakeExecutor final : public BatchExecutor {
+ public:
+  int64_t vertices = 3;
+  std::optional<Error> error;
+
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+    for (const auto& job : jobs) {
+      if (error) {
+        job->fail(*error);
+        continue;
+      }
+      JobResult result;
+      result.request_id = job->request().request_id;
+      result.format = job->request().format;
+      result.vertices.assign(static_cast<size_t>(3 * vertices), 0.5f);
+      result.indices = {0, 1, 2};
+      result.encoded = std::string(static_cast<size_t>(vertices), 'g');
+      result.vertex_count = vertices;
+      result.face_count = 1;
+      result.batch_bucket = bucket;
+      job->succeed(result);
+    }
+  }
+};
+
+class MeshServiceTest : public ::testing::Test {
+ protected:
+  MeshServiceTest() : metrics_("", {1, 2}) {
+    ServiceOptions options;
+    options.max_message_bytes = 1 << 20;
+    options.tokens_per_shape = 64;
+    service_ = std::make_unique<MeshServiceImpl>(options, metrics_);
+    SchedulerConfig config;
+    config.batch_buckets = {1, 2};
+    config.max_queue_delay_ms = 0;
+    scheduler_ = std::make_unique<Scheduler>(config, executor_);
+  }
+
+  grpc::Status call(const v1::GenerateMeshRequest& request, v1::GenerateMeshResponse* response) {
+    grpc::ServerContext context;
+    return service_->GenerateMesh(&context, &request, response);
+  }
+
+  static v1::GenerateMeshRequest request(v1::MeshFormat format) {
+    v1::GenerateMeshRequest r;
+    r.set_prompt("a chair");
+    r.set_format(format);
+    return r;
+  }
+
+  Metrics metrics_;
+  FakeExecutor executor_;
+  std::unique_ptr<MeshServiceImpl> service_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(MeshServiceTest, AnswersUnavailableUntilTheModelIsReady) {
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_GLB), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("loading"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, ReturnsTheMeshOnceAttached) {
+  service_->attach(scheduler_.get());
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_RAW), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.raw().vertices_size(), 9);
+  EXPECT_EQ(response.raw().indices_size(), 3);
+  EXPECT_EQ(response.batch_bucket(), 1u);
+  EXPECT_EQ(response.request_id().size(), 32u);  // generated
+}
+
+TEST_F(MeshServiceTest, InvalidRequestsNeverReachTheScheduler) {
+  service_->attach(scheduler_.get());
+  v1::GenerateMeshRequest bad = request(v1::MESH_FORMAT_GLB);
+  bad.set_top_p(2.0f);
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("top_p"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, AMeshOverTheMessageLimitIsResourceExhaustedAndSaysHowToAskForLess) {
+  service_->attach(scheduler_.get());
+  executor_.vertices = 200'000;  // 2.4 MB of raw floats, over the 1 MiB limit
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_RAW), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("1048576"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("resolution_base"), std::string::npos);
+  EXPECT_NE(status.error_message().find("target_face_count"), std::string::npos);
+  EXPECT_EQ(response.ByteSizeLong(), 0u);  // nothing half-filled goes out
+}
+
+TEST_F(MeshServiceTest, ExecutorErrorsKeepTheirStatus) {
+  service_->attach(scheduler_.get());
+  executor_.error = failed_precondition("no CLIP text encoder");
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_GLB), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("CLIP"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cube3d
