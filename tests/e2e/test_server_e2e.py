@@ -1039,5 +1039,62 @@ class StartupTest(unittest.TestCase):
                 server.kill()
 
 
+class TlsTest(unittest.TestCase):
+    """tls.cert_file / tls.key_file: the port speaks TLS only."""
+
+    def test_tls_port(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-tls-") as tmp:
+            cert = os.path.join(tmp, "cert.pem")
+            key = os.path.join(tmp, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                            "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+                            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                           check=True, capture_output=True, timeout=60)
+            port, metrics_port = free_ports(2)
+            log_path = os.path.join(tmp, "server.log")
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{port}",
+                     "--metrics-listen", f"{HOST}:{metrics_port}",
+                     "--set", f"tls.cert_file={cert}", "--set", f"tls.key_file={key}"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+
+            def log_text():
+                with open(log_path, errors="replace") as f:
+                    return f.read()[-4000:]
+
+            with open(cert, "rb") as f:
+                credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+            secure = grpc.secure_channel(f"localhost:{port}", credentials,
+                                         options=CHANNEL_OPTIONS)
+            plain = grpc.insecure_channel(f"{HOST}:{port}", options=CHANNEL_OPTIONS)
+            try:
+                health = health_grpc.HealthStub(secure)
+                deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                serving = False
+                while time.monotonic() < deadline and proc.poll() is None and not serving:
+                    try:
+                        serving = health.Check(health_pb.HealthCheckRequest(), timeout=2).status \
+                            == health_pb.HealthCheckResponse.SERVING
+                    except grpc.RpcError:
+                        time.sleep(0.2)
+                self.assertTrue(serving, log_text())
+                response = pb_grpc.MeshServiceStub(secure).GenerateMesh(
+                    make_request("a lamp"), timeout=120)
+                self.assertGreater(response.face_count, 0)
+                code, _ = rpc_code(lambda: pb_grpc.MeshServiceStub(plain).GenerateMesh(
+                    make_request("a lamp"), timeout=10))
+                self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+            finally:
+                secure.close()
+                plain.close()
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    self.assertEqual(proc.wait(timeout=STOP_TIMEOUT_S), 0, log_text())
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    raise
+
+
 if __name__ == "__main__":
     unittest.main()
