@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <torch/headeronly/version.h>
 
 #include <algorithm>
 #include <array>
@@ -95,7 +96,13 @@ CliArgs make_args() {
               "time the mesh stage on a (2^R + 1)^3 grid (default 8; 0 = skip)", "R")
       .option("--mesh-repeat", 1, "timed runs of the mesh stage (default 1)", "R")
       .option("--threads", 1, "CPU intra-op threads (default: libtorch's choice)", "N")
+      .option("--cuda-graphs", 1,
+              "how graph-kv runs: on (default: captured CUDA graphs, CUDA only) | emulate (the "
+              "graph runner's capture lifecycle with eager replays, any device)",
+              "M")
       .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
+      .option("--build-info", 0,
+              "print one JSON line about this build (CUDA graph runner, torch) and exit")
       .option("--commit", 1, "commit id to record in the JSON (default: $CUBE3D_COMMIT)", "S")
       .option("--json", 1, "write the results as JSON", "F")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
@@ -211,7 +218,10 @@ struct TrafficModel {
   // Keys + values of one row at one position, summed over the dual / the single blocks.
   int64_t kv_dual_position_bytes = 0;
   int64_t kv_single_position_bytes = 0;
-  int64_t cond_len = 0;
+  // Positions per row of the preallocated cache: S + 1 + T (dual) and 1 + T (single). A decode
+  // step attends over all of them (masked), so it reads the whole padded cache.
+  int64_t kv_dual_len = 0;
+  int64_t kv_single_len = 0;
   int64_t gpt_bytes = 0;  // every shape GPT tensor
   int64_t gpt_params = 0;
 
@@ -231,28 +241,25 @@ struct TrafficModel {
       const at::Tensor& k = kv.keys[i];  // [rows, H, len, hd]
       const int64_t bytes = 2 * k.size(1) * k.size(3) * k.element_size();
       (i < dual ? t.kv_dual_position_bytes : t.kv_single_position_bytes) += bytes;
+      (i < dual ? t.kv_dual_len : t.kv_single_len) = k.size(2);
     }
-    t.cond_len = kv.cond_len;
     t.gpt_bytes = size_of(w, Unit::kBytes);
     t.gpt_params = size_of(w, Unit::kElements);
     return t;
   }
 
   // eager-kv / graph-kv: the shape stream's weights once, one wte row per request, and every
-  // row's cache at the mean attended length. Decode steps feed shape positions 1..T-1 and
-  // attend positions 0..p, so on average (T + 2) / 2 shape positions, plus S condition
-  // positions in the dual blocks.
+  // row's whole preallocated cache: the step's attention runs over all S + 1 + T (dual) and
+  // 1 + T (single) positions with a mask, so that its shapes never change and a graph holds
+  // for every step; the masked positions are read all the same.
   // eager-nocache: both streams' weights once (it recomputes the condition stream too) and no
   // cache; its re-computed activations are not counted, so this is a lower bound.
-  int64_t bytes_per_step(Mode mode, int64_t bucket, int64_t rows, int64_t tokens) const {
+  int64_t bytes_per_step(Mode mode, int64_t bucket, int64_t rows) const {
     const int64_t weights = shape_stream_bytes + bucket * wte_row_bytes;
     if (mode == Mode::kEagerNoCache) return weights + cond_stream_bytes;
-    const double shape_positions = static_cast<double>(tokens + 2) / 2.0;
-    const double kv = static_cast<double>(rows) *
-                      (static_cast<double>(kv_dual_position_bytes) *
-                           (static_cast<double>(cond_len) + shape_positions) +
-                       static_cast<double>(kv_single_position_bytes) * shape_positions);
-    return weights + static_cast<int64_t>(std::llround(kv));
+    const int64_t kv =
+        rows * (kv_dual_position_bytes * kv_dual_len + kv_single_position_bytes * kv_single_len);
+    return weights + kv;
   }
 };
 
@@ -339,6 +346,32 @@ std::vector<GenerationRequest> make_requests(const ModelConfig& config, int64_t 
   return requests;
 }
 
+// FNV-1a over the generated ids (int64, row-major): equal checksums mean equal tokens, so two
+// modes (graph-kv against eager-kv) can be compared on a full-size model from the JSON alone.
+std::string ids_checksum(const at::Tensor& ids) {
+  const at::Tensor flat = ids.to(at::kCPU, at::kLong).contiguous();
+  uint64_t hash = 1469598103934665603ull;
+  const auto* bytes = static_cast<const unsigned char*>(flat.data_ptr());
+  for (size_t i = 0; i < static_cast<size_t>(flat.nbytes()); ++i) {
+    hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  std::array<char, 17> text{};
+  std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(hash));
+  return text.data();
+}
+
+const char* runner_kind(Engine& engine) {
+  switch (engine.generator().graph_mode()) {
+    case GraphMode::kOff:
+      return "eager";
+    case GraphMode::kOn:
+      return "CUDA graph";
+    case GraphMode::kEmulate:
+      return "emulated graph";
+  }
+  return "?";
+}
+
 struct Run {
   // Per-step mode: one entry per decode step (tokens - 1). Otherwise one entry, the run's mean.
   std::vector<double> step_ms;
@@ -397,6 +430,9 @@ struct BenchResult {
   int64_t peak_memory = 0;
   int64_t bytes_per_step = 0;
   double gb_per_s = 0;
+  std::string ids_checksum;  // of the last timed run's ids
+  bool ids_stable = true;    // every timed run gave the same ids
+  std::string runner;        // the decode runner's kind: eager, CUDA graph, emulated graph
 
   nlohmann::json to_json() const {
     return {{"mode", mode_name(mode)},
@@ -412,7 +448,10 @@ struct BenchResult {
             {"tokens_per_s", tokens_per_s},
             {"peak_memory_bytes", peak_memory},
             {"bytes_per_step", bytes_per_step},
-            {"achieved_gb_per_s", gb_per_s}};
+            {"achieved_gb_per_s", gb_per_s},
+            {"ids_checksum", ids_checksum},
+            {"ids_stable", ids_stable},
+            {"runner", runner}};
   }
 };
 
@@ -430,22 +469,26 @@ BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Setting
   const std::vector<GenerationRequest> requests =
       make_requests(engine.config(), bucket, s.guidance, s.seed);
   reset_peak_memory(engine.device());
-  // Creates the batch shape's runner (and captures its graph) before anything is timed, as the
-  // server does at start.
-  engine.generator().prepare(bucket, s.guidance > 0);
+  // The engine made every bucket's runner (and captured its graphs) at load, as the server
+  // does, so nothing timed pays for it.
   for (int64_t i = 0; i < s.warmup; ++i) timed_generate(engine, requests, mode, bucket);
   std::vector<double> steps, ttft, e2e;
+  bool ids_stable = true;
   for (int64_t i = 0; i < s.repeat; ++i) {
     const Run run = timed_generate(engine, requests, mode, bucket);
     steps.insert(steps.end(), run.step_ms.begin(), run.step_ms.end());
     ttft.push_back(run.ttft_ms);
     e2e.push_back(run.e2e_ms);
+    if (last_ids.defined() && i > 0 && !at::equal(last_ids, run.ids)) ids_stable = false;
     last_ids = run.ids;
   }
   std::sort(steps.begin(), steps.end());
   BenchResult r;
   r.mode = mode;
   r.bucket = bucket;
+  r.ids_checksum = ids_checksum(last_ids);
+  r.ids_stable = ids_stable;
+  r.runner = mode == Mode::kEagerNoCache ? "none (no cache)" : runner_kind(engine);
   r.tokens = s.tokens;
   r.steps = static_cast<int64_t>(steps.size());
   r.tpot_median = percentile(steps, 0.5);
@@ -456,7 +499,7 @@ BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Setting
   r.tokens_per_s = r.e2e > 0 ? static_cast<double>(bucket * s.tokens) / (r.e2e / 1000.0) : 0;
   r.peak_memory = peak_memory_bytes(engine.device());
   const int64_t rows = s.guidance > 0 ? 2 * bucket : bucket;
-  r.bytes_per_step = traffic.bytes_per_step(mode, bucket, rows, s.tokens);
+  r.bytes_per_step = traffic.bytes_per_step(mode, bucket, rows);
   r.gb_per_s = r.tpot_median > 0
                    ? static_cast<double>(r.bytes_per_step) / (r.tpot_median / 1000.0) / 1e9
                    : 0;
@@ -464,8 +507,8 @@ BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Setting
 }
 
 // Why a mode cannot run here, or nothing when it can.
-std::optional<Error> unavailable_reason(Mode mode, const at::Device& device) {
-  if (mode != Mode::kGraphKv) return std::nullopt;
+std::optional<Error> unavailable_reason(Mode mode, const at::Device& device, GraphMode graphs) {
+  if (mode != Mode::kGraphKv || graphs == GraphMode::kEmulate) return std::nullopt;
   if (!device.is_cuda()) {
     return failed_precondition("graph-kv replays captured CUDA graphs and never runs on " +
                                device.str() + "; use --device cuda");
@@ -573,18 +616,37 @@ nlohmann::json bench_mesh(const Engine& engine, const at::Tensor& ids, int64_t r
 
 // --- output ----------------------------------------------------------------------------------
 
-void print_table(const std::vector<BenchResult>& results) {
-  std::printf("\n%-13s %6s %6s %9s %9s %9s %9s %9s %8s %9s\n", "mode", "bucket", "tokens",
-              "TPOT med", "TPOT p90", "TTFT", "e2e", "tok/s", "GB/s", "peak MiB");
-  for (const BenchResult& r : results) {
-    std::printf("%-13s %6lld %6lld %9.3f %9.3f %9.2f %9.1f %9.1f %8.2f %9.1f\n", mode_name(r.mode),
-                static_cast<long long>(r.bucket), static_cast<long long>(r.tokens), r.tpot_median,
-                r.tpot_p90, r.ttft, r.e2e, r.tokens_per_s, r.gb_per_s,
-                static_cast<double>(r.peak_memory) / (1 << 20));
-  }
+void print_header() {
+  std::printf("\n%-13s %6s %6s %9s %9s %9s %9s %9s %8s %9s %16s\n", "mode", "bucket", "tokens",
+              "TPOT med", "TPOT p90", "TTFT", "e2e", "tok/s", "GB/s", "peak MiB", "ids checksum");
+  std::fflush(stdout);
+}
+
+// One line per (mode, bucket), flushed as soon as it is measured: a run stopped by a timeout
+// keeps every line before it.
+void print_row(const BenchResult& r) {
+  std::printf("%-13s %6lld %6lld %9.3f %9.3f %9.2f %9.1f %9.1f %8.2f %9.1f %16s%s\n",
+              mode_name(r.mode), static_cast<long long>(r.bucket), static_cast<long long>(r.tokens),
+              r.tpot_median, r.tpot_p90, r.ttft, r.e2e, r.tokens_per_s, r.gb_per_s,
+              static_cast<double>(r.peak_memory) / (1 << 20), r.ids_checksum.c_str(),
+              r.ids_stable ? "" : " (ids differ between runs)");
+  std::fflush(stdout);
+}
+
+void print_footer() {
   std::printf(
       "(times in ms; TPOT over every decode step of every timed run; GB/s = estimated "
       "bytes per step / median step)\n");
+  std::fflush(stdout);
+}
+
+// What this binary can do, for scripts that must not spend device time on a build without
+// the graph runner (scripts/gpu_check.sh).
+nlohmann::json build_info() {
+  return {{"cuda_graph_runner", cuda_graph_runner_compiled()},
+          {"cuda_available", at::hasCUDA()},
+          {"torch", TORCH_VERSION},
+          {"attention_backends_on_cuda", "flash, memory-efficient, math (cuDNN off)"}};
 }
 
 int run(int argc, char** argv) {
@@ -595,6 +657,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   setup_logging(args.get("--log-level", "warn"));
+  if (args.has("--build-info")) {
+    std::printf("%s\n", build_info().dump().c_str());
+    return 0;
+  }
   if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
 
   // Every option is checked before the (possibly long) model load.
@@ -627,6 +693,13 @@ int run(int argc, char** argv) {
     at::set_num_threads(static_cast<int>(threads));
   }
   const bool strict = args.has("--strict");
+  const GraphMode graph_kv_runner =
+      parse_graph_mode(args.get("--cuda-graphs", "on"), "--cuda-graphs");
+  if (graph_kv_runner == GraphMode::kOff) {
+    throw invalid_argument(
+        "--cuda-graphs off: graph-kv needs on or emulate; eager-kv is the "
+        "mode without graphs");
+  }
 
   ModelConfig config = load_model_config(args.get("--model-config"));
   const int64_t all_tokens = config.shape.num_encoder_latents;
@@ -646,7 +719,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> notes;
   std::vector<std::string> skip_notes;  // printed, while the JSON lists them under "skipped"
   for (const Mode mode : requested_modes) {
-    if (const std::optional<Error> why = unavailable_reason(mode, device)) {
+    if (const std::optional<Error> why = unavailable_reason(mode, device, graph_kv_runner)) {
       if (strict) throw *why;
       skip_notes.push_back(std::string("skipping ") + mode_name(mode) + ": " + why->what() +
                            " (nothing is recorded for it; --strict fails instead)");
@@ -662,20 +735,26 @@ int run(int argc, char** argv) {
   engine_options.max_batch = *std::max_element(buckets.begin(), buckets.end());
   engine_options.text_tokens = kTextTokens;
   engine_options.load_text_encoder = false;  // requests carry random text states
-  // The engine decides at load whether its generator decodes through CUDA graphs, so graph-kv
-  // gets an engine of its own; the same seed gives it the same weights. The old one goes first
-  // so that two copies of a large model never share the device.
+  // Every bucket's runner is made (and its graph captured) at load, as the server does.
+  engine_options.capture.buckets = buckets;
+  std::sort(engine_options.capture.buckets.begin(), engine_options.capture.buckets.end());
+  engine_options.capture.guided = s.guidance > 0;
+  engine_options.capture.unguided = s.guidance == 0;
+  // The engine decides at load how its generator decodes, so graph-kv gets an engine of its
+  // own; the same seed gives it the same weights. The old one goes first so that two copies of
+  // a large model never share the device.
   std::unique_ptr<Engine> engine;
-  const auto engine_for = [&](bool cuda_graphs) -> Engine& {
-    if (!engine || engine->options().cuda_graphs != cuda_graphs) {
+  const auto engine_for = [&](Mode mode) -> Engine& {
+    const GraphMode graphs = mode == Mode::kGraphKv ? graph_kv_runner : GraphMode::kOff;
+    if (!engine || engine->options().cuda_graphs != graphs) {
       engine.reset();
-      engine_options.cuda_graphs = cuda_graphs;
+      engine_options.cuda_graphs = graphs;
       engine = Engine::load(config, engine_options);
     }
     return *engine;
   };
   const TrafficModel traffic =
-      TrafficModel::from(engine_for(!modes.empty() && modes.front() == Mode::kGraphKv));
+      TrafficModel::from(engine_for(modes.empty() ? Mode::kEagerKv : modes.front()));
 
   const GptConfig& gpt = config.gpt;
   std::printf(
@@ -708,55 +787,65 @@ int run(int argc, char** argv) {
   for (const std::string& note : skip_notes) std::printf("note: %s\n", note.c_str());
   for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
 
-  std::vector<BenchResult> results;
+  // The JSON is rewritten after every result, so a run stopped by a timeout keeps what it
+  // measured; "complete" says whether it got to the end.
+  const std::optional<std::string> json_path =
+      args.has("--json") ? std::optional(args.get("--json")) : std::nullopt;
+  const char* env_commit = std::getenv("CUBE3D_COMMIT");
+  nlohmann::json out = {
+      {"device", device.str()},
+      {"device_name", device_name(device)},
+      {"dtype", dtype},
+      {"model", config.source},
+      {"commit", args.get("--commit", env_commit != nullptr ? env_commit : "unknown")},
+      {"date", utc_now()},
+      {"threads", at::get_num_threads()},
+      {"tokens", s.tokens},
+      {"model_tokens", all_tokens},
+      {"warmup", s.warmup},
+      {"repeat", s.repeat},
+      {"guidance_scale", s.guidance},
+      {"cuda_graphs", to_string(graph_kv_runner)},
+      {"build", build_info()},
+      {"load_ms", engine->load_ms()},
+      {"gpt_params", traffic.gpt_params},
+      {"gpt_bytes", traffic.gpt_bytes},
+      {"kv_cache_bytes", engine->generator().cache().bytes()},
+      {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
+      {"notes", notes},
+      {"skipped", skipped},
+      {"results", nlohmann::json::array()},
+      {"complete", false}};
+  const auto save = [&] {
+    if (json_path) write_text_file(*json_path, out.dump(2) + "\n");
+  };
+  save();
+
   at::Tensor last_ids;
+  if (!modes.empty()) print_header();
   for (const Mode mode : modes) {
-    Engine& e = engine_for(mode == Mode::kGraphKv);
+    Engine& e = engine_for(mode);
     for (const int64_t bucket : buckets) {
-      results.push_back(bench_one(e, traffic, s, mode, bucket, last_ids));
-      const BenchResult& r = results.back();
-      spdlog::info("{} bucket {}: TPOT median {:.3f} ms", mode_name(mode), bucket, r.tpot_median);
+      const BenchResult r = bench_one(e, traffic, s, mode, bucket, last_ids);
+      print_row(r);
+      out["results"].push_back(r.to_json());
+      save();
     }
   }
-  if (!results.empty()) print_table(results);
+  if (!modes.empty()) print_footer();
 
-  nlohmann::json mesh;
   if (mesh_resolution > 0) {
     if (!last_ids.defined()) {
       // No mode ran (all skipped): one plain generation gives the shape to mesh.
       GenerationOptions options;
+      options.bucket = engine_options.capture.buckets.front();
       last_ids = engine->generate(make_requests(config, 1, s.guidance, s.seed), options).ids;
     }
-    mesh = bench_mesh(*engine, last_ids.narrow(0, 0, 1), mesh_resolution, s);
+    out["mesh"] = bench_mesh(*engine, last_ids.narrow(0, 0, 1), mesh_resolution, s);
   }
-
-  if (args.has("--json")) {
-    const char* env_commit = std::getenv("CUBE3D_COMMIT");
-    nlohmann::json out = {
-        {"device", device.str()},
-        {"device_name", device_name(device)},
-        {"dtype", dtype},
-        {"model", config.source},
-        {"commit", args.get("--commit", env_commit != nullptr ? env_commit : "unknown")},
-        {"date", utc_now()},
-        {"threads", at::get_num_threads()},
-        {"tokens", s.tokens},
-        {"model_tokens", all_tokens},
-        {"warmup", s.warmup},
-        {"repeat", s.repeat},
-        {"guidance_scale", s.guidance},
-        {"gpt_params", traffic.gpt_params},
-        {"gpt_bytes", traffic.gpt_bytes},
-        {"kv_cache_bytes", engine->generator().cache().bytes()},
-        {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
-        {"notes", notes},
-        {"skipped", skipped},
-        {"results", nlohmann::json::array()}};
-    for (const BenchResult& r : results) out["results"].push_back(r.to_json());
-    if (mesh_resolution > 0) out["mesh"] = mesh;
-    write_text_file(args.get("--json"), out.dump(2) + "\n");
-    std::printf("\nwrote %s\n", args.get("--json").c_str());
-  }
+  out["complete"] = true;
+  save();
+  if (json_path) std::printf("\nwrote %s\n", json_path->c_str());
   return 0;
 }
 

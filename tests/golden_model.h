@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,8 +18,17 @@
 
 namespace cube3d::testing {
 
+// The build bakes in this checkout's paths; the GPU check runs the tests from a copy of the
+// repository elsewhere, so the environment may point at the copy (scripts/gpu_check.sh).
+inline std::string env_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+inline std::string test_data_dir() { return env_or("CUBE3D_TEST_DATA_DIR", CUBE3D_TEST_DATA_DIR); }
+inline std::string source_dir() { return env_or("CUBE3D_SOURCE_DIR", CUBE3D_SOURCE_DIR); }
+
 inline std::string golden_dir(const std::string& name) {
-  return std::string(CUBE3D_TEST_DATA_DIR) + "/golden/" + name;
+  return test_data_dir() + "/golden/" + name;
 }
 
 inline std::map<std::string, at::Tensor> read_all(const std::string& path) {

@@ -19,10 +19,12 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string_view>
 #include <system_error>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "cube3d/core/error.h"
 
@@ -242,6 +244,12 @@ void check_no_overlap(const std::string& path,
 // limit, and the kernel's overcommit heuristic refuses a multi-GB checkpoint on a small
 // machine. We only ever expect to read it, so no swap reservation is wanted.
 //
+// Loaders keep the float32 tensors of a CPU model as these zero-copy views (the model's memory is
+// then the file's page cache, shared and never duplicated), and copy the others to their device
+// or dtype and then hand the pages back with release_pages(). `live` counts the zero-copy tensors
+// alive per entry, so that release_pages() never drops pages under a tensor: MADV_DONTNEED on a
+// private mapping would silently revert that tensor's in-place writes to the file's bytes.
+//
 // A file truncated by another process while mapped still raises SIGBUS on access; that is
 // inherent to mmap and outside what header validation can protect against.
 struct SafetensorsFile::Mapping {
@@ -260,14 +268,19 @@ struct SafetensorsFile::Mapping {
   std::byte* data = nullptr;
   size_t size = 0;
   uint64_t data_start = 0;  // 8 + header length: where the offsets of the entries count from
+
+  mutable std::mutex mutex;
+  mutable std::vector<int64_t> live;  // per entry slot, guarded by mutex
 };
 
 SafetensorsFile::SafetensorsFile(std::string path, std::shared_ptr<const Mapping> mapping,
                                  std::map<std::string, SafetensorsEntry> entries,
+                                 std::map<std::string, size_t> slots,
                                  std::map<std::string, std::string> metadata)
     : path_(std::move(path)),
       mapping_(std::move(mapping)),
       entries_(std::move(entries)),
+      slots_(std::move(slots)),
       metadata_(std::move(metadata)) {}
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
@@ -336,7 +349,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   check_no_overlap(path, entries);
 
-  return SafetensorsFile(path, std::move(mapping), std::move(entries), std::move(metadata));
+  std::map<std::string, size_t> slots;
+  for (const auto& [name, entry] : entries) slots.emplace(name, slots.size());
+  mapping->live.assign(slots.size(), 0);
+  return SafetensorsFile(path, std::move(mapping), std::move(entries), std::move(slots),
+                         std::move(metadata));
 }
 
 bool SafetensorsFile::contains(const std::string& name) const {
@@ -374,9 +391,53 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
     return copy;
   }
   // The deleter owns a reference to the mapping, so the memory stays mapped as long as any
-  // tensor (or view of one) is alive, even after this SafetensorsFile is gone.
+  // tensor (or view of one) is alive, even after this SafetensorsFile is gone; it also ends the
+  // tensor's claim on the pages that release_pages() respects.
+  const size_t slot = slots_.at(name);
+  {
+    const std::lock_guard<std::mutex> lock(mapping_->mutex);
+    ++mapping_->live[slot];
+  }
   return at::from_blob(
-      data, e.shape, [keep_alive = mapping_](void*) {}, options);
+      data, e.shape,
+      [keep_alive = mapping_, slot](void*) {
+        const std::lock_guard<std::mutex> lock(keep_alive->mutex);
+        --keep_alive->live[slot];
+      },
+      options);
+}
+
+size_t SafetensorsFile::inner_pages(const SafetensorsEntry& e, std::byte** begin) const {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(mapping_->data + mapping_->data_start + e.begin);
+  const uintptr_t last = first + (e.end - e.begin);
+  const uintptr_t inner_begin = (first + page - 1) / page * page;
+  const uintptr_t inner_end = last / page * page;
+  if (inner_end <= inner_begin) return 0;
+  *begin = mapping_->data + (inner_begin - reinterpret_cast<uintptr_t>(mapping_->data));
+  return inner_end - inner_begin;
+}
+
+void SafetensorsFile::prefetch(const std::string& name) const {
+  const SafetensorsEntry& e = entry(name);
+  std::byte* begin = nullptr;
+  const size_t bytes = inner_pages(e, &begin);
+  // Only a hint: a failure changes nothing but speed, so it is not an error.
+  if (bytes > 0) (void)::madvise(begin, bytes, MADV_WILLNEED);
+}
+
+size_t SafetensorsFile::release_pages(const std::string& name) const {
+  const SafetensorsEntry& e = entry(name);
+  std::byte* begin = nullptr;
+  const size_t bytes = inner_pages(e, &begin);
+  if (bytes == 0) return 0;
+  // Held across the check and the madvise, so no zero-copy tensor can appear in between.
+  const std::lock_guard<std::mutex> lock(mapping_->mutex);
+  if (mapping_->live[slots_.at(name)] > 0) return 0;
+  // On a private file mapping this drops both clean page-cache references and any
+  // copy-on-write copies; a later read faults the file's bytes in again.
+  if (::madvise(begin, bytes, MADV_DONTNEED) != 0) return 0;
+  return bytes;
 }
 
 }  // namespace cube3d

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cube3d/core/error.h"
+#include "cube3d/engine/graph_runner.h"
 
 #ifdef CUBE3D_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -11,8 +12,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include <chrono>
 #endif
 
 namespace cube3d {
@@ -20,76 +19,64 @@ namespace cube3d {
 #ifdef CUBE3D_WITH_CUDA
 namespace {
 
-// Eager steps before capture, as torch.cuda.graph does: they create the cuBLAS workspace and
-// the allocator's blocks on the capture stream so that capture itself allocates nothing new.
-constexpr int kWarmupSteps = 3;
-
-class CudaGraphDecodeRunner final : public DecodeRunner {
+class CudaGraphDecodeRunner final : public GraphDecodeRunner {
  public:
-  CudaGraphDecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfig config)
-      : DecodeRunner(gpt, std::move(cache), config) {}
+  using GraphDecodeRunner::GraphDecodeRunner;
+  const char* kind() const override { return "CUDA graph"; }
 
-  void prepare() override {
-    if (!graph_ || captured_mode_ != mode_) capture();
-  }
+ protected:
+  class GraphRecording final : public Recording {
+   public:
+    explicit GraphRecording(std::unique_ptr<at::cuda::CUDAGraph> graph)
+        : graph_(std::move(graph)) {}
+    // Launches on the caller's current stream.
+    void replay() override { graph_->replay(); }
 
-  void step() override {
-    prepare();
-    graph_->replay();
+   private:
+    std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  };
+
+  std::unique_ptr<Recording> record(const std::function<void()>& reset,
+                                    const std::function<void()>& step) override {
+    const at::Device device = token_ids_.device();
+    const c10::cuda::CUDAGuard device_guard(device);
+    const int64_t free_before = free_device_bytes();
+    c10::cuda::device_synchronize();
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      // Warm-ups and capture on a side stream, as torch.cuda.graph does, so that the caching
+      // allocator's blocks they use belong to that stream and not to the legacy stream.
+      const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, device.index());
+      const c10::cuda::CUDAStreamGuard stream_guard(stream);
+      for (int i = 0; i < kWarmupSteps; ++i) {
+        reset();
+        step();
+      }
+      reset();
+      stream.synchronize();
+      // Thread-local capture mode: other threads (the mesh workers) may keep using the GPU
+      // while this thread captures; only this thread's unsafe calls would be refused.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      step();
+      graph->capture_end();
+    }
+    c10::cuda::device_synchronize();
+    spdlog::debug("CUDA graph for batch {}: {:.1f} MiB of device memory", config_.batch,
+                  static_cast<double>(free_before - free_device_bytes()) / (1 << 20));
+    return std::make_unique<GraphRecording>(std::move(graph));
   }
 
  private:
-  void capture() {
-    const auto start = std::chrono::steady_clock::now();
-    const at::Device device = token_ids_.device();
-    // The warm-up and capture steps run on scratch state: keep the real buffers' contents.
-    const at::Tensor token_ids = token_ids_.clone();
-    const at::Tensor positions = positions_.clone();
-    const at::Tensor output_ids = output_ids_.clone();
-    const bool any_sampling = plan_.any_sampling;
-    // The graph always holds the top-p path; greedy rows pick the argmax inside it, so one graph
-    // serves every mix of requests.
-    plan_.any_sampling = true;
-    const int64_t free_before = free_device_bytes(device);
-    c10::cuda::device_synchronize();
-    {
-      const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, device.index());
-      const c10::cuda::CUDAStreamGuard guard(stream);
-      for (int i = 0; i < kWarmupSteps; ++i) {
-        positions_.zero_();
-        DecodeRunner::step();
-      }
-      positions_.zero_();
-      graph_ = std::make_unique<at::cuda::CUDAGraph>();
-      graph_->capture_begin();
-      DecodeRunner::step();
-      graph_->capture_end();
-    }
-    c10::cuda::device_synchronize();
-    plan_.any_sampling = any_sampling;
-    token_ids_.copy_(token_ids);
-    positions_.copy_(positions);
-    output_ids_.copy_(output_ids);
-    captured_mode_ = mode_;
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("captured the decode graph for {} requests ({} rows, {}): {:.0f} ms, {:.1f} MiB",
-                 config_.batch, rows(), to_string(mode_), ms,
-                 static_cast<double>(free_before - free_device_bytes(device)) / (1 << 20));
-  }
-
-  static int64_t free_device_bytes(const at::Device& device) {
+  static int64_t free_device_bytes() {
     size_t free = 0, total = 0;
-    const c10::cuda::CUDAGuard guard(device);
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
     return static_cast<int64_t>(free);
   }
-
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  SingleStreamDecode captured_mode_ = SingleStreamDecode::kCausal;
 };
 
 }  // namespace
+
+bool cuda_graph_runner_compiled() { return true; }
 
 bool cuda_graphs_available() { return at::hasCUDA(); }
 
@@ -105,6 +92,8 @@ std::unique_ptr<DecodeRunner> make_cuda_graph_runner(const ShapeGpt& gpt, KvStat
 }
 
 #else  // built without the CUDA toolkit
+
+bool cuda_graph_runner_compiled() { return false; }
 
 bool cuda_graphs_available() { return false; }
 

@@ -16,17 +16,29 @@ DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfi
   sampling_.guidance = at::zeros({b}, opts.dtype(at::kDouble));
   sampling_.top_p = at::ones({b}, opts.dtype(at::kFloat));
   sampling_.greedy = at::ones({b}, opts.dtype(at::kBool));
-  sampling_.uniforms = at::zeros({b, t}, opts.dtype(at::kFloat));
+  // T + 1 columns: the scratch position draws from the last one.
+  sampling_.uniforms = at::zeros({b, t + 1}, opts.dtype(at::kFloat));
   plan_ = {config_.cfg, false, codes, t};
   token_ids_ = at::zeros({b}, opts.dtype(at::kLong));
   positions_ = at::zeros({b}, opts.dtype(at::kLong));
-  output_ids_ = at::zeros({b, t}, opts.dtype(at::kLong));
-  if (config_.record_logits) output_logits_ = at::zeros({b, t, codes}, opts.dtype(at::kFloat));
+  output_ids_ = at::zeros({b, t + 1}, opts.dtype(at::kLong));
+  if (config_.record_logits) {
+    output_logits_ = at::zeros({b, t + 1, codes}, opts.dtype(at::kFloat));
+  }
 }
 
-void DecodeRunner::accept_logits(const at::Tensor& logits) {
-  const at::Tensor mixed = guided_logits(logits, positions_, sampling_, plan_);
-  const at::Tensor next = choose_tokens(mixed, positions_, sampling_, plan_);
+at::Tensor DecodeRunner::output_ids() const {
+  return output_ids_.narrow(1, 0, config_.total_tokens);
+}
+
+at::Tensor DecodeRunner::output_logits() const {
+  return output_logits_.defined() ? output_logits_.narrow(1, 0, config_.total_tokens)
+                                  : at::Tensor();
+}
+
+void DecodeRunner::accept_logits(const at::Tensor& logits, const SamplingPlan& plan) {
+  const at::Tensor mixed = guided_logits(logits, positions_, sampling_, plan);
+  const at::Tensor next = choose_tokens(mixed, positions_, sampling_, plan);
   const at::Tensor slot = positions_.view({-1, 1});
   output_ids_.scatter_(1, slot, next.view({-1, 1}));
   if (output_logits_.defined()) {
@@ -37,12 +49,12 @@ void DecodeRunner::accept_logits(const at::Tensor& logits) {
   positions_.add_(1);
 }
 
-void DecodeRunner::step() {
+void DecodeRunner::eager_step(SingleStreamDecode mode, const SamplingPlan& plan) {
   const at::Tensor embeds = gpt_.embed(token_ids_);
   // The chosen token feeds both guidance rows of its request.
   const at::Tensor rows = config_.cfg ? at::cat({embeds, embeds}, 0) : embeds;
   const at::Tensor row_positions = config_.cfg ? at::cat({positions_, positions_}, 0) : positions_;
-  accept_logits(gpt_.decode_step(rows, row_positions, cache_, mode_));
+  accept_logits(gpt_.decode_step(rows, row_positions, cache_, mode), plan);
 }
 
 }  // namespace cube3d

@@ -33,6 +33,24 @@ at::Device parse_device(const std::string& text) {
   throw invalid_argument("device '" + text + "' is not cpu, cuda or cuda:N");
 }
 
+namespace {
+
+void choose_attention_backends() {
+  // scaled_dot_product_attention on CUDA: flash attention where no mask is given (prefill of
+  // the shape decoder), the memory-efficient kernel for masked calls (every decode step), math
+  // as the fallback. cuDNN stays off: with torch 2.11 + cuDNN 9 on sm90 it builds an execution
+  // plan per new sequence length (0.1-0.4 s each), which the no-cache path meets at every step,
+  // and it has not been measured faster at our fixed decode shapes (bench/README.md).
+  at::Context& context = at::globalContext();
+  context.setSDPUseCuDNN(false);
+  context.setSDPUseFlash(true);
+  context.setSDPUseMemEfficient(true);
+  context.setSDPUseMath(true);
+  spdlog::info("attention on CUDA: flash / memory-efficient / math (cuDNN off)");
+}
+
+}  // namespace
+
 at::ScalarType parse_dtype(const std::string& text) {
   if (text == "float32") return at::kFloat;
   if (text == "bfloat16") return at::kBFloat16;
@@ -61,9 +79,16 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
       config.gpt,
       GptWeights::from_tensors(config.gpt, weights.gpt, engine->decoder_->normalized_codebook()),
       tokens + 1);
-  engine->generator_ = std::make_unique<Generator>(
-      *engine->gpt_, options.max_batch, tokens, config.cond_len(options.text_tokens),
-      options.cuda_graphs && engine->device_.is_cuda());
+  if (engine->device_.is_cuda()) choose_attention_backends();
+  // "on" means CUDA graphs where there is CUDA; the CPU then decodes eagerly.
+  const GraphMode graphs = options.cuda_graphs == GraphMode::kOn && !engine->device_.is_cuda()
+                               ? GraphMode::kOff
+                               : options.cuda_graphs;
+  engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
+                                                   config.cond_len(options.text_tokens), graphs);
+  // The one place where decode runners are made ahead and graphs are captured: at load,
+  // before any request, for every variant the configuration can use.
+  engine->generator_->prepare(options.capture);
   if (options.load_text_encoder) {
     const int64_t text_dim = config.gpt.text_model_embed_dim;
     std::optional<ClipTextModel> clip;
@@ -92,10 +117,12 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
   }
   engine->load_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("loaded {} on {} ({}) in {:.0f} ms; KV cache {:.1f} MiB for {} requests",
-               config.source, options.device, options.dtype, engine->load_ms_,
-               static_cast<double>(engine->generator_->cache().bytes()) / (1 << 20),
-               options.max_batch);
+  spdlog::info(
+      "loaded {} on {} ({}) in {:.0f} ms; KV cache {:.1f} MiB for {} requests; decode graphs "
+      "{}",
+      config.source, options.device, options.dtype, engine->load_ms_,
+      static_cast<double>(engine->generator_->cache().bytes()) / (1 << 20), options.max_batch,
+      to_string(graphs));
   return engine;
 }
 

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 
+#include <ATen/DeviceAccelerator.h>
+#include <c10/core/Event.h>
+
 #include "cube3d/core/error.h"
-#include "cube3d/engine/cuda_graph_runner.h"
+#include "cube3d/engine/graph_runner.h"
 #include "cube3d/engine/random_stream.h"
 
 namespace cube3d {
@@ -17,6 +20,20 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Progress and cancellation must follow completed work, not queued work: on a GPU the host
+// runs ahead of the device, so wait on an event recorded after the last queued step.
+void wait_for_queued_work(const at::Device& device) {
+  if (device.is_cpu()) return;
+  c10::Event done(device.type());
+  done.record(at::accelerator::getCurrentStream(device.index()));
+  done.synchronize();
+}
+
+std::string describe(const RunnerKey& key) {
+  return "batch " + std::to_string(key.batch) + (key.cfg ? " with guidance" : " without guidance") +
+         (key.record_logits ? ", recording logits" : "");
 }
 
 void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int64_t text_dim) {
@@ -46,38 +63,61 @@ void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int
 }  // namespace
 
 Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-                     bool cuda_graphs)
+                     GraphMode graphs)
     : gpt_(gpt),
       max_batch_(max_batch),
       total_tokens_(total_tokens),
       cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens, gpt.weights().wte.scalar_type(),
              gpt.weights().wte.device()),
-      cuda_graphs_(cuda_graphs) {
-  if (cuda_graphs && !gpt.weights().wte.is_cuda()) {
-    throw invalid_argument("cuda_graphs needs the model on a CUDA device");
+      graphs_(graphs) {
+  if (graphs == GraphMode::kOn && !gpt.weights().wte.is_cuda()) {
+    throw invalid_argument("cuda_graphs: on needs the model on a CUDA device (use emulate or off)");
   }
+  // Positions 0..T-1 for tokens and T for the runners' scratch position.
   if (total_tokens + 1 > gpt.max_shape_positions()) {
     throw invalid_argument("generator: " + std::to_string(total_tokens) +
                            " tokens exceed the shape GPT's RoPE table");
   }
 }
 
-void Generator::prepare(int64_t batch, bool cfg) {
-  if (batch < 1 || batch > max_batch_) {
-    throw invalid_argument("prepare: batch " + std::to_string(batch) + " outside 1.." +
-                           std::to_string(max_batch_));
+void Generator::prepare(const CapturePlan& plan) {
+  std::vector<int64_t> buckets = plan.buckets;
+  if (buckets.empty()) buckets.push_back(max_batch_);
+  if (plan.modes.empty()) throw invalid_argument("capture plan: no single_stream_decode mode");
+  for (const int64_t batch : buckets) {
+    if (batch < 1 || batch > max_batch_) {
+      throw invalid_argument("capture plan: bucket " + std::to_string(batch) + " outside 1.." +
+                             std::to_string(max_batch_));
+    }
+    for (const bool cfg : {true, false}) {
+      if ((cfg && !plan.guided) || (!cfg && !plan.unguided)) continue;
+      const RunnerKey key{batch, cfg, plan.record_logits};
+      auto& slot = runners_[key];
+      if (!slot) {
+        const int64_t rows = cfg ? 2 * batch : batch;
+        slot = make_decode_runner(graphs_, gpt_, cache_.view(rows),
+                                  {batch, cfg, total_tokens_, plan.record_logits});
+      }
+      for (const SingleStreamDecode mode : plan.modes) slot->capture(mode);
+    }
   }
-  runner(batch, cfg, /*record_logits=*/false).prepare();
 }
 
-DecodeRunner& Generator::runner(int64_t batch, bool cfg, bool record_logits) {
-  auto& slot = runners_[{batch, cfg, record_logits}];
-  if (!slot) {
-    const int64_t rows = cfg ? 2 * batch : batch;
-    const DecodeRunnerConfig config{batch, cfg, total_tokens_, record_logits};
-    slot = cuda_graphs_ ? make_cuda_graph_runner(gpt_, cache_.view(rows), config)
-                        : std::make_unique<DecodeRunner>(gpt_, cache_.view(rows), config);
+DecodeRunner& Generator::runner(const RunnerKey& key) {
+  auto it = runners_.find(key);
+  if (it != runners_.end()) return *it->second;
+  if (graphs_ != GraphMode::kOff) {
+    throw failed_precondition("no decode graph was captured for " + describe(key) +
+                              " (cuda_graphs: " + to_string(graphs_) +
+                              "); graphs are captured at engine start for the variants in "
+                              "EngineOptions.capture");
   }
+  // Eager runners hold no recording: creating one on first use is safe.
+  const int64_t rows = key.cfg ? 2 * key.batch : key.batch;
+  auto& slot = runners_[key];
+  slot = std::make_unique<DecodeRunner>(
+      gpt_, cache_.view(rows),
+      DecodeRunnerConfig{key.batch, key.cfg, total_tokens_, key.record_logits});
   return *slot;
 }
 
@@ -118,7 +158,7 @@ void Generator::load_requests(DecodeRunner& r, const std::vector<GenerationReque
   at::Tensor guidance = at::zeros({b}, at::kDouble);
   at::Tensor top_p = at::ones({b}, at::kFloat);
   at::Tensor greedy = at::ones({b}, at::kBool);
-  at::Tensor uniforms = at::zeros({b, t}, at::kFloat);
+  at::Tensor uniforms = at::zeros({b, t + 1}, at::kFloat);  // column T: the scratch position
   bool any_sampling = false;
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
@@ -128,7 +168,7 @@ void Generator::load_requests(DecodeRunner& r, const std::vector<GenerationReque
       any_sampling = true;
       greedy[row] = false;
       top_p[row] = static_cast<float>(*q.top_p);
-      uniforms[row] = uniform_stream(q.seed, t);
+      uniforms[row].narrow(0, 0, t).copy_(uniform_stream(q.seed, t));
     }
   }
   // Copies into the runner's static buffers: their addresses never change.
@@ -158,16 +198,27 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     cfg = cfg || requests[i].guidance_scale > 0;
   }
 
-  // Progress after the first token, every interval and after the last; false = stop.
+  // Progress after the first token, every interval and after the last, once the device has
+  // done them; false = stop.
+  const at::Device device = gpt_.weights().wte.device();
   const auto report = [&](int64_t done) {
     if (!options.on_progress) return true;
     const bool due = done == 1 || done == total_tokens_ ||
                      (options.progress_interval > 0 && done % options.progress_interval == 0);
-    return due ? options.on_progress(done) : true;
+    if (!due) return true;
+    wait_for_queued_work(device);
+    return options.on_progress(done);
   };
   const auto start = Clock::now();
-  DecodeRunner& r = runner(batch, cfg, options.record_logits);
-  r.single_stream_decode() = options.single_stream_decode;
+  DecodeRunner& r = runner({batch, cfg, options.record_logits});
+  const SingleStreamDecode mode = options.single_stream_decode;
+  if (options.use_kv_cache && !r.captured(mode)) {
+    throw failed_precondition("no decode graph was captured for " +
+                              describe({batch, cfg, options.record_logits}) + " in mode " +
+                              to_string(mode) + " (cuda_graphs: " + to_string(graphs_) +
+                              "); graphs are captured at engine start for the modes in "
+                              "EngineOptions.capture");
+  }
   load_requests(r, requests);
   GenerationResult result;
   result.tokens = total_tokens_;
@@ -183,7 +234,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     const auto decode_start = Clock::now();
     if (!report(1)) result.stopped = true;
     for (int64_t i = 1; i < total_tokens_ && !result.stopped; ++i) {
-      r.step();
+      r.step(mode);
       if (!report(i + 1)) result.stopped = true;
     }
     // Copies: the runner's buffers are reused by the next batch.

@@ -17,7 +17,8 @@ KvCache::KvCache(const GptConfig& config, int64_t max_rows, int64_t cond_len,
   const auto options = at::TensorOptions().dtype(dtype).device(device);
   const int64_t heads = config.n_head;
   const int64_t hd = config.head_dim();
-  // +1: the BOS token precedes the T generated tokens.
+  // BOS and the T - 1 tokens fed after it use shape slots 0..T-1; slot T is the decode
+  // runners' scratch position (graph capture steps write there, no real step reads it).
   dual_len_ = cond_len + 1 + max_shape_tokens;
   single_len_ = 1 + max_shape_tokens;
   state_.cond_len = cond_len;

@@ -2,10 +2,20 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <mutex>
+#include <numeric>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/safetensors.h"
@@ -19,12 +29,81 @@ bool keeps_float32(TensorRole role) {
          role == TensorRole::kCodebook || role == TensorRole::kFourier;
 }
 
+at::ScalarType run_dtype(TensorRole role, const WeightOptions& options) {
+  return keeps_float32(role) ? at::kFloat : options.dtype;
+}
+
+// No copy when the tensor already has the run dtype and device and is contiguous: a safetensors
+// tensor then stays a view of the file's private copy-on-write mapping, so the weights exist
+// once (in the page cache) and an in-place op on them copies only the pages it writes, never
+// changing the file. Otherwise one blocking copy, which has consumed the source when it returns
+// (a CPU -> CUDA copy with a dtype change converts on the CPU first: one temporary of this
+// tensor's size at most).
 at::Tensor convert(const at::Tensor& t, TensorRole role, const WeightOptions& options) {
-  const at::ScalarType dtype = keeps_float32(role) ? at::kFloat : options.dtype;
-  // contiguous() + clone on CPU: the result must not alias the read-only file mapping, since
-  // the model keeps these tensors for its lifetime and may derive in-place views of them.
-  at::Tensor out = t.to(options.device, dtype, /*non_blocking=*/false, /*copy=*/true);
-  return out.contiguous();
+  return t.to(options.device, run_dtype(role, options)).contiguous();
+}
+
+// Seeds derived from (seed, tensor name): SplitMix64 over FNV-1a, stable across platforms and
+// independent of a tensor's position in the spec.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  return splitmix64(splitmix64(seed) ^ fnv1a(name));
+}
+
+// A fresh generator of the tensor's device (CPU: mt19937; CUDA: Philox), seeded with `seed`.
+at::Generator device_generator(const at::Device& device, uint64_t seed) {
+  if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator gen = at::globalContext()
+                          .getAcceleratorHooksInterface(device.type())
+                          .getNewGenerator(device.index());
+  const std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+// One random tensor, drawn in its run dtype on the run device and scaled in place: no float32
+// temporary and no conversion copy.
+at::Tensor random_tensor(const TensorSpec& t, uint64_t seed, const WeightOptions& options) {
+  at::Tensor value = at::empty(
+      t.shape, at::TensorOptions().dtype(run_dtype(t.role, options)).device(options.device));
+  // value.device() has the index resolved ("cuda" -> the current device).
+  value.normal_(0.0, 1.0, device_generator(value.device(), tensor_seed(seed, t.name())));
+  switch (t.role) {
+    case TensorRole::kWeight:
+      // Scaled so activations keep unit variance through the stack.
+      value.mul_(1.0 / std::sqrt(static_cast<double>(t.shape.back())));
+      break;
+    case TensorRole::kBias:
+    case TensorRole::kNormBias:
+      value.mul_(0.02);
+      break;
+    case TensorRole::kNormWeight:
+      value.mul_(0.1).add_(1.0);
+      break;
+    case TensorRole::kEmbedding:
+    case TensorRole::kCodebook:
+      break;
+    case TensorRole::kFourier:
+      // The official initialisation: randn * sqrt(F / 2).
+      value.mul_(std::sqrt(0.5 * static_cast<double>(t.shape.back())));
+      break;
+  }
+  return value;
 }
 
 bool ignored(const CheckpointSpec& spec, const std::string& name) {
@@ -54,7 +133,12 @@ TensorSource safetensors_source(const std::string& path) {
   TensorSource source;
   source.description = path;
   for (const auto& name : file->names()) source.shapes[name] = file->entry(name).shape;
-  source.load = [file](const std::string& name) { return file->tensor(name); };
+  source.load = [file](const std::string& name) {
+    file->prefetch(name);
+    return file->tensor(name);
+  };
+  // A no-op for tensors kept as zero-copy views (SafetensorsFile checks that itself).
+  source.release = [file](const std::string& name) { file->release_pages(name); };
   return source;
 }
 
@@ -83,19 +167,28 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
       }
     }
     if (!shapes_ok) continue;
-    const at::Tensor first = source.load(present.front());
-    if (!first.is_floating_point()) {
-      misshapen.push_back(present.front() + " is stored as " +
-                          std::string(c10::toString(first.scalar_type())) +
-                          ", expected a floating-point dtype");
-      continue;
-    }
-    for (size_t i = 1; i < present.size(); ++i) {
-      if (!at::equal(first.to(at::kFloat), source.load(present[i]).to(at::kFloat))) {
-        disagreeing.push_back(present.front() + " vs " + present[i]);
+    at::Tensor converted;
+    {
+      const at::Tensor first = source.load(present.front());
+      if (!first.is_floating_point()) {
+        misshapen.push_back(present.front() + " is stored as " +
+                            std::string(c10::toString(first.scalar_type())) +
+                            ", expected a floating-point dtype");
+        continue;
       }
+      for (size_t i = 1; i < present.size(); ++i) {
+        if (!at::equal(first.to(at::kFloat), source.load(present[i]).to(at::kFloat))) {
+          disagreeing.push_back(present.front() + " vs " + present[i]);
+        }
+      }
+      converted = convert(first, t.role, options);
     }
-    out[t.name()] = convert(first, t.role, options);
+    // Every loaded temporary is gone: a copied tensor's source memory can go back now, so
+    // loading onto a GPU needs host memory for one tensor at a time, not for the file.
+    if (source.release) {
+      for (const auto& name : present) source.release(name);
+    }
+    out[t.name()] = std::move(converted);
   }
   for (const auto& [name, shape] : source.shapes) {
     if (!claimed.count(name) && !ignored(spec, name)) unexpected.push_back(name);
@@ -125,35 +218,35 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
 
 TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
                             const WeightOptions& options) {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  TensorMap out;
-  for (const auto& t : spec.tensors) {
-    const at::Tensor noise = at::randn(t.shape, gen, f32);
-    at::Tensor value;
-    switch (t.role) {
-      case TensorRole::kWeight:
-        // Scaled so activations keep unit variance through the stack.
-        value = noise / std::sqrt(static_cast<double>(t.shape.back()));
-        break;
-      case TensorRole::kBias:
-      case TensorRole::kNormBias:
-        value = noise * 0.02;
-        break;
-      case TensorRole::kNormWeight:
-        value = 1.0 + noise * 0.1;
-        break;
-      case TensorRole::kEmbedding:
-      case TensorRole::kCodebook:
-        value = noise;
-        break;
-      case TensorRole::kFourier:
-        // The official initialisation: randn * sqrt(F / 2).
-        value = noise * std::sqrt(0.5 * static_cast<double>(t.shape.back()));
-        break;
-    }
-    out[t.name()] = convert(value, t.role, options);
+  const size_t n = spec.tensors.size();
+  std::vector<at::Tensor> values(n);
+  if (options.device.is_cpu()) {
+    // The CPU generator is serial, so the parallelism is across tensors: every thread of
+    // ATen's pool takes the next tensor, largest first, until none is left (ops inside a
+    // parallel region run single-threaded). Each tensor's values depend on its own seed only.
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    const auto numel = [&](size_t i) {
+      int64_t count = 1;
+      for (const int64_t dim : spec.tensors[i].shape) count *= dim;
+      return count;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return numel(a) > numel(b); });
+    std::atomic<size_t> next{0};
+    at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t worker = begin; worker < end; ++worker) {
+        for (size_t k = next++; k < n; k = next++) {
+          values[order[k]] = random_tensor(spec.tensors[order[k]], seed, options);
+        }
+      }
+    });
+  } else {
+    // On a GPU each tensor is one kernel launch; no host memory is involved.
+    for (size_t i = 0; i < n; ++i) values[i] = random_tensor(spec.tensors[i], seed, options);
   }
+  TensorMap out;
+  for (size_t i = 0; i < n; ++i) out[spec.tensors[i].name()] = std::move(values[i]);
   return out;
 }
 
@@ -174,8 +267,13 @@ ModelWeights load_model_weights(const ModelConfig& config, const std::string& gp
     }
     const uint64_t seed = *config.random_weights_seed;
     spdlog::info("generating random weights from seed {} ({})", seed, config.source);
-    return {random_checkpoint(gpt_spec, seed, options),
-            random_checkpoint(shape_spec, seed + 1, options)};
+    const auto start = std::chrono::steady_clock::now();
+    ModelWeights weights{random_checkpoint(gpt_spec, seed, options),
+                         random_checkpoint(shape_spec, seed + 1, options)};
+    spdlog::info("random weights generated in {:.0f} ms",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+    return weights;
   }
   return {resolve_checkpoint(gpt_spec, safetensors_source(gpt_path), options),
           resolve_checkpoint(shape_spec, safetensors_source(shape_path), options)};

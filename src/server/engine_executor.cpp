@@ -213,17 +213,16 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
 }
 
 void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {
+  // The decode runners (and their graphs) were made at load (EngineOptions.capture): one whole
+  // generation in the serving mode replays a graph end to end before the first request.
   const auto start = SteadyClock::now();
-  for (const int64_t b : buckets) {
-    engine_.generator().prepare(b, /*cfg=*/true);
-    engine_.generator().prepare(b, /*cfg=*/false);
-  }
   if (const TextEncoder* text = engine_.text_encoder()) {
     GenerationRequest request;
     request.text_hidden = text->empty_prompt();
     request.uncond_hidden = text->empty_prompt();
     GenerationOptions options;
     options.bucket = buckets.front();
+    options.single_stream_decode = options_.single_stream_decode;
     const GenerationResult r = engine_.generate({request}, options);
     const at::Tensor latents = engine_.decoder().latents(r.ids.to(engine_.device()));
     (void)engine_.decoder().occupancy_grid(latents, 3);

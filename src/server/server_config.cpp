@@ -46,6 +46,7 @@ constexpr double kMaxGuidanceScale = 100.0;
 
 constexpr std::array<std::string_view, 2> kDtypes = {"float32", "bfloat16"};
 constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
+constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -211,6 +212,23 @@ Key bool_key(std::string_view name, Access access) {
   return key;
 }
 
+// on | off | emulate; the booleans of earlier configs still read as on / off.
+template <class Access>
+Key graph_mode_key(std::string_view name, Access access) {
+  Key key = string_key(name, access);
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    const std::string text = read_string(v, where, std::string(name));
+    if (text == "true" || text == "True" || text == "TRUE") {
+      access(c) = "on";
+    } else if (text == "false" || text == "False" || text == "FALSE") {
+      access(c) = "off";
+    } else {
+      access(c) = text;
+    }
+  };
+  return key;
+}
+
 template <class Access>
 Key int_list_key(std::string_view name, Access access) {
   Key key = blank_key(name, Kind::kIntList);
@@ -262,7 +280,7 @@ const std::vector<Key>& keys() {
           "dtype", [](auto& c) -> auto& { return c.dtype; }),
       string_key(
           "single_stream_decode", [](auto& c) -> auto& { return c.single_stream_decode; }),
-      bool_key(
+      graph_mode_key(
           "cuda_graphs", [](auto& c) -> auto& { return c.cuda_graphs; }),
       int_list_key(
           "batching.batch_buckets", [](auto& c) -> auto& { return c.batching.batch_buckets; }),
@@ -593,6 +611,7 @@ void validate(const ServerConfig& c, std::string_view where) {
   check_device(where, c.device);
   check_word(where, "dtype", c.dtype, kDtypes);
   check_word(where, "single_stream_decode", c.single_stream_decode, kDecodeModes);
+  check_word(where, "cuda_graphs", c.cuda_graphs, kGraphModes);
 
   const std::vector<int64_t>& buckets = c.batching.batch_buckets;
   if (buckets.empty()) fail(where, "batching.batch_buckets: must list at least one batch size");

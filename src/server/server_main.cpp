@@ -150,8 +150,16 @@ int run(int argc, char** argv) {
   engine_options.clip_vocab = config.model.clip_vocab;
   engine_options.device = config.device;
   engine_options.dtype = config.dtype;
-  engine_options.cuda_graphs = config.cuda_graphs;
+  engine_options.cuda_graphs = parse_graph_mode(config.cuda_graphs);
   engine_options.max_batch = config.batching.batch_buckets.back();
+  // Every variant a batch can use, captured at load before SERVING: each bucket, with and
+  // without guidance rows (a batch whose requests all ask for guidance 0 has one row each), in
+  // the configured single-stream mode.
+  const SingleStreamDecode decode_mode = parse_single_stream_decode(config.single_stream_decode);
+  engine_options.capture.buckets = config.batching.batch_buckets;
+  engine_options.capture.guided = true;
+  engine_options.capture.unguided = true;
+  engine_options.capture.modes = {decode_mode};
   const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options);
   if (!engine->text_encoder()) {
     throw invalid_argument(config.source + ": model.clip_model is required for " +
@@ -159,7 +167,7 @@ int run(int argc, char** argv) {
   }
 
   ExecutorOptions executor_options;
-  executor_options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
+  executor_options.single_stream_decode = decode_mode;
   executor_options.progress_interval_tokens = config.progress_interval_tokens;
   executor_options.mesh_threads = config.mesh.mesh_threads;
   executor_options.mesh.postprocess = config.mesh.postprocess;

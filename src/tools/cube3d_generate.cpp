@@ -54,6 +54,10 @@ CliArgs make_args() {
       .option("--resolution-base", 1, "occupancy grid of 2^R + 1 points per axis (default 8)", "R")
       .option("--device", 1, "cpu (default) | cuda | cuda:N", "D")
       .option("--dtype", 1, "float32 (default) | bfloat16 (CUDA)", "T")
+      .option("--cuda-graphs", 1,
+              "on (default: CUDA graphs on CUDA, eager on the CPU) | off | emulate (the graph "
+              "runner's capture lifecycle with eager replays, on any device)",
+              "M")
       .option("--tokens-out", 1, "write the token ids, whitespace separated", "F")
       .option("--dump", 1,
               "write ids, step_logits, latents, grid_logits, cond, prefill_logits (safetensors)",
@@ -121,6 +125,13 @@ int run(int argc, char** argv) {
       parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
   gen_options.use_kv_cache = !args.has("--no-kv-cache");
   gen_options.record_logits = args.has("--dump");
+  engine_options.cuda_graphs = parse_graph_mode(args.get("--cuda-graphs", "on"), "--cuda-graphs");
+  // The one decode variant this run uses, captured at load (graph modes capture nothing later).
+  engine_options.capture.buckets = {1};
+  engine_options.capture.guided = request.guidance_scale > 0;
+  engine_options.capture.unguided = request.guidance_scale == 0;
+  engine_options.capture.modes = {gen_options.single_stream_decode};
+  engine_options.capture.record_logits = gen_options.record_logits;
   const int64_t resolution_base = args.get_int("--resolution-base", 8);
   validate_resolution_base(resolution_base);  // before the expensive part
 
@@ -248,7 +259,8 @@ int run(int argc, char** argv) {
                        {"prefill_logits", result.prefill_logits.to(at::kCPU, at::kFloat)}},
                       {{"model_config", config.source},
                        {"single_stream_decode", to_string(gen_options.single_stream_decode)},
-                       {"kv_cache", gen_options.use_kv_cache ? "true" : "false"}});
+                       {"kv_cache", gen_options.use_kv_cache ? "true" : "false"},
+                       {"cuda_graphs", to_string(engine->generator().graph_mode())}});
   }
   return 0;
 }

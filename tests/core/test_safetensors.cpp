@@ -226,6 +226,43 @@ TEST_F(SafetensorsTest, InPlaceWriteNeitherCrashesNorChangesTheFile) {
   EXPECT_TRUE(at::equal(SafetensorsFile::open(file).tensor("w"), at::ones({4})));
 }
 
+TEST_F(SafetensorsTest, ReleasePagesSparesLiveTensorsAndKeepsCopiesAndFileValues) {
+  // "big" spans many pages; "small" lies inside one page, so it has no whole page to release.
+  const std::string file = path("release.safetensors");
+  const at::Tensor big = at::arange(64 * 1024, at::kFloat);
+  write_safetensors(file, {{"big", big}, {"small", at::ones({3})}});
+  const SafetensorsFile st = SafetensorsFile::open(file);
+  st.prefetch("big");  // a hint only
+  EXPECT_EQ(st.release_pages("small"), 0u);
+
+  at::Tensor copy;
+  {
+    at::Tensor view = st.tensor("big");
+    copy = view.to(at::kBFloat16);  // what a loader onto another device or dtype keeps
+    view.add_(1);                   // private copy-on-write pages
+    // A live zero-copy tensor (or any view of it) keeps its pages, written ones included.
+    EXPECT_EQ(st.release_pages("big"), 0u);
+    view = view.narrow(0, 10, 100);
+    EXPECT_EQ(st.release_pages("big"), 0u);
+    EXPECT_FLOAT_EQ(view[0].item<float>(), 11.0f);
+  }
+  // No tensor of "big" is left: its whole pages go, about all of its 256 KiB.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t released = st.release_pages("big");
+  EXPECT_GE(released, big.nbytes() - 2 * page);
+  EXPECT_LE(released, big.nbytes());
+  EXPECT_EQ(released % page, 0u);
+  // The copy made before is untouched. The released pages read the file's bytes again (the
+  // private writes went with them; the file never had them); the partial pages at the edges,
+  // which a neighbouring tensor may share, were kept and still hold the writes.
+  EXPECT_TRUE(at::equal(copy, big.to(at::kBFloat16)));
+  const int64_t edge = 2 * static_cast<int64_t>(page / sizeof(float));
+  const int64_t inner = big.numel() - 2 * edge;
+  EXPECT_TRUE(at::equal(st.tensor("big").narrow(0, edge, inner), big.narrow(0, edge, inner)));
+  EXPECT_TRUE(at::equal(st.tensor("small"), at::ones({3})));
+  EXPECT_TRUE(at::equal(SafetensorsFile::open(file).tensor("big"), big));
+}
+
 TEST_F(SafetensorsTest, UnalignedTensorIsCopiedWithCorrectValues) {
   // A 9-byte header puts the data section at byte 17: no F32 there can be aligned.
   const float values[2] = {1.5f, -2.25f};

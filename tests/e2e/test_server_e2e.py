@@ -834,6 +834,47 @@ class MainServerTest(ServerTestCase):
         self.assertRegex(proc.stderr, r"cube3d-client: (UNAVAILABLE|DEADLINE_EXCEEDED):")
 
 
+# --- 6b. reference decoding through the emulated graph runner -----------------------------------
+
+class ReferenceModeEmulatedGraphsTest(ServerTestCase):
+    """single_stream_decode: reference with cuda_graphs: emulate: every (bucket, guidance) variant
+    is captured at start in the reference mode (the serving mode; warm-up included), and the
+    tokens are the eager reference tokens of cube3d-generate for the same prompt, whatever the
+    batch. Before the explicit capture lifecycle, a server in reference mode recaptured inside
+    its first batch of each bucket."""
+
+    SERVER_ARGS = ["--batch-buckets", "1,2", "--set", "single_stream_decode=reference",
+                   "--set", "cuda_graphs=emulate"]
+
+    def offline_tokens(self, prompt, mode):
+        path = os.path.join(self._tmp.name, f"tokens-{mode}.txt")
+        proc = subprocess.run(
+            [os.path.join(BIN_DIR, "cube3d-generate"), "--model-config",
+             os.path.join(SOURCE, "models", "demo.yaml"), "--prompt", prompt,
+             "--single-stream-decode", mode, "--cuda-graphs", "off", "--resolution-base", "2",
+             "--tokens-out", path],
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(path) as f:
+            return [int(t) for t in f.read().split()]
+
+    def test_reference_tokens_alone_and_batched(self):
+        prompt = "a wooden chair with a high back"
+        expected = self.offline_tokens(prompt, "reference")
+        self.assertNotEqual(expected, self.offline_tokens(prompt, "causal"))
+        alone = self.generate(make_request(prompt, return_shape_tokens=True))
+        self.assertEqual(list(alone.shape_tokens), expected)
+        # Two at once land in bucket 2 (or two of bucket 1): the same tokens either way.
+        outcomes = self.generate_all([make_request(prompt, return_shape_tokens=True),
+                                      make_request("a lamp", return_shape_tokens=True)])
+        self.assertEqual(outcomes[0][0], grpc.StatusCode.OK, outcomes[0][1])
+        self.assertEqual(list(outcomes[0][1].shape_tokens), expected)
+        # An unguided request uses the one-row variant, also captured at start.
+        unguided = self.generate(make_request(prompt, guidance_scale=0.0,
+                                              return_shape_tokens=True))
+        self.assertEqual(len(unguided.shape_tokens), TOKENS)
+
+
 # --- 7. queue overflow: one request per batch, at most 2 waiting -------------------------------
 
 class QueueOverflowTest(ServerTestCase):

@@ -8,6 +8,7 @@
 #include "cube3d/engine/cuda_graph_runner.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/generator.h"
+#include "cube3d/engine/graph_mode.h"
 #include "golden_model.h"
 
 namespace cube3d {
@@ -18,9 +19,7 @@ namespace {
   GTEST_SKIP() << "no CUDA device on this machine: the " \
                   "CUDA path is checked by scripts/gpu_check.sh on a GPU"
 
-ModelConfig demo_config() {
-  return load_model_config(std::string(CUBE3D_SOURCE_DIR) + "/models/demo.yaml");
-}
+ModelConfig demo_config() { return load_model_config(testing::source_dir() + "/models/demo.yaml"); }
 
 GenerationRequest demo_request(const ModelConfig& config, uint64_t seed, bool sample) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -31,6 +30,14 @@ GenerationRequest demo_request(const ModelConfig& config, uint64_t seed, bool sa
   if (sample) r.top_p = 0.9;
   r.seed = seed;
   return r;
+}
+
+TEST(CudaPath, GraphRunnerIsCompiledInWhereThereIsAGpu) {
+  // A build without the CUDA toolkit would silently run graph-kv eagerly: on a GPU machine
+  // that is a broken build, not a skip.
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
+  EXPECT_TRUE(cuda_graph_runner_compiled());
+  EXPECT_TRUE(cuda_graphs_available());
 }
 
 TEST(CudaPath, GraphRunnerRefusesWithoutADevice) {
@@ -49,7 +56,7 @@ TEST(CudaPath, GraphRunnerRefusesWithoutADevice) {
 TEST(CudaPath, GeneratorRejectsGraphsForACpuModel) {
   const testing::GoldenModel g = testing::load_golden("tiny_v01");
   try {
-    Generator generator(*g.gpt, 1, g.tokens(), g.config.cond_len(), /*cuda_graphs=*/true);
+    Generator generator(*g.gpt, 1, g.tokens(), g.config.cond_len(), GraphMode::kOn);
     FAIL() << "expected invalid_argument";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
@@ -62,7 +69,7 @@ TEST(CudaPath, CpuEngineIgnoresTheGraphSwitch) {
   EngineOptions options;
   options.load_text_encoder = false;
   const auto engine = Engine::load(demo_config(), options);
-  EXPECT_FALSE(engine->generator().cuda_graphs());
+  EXPECT_EQ(engine->generator().graph_mode(), GraphMode::kOff);
 }
 
 TEST(CudaPath, GoldenTokensOnTheGpuInFloat32) {
@@ -76,7 +83,8 @@ TEST(CudaPath, GoldenTokensOnTheGpuInFloat32) {
         options.shape_weights = g.dir + "/shape_tokenizer.safetensors";
         options.device = "cuda";
         options.load_text_encoder = false;
-        options.cuda_graphs = graphs;
+        options.cuda_graphs = graphs ? GraphMode::kOn : GraphMode::kOff;
+        options.capture.modes = {mode};
         const auto engine = Engine::load(g.config, options);
         GenerationRequest r;
         r.text_hidden = g.inputs.at("clip_hidden_cond")[0];
@@ -105,7 +113,9 @@ TEST(CudaPath, GraphReplayEqualsEagerBitForBit) {
       options.dtype = dtype;
       options.max_batch = 4;
       options.load_text_encoder = false;
-      options.cuda_graphs = graphs;
+      options.cuda_graphs = graphs ? GraphMode::kOn : GraphMode::kOff;
+      options.capture.buckets = {4};
+      options.capture.record_logits = true;
       const auto engine = Engine::load(config, options);
       GenerationOptions gen;
       gen.record_logits = true;

@@ -126,7 +126,8 @@ at::Tensor drive(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequ
   const at::Tensor bos = gpt.embed(runner.token_ids());
   runner.accept_logits(
       gpt.forward(cond, at::cat({bos, bos}).unsqueeze(1), &runner.cache()).squeeze(1));
-  for (int64_t i = 1; i < runner.config().total_tokens; ++i) runner.step();
+  for (int64_t i = 1; i < runner.config().total_tokens; ++i)
+    runner.step(SingleStreamDecode::kCausal);
   return runner.output_ids().clone();
 }
 

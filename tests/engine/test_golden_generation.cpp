@@ -1,10 +1,12 @@
 // Token generation against the official Python implementation (tests/golden/*): the engine's
 // KV-cache decoding, its no-cache path and the `reference` single-stream mode reproduce the
-// official greedy tokens exactly and the guided step logits within 1e-4.
+// official greedy tokens exactly and the guided step logits within 1e-4, eagerly and through
+// the emulated graph runner (the CUDA graph lifecycle with eager replays).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "cube3d/engine/generator.h"
+#include "cube3d/engine/graph_mode.h"
 #include "golden_model.h"
 
 namespace cube3d {
@@ -23,12 +25,14 @@ struct Case {
   SingleStreamDecode mode;
   std::string expected_ids;
   std::string expected_logits;
+  GraphMode graphs = GraphMode::kOff;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return c.model + "_cfg" + std::to_string(static_cast<int>(c.guidance)) +
-         (c.kv_cache ? "_kv_" : "_nocache_") + to_string(c.mode);
+         (c.kv_cache ? "_kv_" : "_nocache_") + to_string(c.mode) +
+         (c.graphs == GraphMode::kEmulate ? "_emulated_graph" : "");
 }
 
 class GoldenGenerationTest : public ::testing::TestWithParam<Case> {};
@@ -36,7 +40,14 @@ class GoldenGenerationTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GoldenGenerationTest, ReproducesOfficialTokensAndLogits) {
   const Case& c = GetParam();
   const GoldenModel g = load_golden(c.model);
-  Generator generator(*g.gpt, 1, g.tokens(), g.config.cond_len());
+  Generator generator(*g.gpt, 1, g.tokens(), g.config.cond_len(), c.graphs);
+  CapturePlan plan;
+  plan.buckets = {1};
+  plan.guided = c.guidance > 0;
+  plan.unguided = c.guidance == 0;
+  plan.modes = {c.mode};
+  plan.record_logits = true;
+  generator.prepare(plan);
   GenerationRequest request;
   request.text_hidden = g.inputs.at("clip_hidden_cond")[0];
   request.uncond_hidden = g.inputs.at("clip_hidden_uncond")[0];
@@ -72,6 +83,13 @@ std::vector<Case> cases() {
         {model, 0.0, true, SingleStreamDecode::kCausal, "ids_full_cfg0", "logits_full_cfg0"});
     out.push_back(
         {model, 0.0, false, SingleStreamDecode::kCausal, "ids_full_cfg0", "logits_full_cfg0"});
+    // Every KV case again through the emulated graph runner.
+    for (const Case& c : std::vector<Case>(out.end() - 5, out.end())) {
+      if (!c.kv_cache) continue;
+      Case emulated = c;
+      emulated.graphs = GraphMode::kEmulate;
+      out.push_back(emulated);
+    }
   }
   return out;
 }

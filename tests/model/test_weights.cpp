@@ -1,15 +1,26 @@
 // Tests of checkpoint validation and loading: the golden checkpoints resolve against their configs,
 // every kind of mismatch is reported in one error, the shared Fourier embedder's aliases, the
-// ignored encoder tensors, dtype conversion, random weights and the expected tensor names.
+// ignored encoder tensors, dtype conversion, memory (zero-copy float32 views of the file, copies
+// of misaligned tensors, file pages handed back once copied), random weights (deterministic,
+// parallel, in the run dtype, on the device) and the expected tensor names.
 #include "cube3d/model/weights.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -174,19 +185,6 @@ TEST(WeightsGolden, BothGoldenCheckpointsResolveAgainstTheirConfigs) {
         EXPECT_TRUE(at::equal(tensor, stored.at(name)));
       }
     }
-  }
-}
-
-TEST(WeightsGolden, ResolvedTensorsDoNotAliasTheSource) {
-  // The model keeps these tensors and may derive in-place views, so they must be copies even
-  // when no conversion is needed (a file mapping is read-only).
-  const ModelConfig config = golden_config("tiny_v01");
-  const TensorMap stored = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
-  const TensorMap resolved =
-      resolve_checkpoint(gpt_checkpoint_spec(config.gpt), memory_source(stored), WeightOptions{});
-  for (const auto& [name, tensor] : resolved) {
-    SCOPED_TRACE(name);
-    EXPECT_NE(tensor.data_ptr(), stored.at(name).data_ptr());
   }
 }
 
@@ -407,6 +405,197 @@ TEST(WeightsDtype, RandomWeightsFollowTheSameDtypeRules) {
                      nullptr);
 }
 
+// --- memory: zero copy, converted copies, page release
+// --------------------------------------------
+
+// This process's mappings of `file` as [begin, end) address ranges with their resident bytes,
+// from /proc/self/smaps.
+struct FileMapping {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  int64_t resident = 0;
+};
+
+std::vector<FileMapping> mappings_of(const std::string& file) {
+  char resolved[PATH_MAX];
+  if (::realpath(file.c_str(), resolved) == nullptr) return {};
+  const std::string suffix = std::string(" ") + resolved;
+  std::vector<FileMapping> out;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  while (std::getline(smaps, line)) {
+    const size_t space = line.find(' ');
+    const size_t dash = line.find('-');
+    if (dash != std::string::npos && dash < space) {  // "begin-end perms offset dev inode path"
+      ours = line.size() >= suffix.size() &&
+             line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (ours) {
+        out.push_back({std::stoull(line.substr(0, dash), nullptr, 16),
+                       std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16), 0});
+      }
+    } else if (ours && line.rfind("Rss:", 0) == 0) {
+      out.back().resident += std::stoll(line.substr(4)) * 1024;  // "Rss:  123 kB"
+    }
+  }
+  return out;
+}
+
+bool inside_a_mapping_of(const std::string& file, const at::Tensor& tensor) {
+  const auto begin = reinterpret_cast<uintptr_t>(tensor.data_ptr());
+  const uintptr_t end = begin + tensor.nbytes();
+  for (const FileMapping& m : mappings_of(file)) {
+    if (m.begin <= begin && end <= m.end) return true;
+  }
+  return false;
+}
+
+int64_t resident_bytes_of(const std::string& file) {
+  int64_t bytes = 0;
+  for (const FileMapping& m : mappings_of(file)) bytes += m.resident;
+  return bytes;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A random float32 shape GPT checkpoint for `config`, written to `path`.
+std::string write_random_gpt(const std::string& path, const ModelConfig& config) {
+  write_safetensors(path, random_checkpoint(gpt_checkpoint_spec(config.gpt), 5, {}));
+  return path;
+}
+
+// The tiny golden config, four times as wide: tensors of many pages each (about 25 MB in all), so
+// the partial pages at their edges are a small part of the file.
+ModelConfig wide_config() {
+  ModelConfig config = golden_config("tiny_v01");
+  config.gpt.n_embd = 256;
+  return config;
+}
+
+// The tensors of a file as owned copies (no mapping of the file stays behind).
+TensorMap copy_all_tensors(const std::string& path) {
+  TensorMap tensors = read_all_tensors(path);
+  for (auto& [name, tensor] : tensors) tensor = tensor.clone();
+  return tensors;
+}
+
+TEST_F(WeightsTest, Float32CpuTensorsAreZeroCopyViewsOfTheFile) {
+  const ModelConfig config = golden_config("tiny_v01");
+  const std::string file = write_random_gpt(path("gpt.safetensors"), config);
+  const std::string before = file_bytes(file);
+  TensorMap out = resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {});
+  ASSERT_FALSE(out.empty());
+
+  // The data section's bytes, read independently of any mapping.
+  const SafetensorsFile st = SafetensorsFile::open(file);
+  uint64_t header = 0;
+  std::memcpy(&header, before.data(), sizeof(header));
+  for (const auto& [name, tensor] : out) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(tensor.scalar_type(), at::kFloat);
+    EXPECT_TRUE(inside_a_mapping_of(file, tensor)) << "a copy, not a view of the file";
+    const SafetensorsEntry& e = st.entry(name);
+    ASSERT_EQ(static_cast<uint64_t>(tensor.nbytes()), e.end - e.begin);
+    EXPECT_EQ(std::memcmp(tensor.data_ptr(), before.data() + 8 + header + e.begin, e.end - e.begin),
+              0);
+  }
+
+  // The model may write its weights in place: the writes are private to the process.
+  at::Tensor& lm_head = out.at("lm_head.weight");
+  const at::Tensor original = lm_head.clone();
+  lm_head.mul_(2.0).add_(1.0);
+  EXPECT_TRUE(at::allclose(lm_head, original * 2.0 + 1.0));
+  EXPECT_EQ(file_bytes(file), before) << "an in-place write reached the file";
+  const TensorMap again =
+      resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {});
+  EXPECT_TRUE(at::equal(again.at("lm_head.weight"), original));
+  // Both loads' mappings stay while their tensors do, and the first load keeps its write.
+  EXPECT_TRUE(at::allclose(lm_head, original * 2.0 + 1.0));
+}
+
+TEST_F(WeightsTest, MisalignedTensorsAreCopiedWithTheirValues) {
+  // A header whose end is 2 bytes past a multiple of 4 leaves no F32 in the file aligned.
+  const at::Tensor w = at::randn({3, 5});
+  const at::Tensor n = at::randn({5});
+  nlohmann::json header;
+  header["w"] = {{"dtype", "F32"}, {"shape", {3, 5}}, {"data_offsets", {0, 60}}};
+  header["n"] = {{"dtype", "F32"}, {"shape", {5}}, {"data_offsets", {60, 80}}};
+  std::string text = header.dump();
+  while ((8 + text.size()) % 4 != 2) text += ' ';
+  std::string bytes(8, '\0');
+  const uint64_t size = text.size();
+  std::memcpy(bytes.data(), &size, sizeof(size));
+  bytes += text;
+  bytes.append(static_cast<const char*>(w.data_ptr()), 60);
+  bytes.append(static_cast<const char*>(n.data_ptr()), 20);
+  const std::string file = path("misaligned.safetensors");
+  std::ofstream(file, std::ios::binary) << bytes;
+
+  const CheckpointSpec spec{
+      "test", {{{"w"}, {3, 5}, TensorRole::kWeight}, {{"n"}, {5}, TensorRole::kNormWeight}}, {}};
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const TensorMap out = resolve_checkpoint(spec, safetensors_source(file), {dtype});
+    for (const auto& [name, tensor] : out) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(tensor.data_ptr()) % tensor.element_size(), 0u);
+      EXPECT_FALSE(inside_a_mapping_of(file, tensor));
+    }
+    EXPECT_TRUE(at::equal(out.at("w"), w.to(dtype)));
+    EXPECT_TRUE(at::equal(out.at("n"), n));  // a norm weight: float32 whatever the dtype
+  }
+}
+
+TEST_F(WeightsTest, ConvertedTensorsHandTheirFilePagesBackAndKeepTheirValues) {
+  // Converting to bfloat16 copies like loading onto a GPU does: once a tensor is copied, its
+  // pages of the mapping go back to the kernel, so host memory does not grow to the file size.
+  const ModelConfig config = wide_config();
+  const std::string file = write_random_gpt(path("gpt.safetensors"), config);
+  const CheckpointSpec spec = gpt_checkpoint_spec(config.gpt);
+  const TensorMap stored = copy_all_tensors(file);
+  const int64_t file_size = static_cast<int64_t>(file_bytes(file).size());
+  ASSERT_GT(file_size, 16 << 20);
+  ASSERT_EQ(resident_bytes_of(file), 0);  // no mapping of it is left
+
+  const TensorSource source = safetensors_source(file);  // keeps its mapping open
+  const TensorMap bf16 = resolve_checkpoint(spec, source, WeightOptions{at::kBFloat16});
+  // What stays resident: the zero-copy float32 norm weights, partial pages at the edges of
+  // each tensor, and the header.
+  EXPECT_LT(resident_bytes_of(file), file_size / 8);
+  expect_bf16_layout(bf16, &stored);  // the released pages took no values with them
+
+  // Float32 tensors stay zero copy: their pages are never released, whatever is written.
+  TensorMap f32 = resolve_checkpoint(spec, source, WeightOptions{});
+  for (auto& [name, tensor] : f32) tensor.add_(1.0);
+  EXPECT_GT(resident_bytes_of(file), file_size * 3 / 4);
+  for (const auto& [name, tensor] : f32) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(at::equal(tensor, stored.at(name) + 1.0));
+  }
+}
+
+TEST(WeightsRelease, EveryNameReadIsReleasedOnceItsTemporariesAreGone) {
+  const CheckpointSpec spec = shape_tokenizer_checkpoint_spec(golden_config("tiny_v01").shape);
+  const TensorMap golden = read_all_tensors(golden_file("tiny_v01", "shape_tokenizer.safetensors"));
+  TensorSource source = memory_source(golden);
+  std::multiset<std::string> released;
+  source.release = [&](const std::string& name) {
+    released.insert(name);
+    // resolve_checkpoint holds no reference to a tensor it converted: only `golden` and the
+    // source's copy of it do. (A float32 one is the result itself, zero copy.)
+    if (!stays_float32(name)) {
+      EXPECT_EQ(golden.at(name).use_count(), 2) << name;
+    }
+  };
+  const TensorMap out = resolve_checkpoint(spec, source, WeightOptions{at::kBFloat16});
+  std::multiset<std::string> expected;
+  for (const TensorSpec& t : spec.tensors) expected.insert(t.names.begin(), t.names.end());
+  EXPECT_EQ(released, expected);  // each once, the embedder's three aliases included
+}
+
 // --- random weights ------------------------------------------------------------------------------
 
 bool all_equal(const TensorMap& a, const TensorMap& b) {
@@ -438,6 +627,70 @@ TEST(WeightsRandom, DeterministicPerSeedAndCoversTheSpec) {
       EXPECT_FALSE(at::equal(tensor, c.at(name))) << "seed 43 gave the same values as 42";
     }
   }
+}
+
+// Restores ATen's intra-op thread count when a test changes it.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(at::get_num_threads()) {}
+  ~ThreadCountGuard() { at::set_num_threads(saved_); }
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
+TEST(WeightsRandom, IndependentOfThreadCountAndTensorOrder) {
+  // Tensors are generated in parallel, in whatever order the threads take them: each draws
+  // from its own generator, seeded from the seed and its name.
+  const CheckpointSpec spec = gpt_checkpoint_spec(wide_config().gpt);
+  const ThreadCountGuard guard;
+  at::set_num_threads(1);
+  const TensorMap one = random_checkpoint(spec, 42, {});
+  at::set_num_threads(3);
+  const TensorMap three = random_checkpoint(spec, 42, {});
+  EXPECT_TRUE(all_equal(one, three));
+
+  CheckpointSpec reversed = spec;
+  std::reverse(reversed.tensors.begin(), reversed.tensors.end());
+  reversed.tensors.resize(reversed.tensors.size() / 2);  // and fewer of them
+  const TensorMap half = random_checkpoint(reversed, 42, {});
+  ASSERT_FALSE(half.empty());
+  for (const auto& [name, tensor] : half) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(at::equal(tensor, one.at(name)));
+  }
+  // Different tensors of the same shape get different values.
+  EXPECT_FALSE(at::equal(one.at("transformer.dual_blocks.0.attn.pre_x.c_v.weight"),
+                         one.at("transformer.dual_blocks.1.attn.pre_x.c_v.weight")));
+}
+
+TEST(WeightsRandom, DrawnInTheRunDtypeDeterministicallyWithTheRoleScales) {
+  const ModelConfig config = wide_config();
+  const CheckpointSpec spec = gpt_checkpoint_spec(config.gpt);
+  const WeightOptions bf16{at::kBFloat16};
+  const TensorMap a = random_checkpoint(spec, 9, bf16);
+  EXPECT_TRUE(all_equal(a, random_checkpoint(spec, 9, bf16)));
+  const TensorMap b = random_checkpoint(spec, 10, bf16);
+  expect_bf16_layout(a, nullptr);
+  for (const auto& [name, tensor] : a) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(at::isfinite(tensor).all().item<bool>());
+    EXPECT_FALSE(at::equal(tensor, b.at(name)));
+  }
+  // Weights scaled by 1/sqrt(fan_in), biases by 0.02, norm weights around 1.
+  const double d = static_cast<double>(config.gpt.n_embd);
+  const auto stat = [&](const std::string& name, bool mean) {
+    const at::Tensor t = a.at(name).to(at::kDouble);
+    return (mean ? t.mean() : t.std()).item<double>();
+  };
+  EXPECT_NEAR(stat("lm_head.weight", false), 1.0 / std::sqrt(d), 0.05 / std::sqrt(d));
+  EXPECT_NEAR(stat("transformer.dual_blocks.0.post_1.mlp.down_proj.weight", false),
+              1.0 / std::sqrt(4 * d), 0.05 / std::sqrt(4 * d));
+  EXPECT_NEAR(stat("transformer.dual_blocks.0.post_1.mlp.up_proj.bias", false), 0.02, 0.004);
+  EXPECT_NEAR(stat("transformer.dual_blocks.0.attn.pre_x.q_norm.weight", true), 1.0, 0.05);
+  EXPECT_NEAR(stat("transformer.wte.weight", false), 1.0, 0.05);
 }
 
 TEST(WeightsRandom, LoadModelWeightsGeneratesFromTheConfigSeed) {
@@ -477,6 +730,49 @@ TEST(WeightsRandom, OnlyOnePathThrows) {
     SCOPED_TRACE("gpt='" + gpt + "' shape='" + shape + "'");
     const Error e = expect_error([&] { load_model_weights(config, gpt, shape, {}); });
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  }
+}
+
+// --- on a GPU (skipped without one)
+// ----------------------------------------------------------------
+
+TEST_F(WeightsTest, CudaLoadCopiesEachTensorAndHandsItsHostPagesBack) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig config = wide_config();
+  const std::string file = write_random_gpt(path("gpt.safetensors"), config);
+  const CheckpointSpec spec = gpt_checkpoint_spec(config.gpt);
+  const TensorMap stored = copy_all_tensors(file);
+  const int64_t file_size = static_cast<int64_t>(file_bytes(file).size());
+  const TensorSource source = safetensors_source(file);  // keeps its mapping open
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const TensorMap out = resolve_checkpoint(spec, source, WeightOptions{dtype, at::kCUDA});
+    // Every tensor, float32 norms included, was copied to the device and its pages released.
+    EXPECT_LT(resident_bytes_of(file), file_size / 16);
+    for (const auto& [name, tensor] : out) {
+      SCOPED_TRACE(name);
+      EXPECT_TRUE(tensor.is_cuda());
+      const at::ScalarType expected = stays_float32(name) ? at::kFloat : dtype;
+      EXPECT_EQ(tensor.scalar_type(), expected);
+      EXPECT_TRUE(at::equal(tensor.cpu(), stored.at(name).to(expected)));
+    }
+  }
+}
+
+TEST(WeightsCuda, RandomWeightsAreDrawnOnTheDeviceDeterministically) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const CheckpointSpec spec = gpt_checkpoint_spec(wide_config().gpt);
+  const WeightOptions cuda{at::kBFloat16, at::kCUDA};
+  const TensorMap a = random_checkpoint(spec, 42, cuda);
+  const TensorMap b = random_checkpoint(spec, 42, cuda);
+  const TensorMap c = random_checkpoint(spec, 43, cuda);
+  expect_bf16_layout(a, nullptr);
+  for (const auto& [name, tensor] : a) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(tensor.is_cuda());
+    EXPECT_TRUE(at::isfinite(tensor).all().item<bool>());
+    EXPECT_TRUE(at::equal(tensor, b.at(name)));
+    EXPECT_FALSE(at::equal(tensor, c.at(name)));
   }
 }
 

@@ -178,7 +178,7 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_EQ(config.device, "cpu");
   EXPECT_EQ(config.dtype, "float32");
   EXPECT_EQ(config.single_stream_decode, "causal");
-  EXPECT_TRUE(config.cuda_graphs);
+  EXPECT_EQ(config.cuda_graphs, "on");
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(config.batching.max_queue_delay_ms, 5);
   EXPECT_EQ(config.batching.max_queue_size, 64);
@@ -234,7 +234,7 @@ drain_grace_seconds: 0
   EXPECT_EQ(config.device, "cuda:1");
   EXPECT_EQ(config.dtype, "bfloat16");
   EXPECT_EQ(config.single_stream_decode, "reference");
-  EXPECT_FALSE(config.cuda_graphs);
+  EXPECT_EQ(config.cuda_graphs, "off");
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{2, 16, 256}));
   EXPECT_EQ(config.batching.max_queue_delay_ms, 0);
   EXPECT_EQ(config.limits.default_deadline_ms, 0);
@@ -335,7 +335,7 @@ TEST(ServerConfigErrors, WrongTypeNamesKeyAndValue) {
                  {"batching.max_queue_size: expected an integer", "\"64\""});
   expect_invalid("batching:\n  max_queue_delay_ms: 1.5\n",
                  {"batching.max_queue_delay_ms: expected an integer", "1.5"});
-  expect_invalid("cuda_graphs: yes\n", {"cuda_graphs: expected true or false", "yes"});
+  expect_invalid("cuda_graphs: yes\n", {"cuda_graphs: unknown value 'yes'", "emulate"});
   expect_invalid("batching:\n  batch_buckets: 4\n",
                  {"batching.batch_buckets: expected a list of integers"});
   expect_invalid("batching:\n  batch_buckets: [1, two]\n",
@@ -526,7 +526,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.device = "cuda:3";
   config.dtype = "bfloat16";
   config.single_stream_decode = "reference";
-  config.cuda_graphs = false;
+  config.cuda_graphs = "emulate";
   config.batching = {{3, 5, 200}, 0, 7};
   config.limits = {1, 10, 2, 1 << 20, 5, 0};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
@@ -573,6 +573,20 @@ TEST(ServerConfigRoundTrip, EqualityLooksAtSettingsOnly) {
 
 // --- command-line overrides -------------------------------------------------------------------
 
+TEST(ServerConfigOverride, CudaGraphsTakesOnOffEmulateAndTheOldBooleans) {
+  ServerConfig config = load_server_config(kDemoServer);
+  EXPECT_EQ(config.cuda_graphs, "on");
+  for (const auto& [text, mode] :
+       std::vector<std::pair<std::string, std::string>>{{"emulate", "emulate"},
+                                                        {"off", "off"},
+                                                        {"on", "on"},
+                                                        {"false", "off"},
+                                                        {"True", "on"}}) {
+    apply_override(config, "cuda_graphs", text);
+    EXPECT_EQ(config.cuda_graphs, mode) << text;
+  }
+}
+
 TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   ServerConfig config = load_server_config(kDemoServer);
   apply_override(config, "listen", "0.0.0.0:6000");
@@ -591,7 +605,7 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(config.device, "cuda:0");
   EXPECT_EQ(config.log_level, "debug");
-  EXPECT_FALSE(config.cuda_graphs);
+  EXPECT_EQ(config.cuda_graphs, "off");
   EXPECT_EQ(config.defaults.top_p, 0.9);
   EXPECT_EQ(config.defaults.format, MeshFormat::kObj);
   EXPECT_EQ(config.mesh.floater_ratio, 0.2);
@@ -644,7 +658,7 @@ TEST(ServerConfigOverride, BadValuesAreNamedAndLeaveTheConfigAlone) {
   expect_throw([&] { apply_override(config, "batching.batch_buckets", ""); },
                ErrorCode::kInvalidArgument, {"batching.batch_buckets", "at least one"});
   expect_throw([&] { apply_override(config, "cuda_graphs", "maybe"); }, ErrorCode::kInvalidArgument,
-               {"cuda_graphs", "true or false"});
+               {"cuda_graphs", "'maybe'", "on, off"});
   expect_throw([&] { apply_override(config, "defaults.top_p", "1.5"); },
                ErrorCode::kInvalidArgument, {"defaults.top_p (1.5)"});
   // Cross-field: the demo's default resolution (6) no longer fits.

@@ -17,6 +17,8 @@ QUIET = ["--threads", "1"]
 
 RESULT_KEYS = {"mode", "bucket", "tokens", "tpot_ms_median", "tpot_ms_p90", "ttft_ms", "e2e_ms",
                "tokens_per_s", "peak_memory_bytes", "bytes_per_step", "achieved_gb_per_s"}
+# Not numbers: the checksum of the generated ids, whether every run gave the same ids, the runner.
+RESULT_TEXT_KEYS = {"ids_checksum", "ids_stable", "runner"}
 MESH_KEYS = {"resolution_base", "occupancy_ms", "marching_cubes_ms", "postprocess_ms", "faces"}
 
 
@@ -56,12 +58,17 @@ class BenchJsonTest(unittest.TestCase):
         self.assertEqual(out["peak_memory_kind"], "rss")
         self.assertEqual(out["skipped"], [])
         self.assertEqual(len(out["results"]), 4)
+        self.assertIs(out["complete"], True)
+        self.assertIs(out["build"]["cuda_graph_runner"] in (True, False), True)
+        self.assertGreater(out["load_ms"], 0)
 
     def test_results(self):
         seen = set()
         for r in self.out["results"]:
             with self.subTest(mode=r["mode"], bucket=r["bucket"]):
-                self.assertLessEqual(RESULT_KEYS, set(r))
+                self.assertLessEqual(RESULT_KEYS | RESULT_TEXT_KEYS, set(r))
+                self.assertRegex(r["ids_checksum"], "^[0-9a-f]{16}$")
+                self.assertIs(r["ids_stable"], True)
                 seen.add((r["mode"], r["bucket"]))
                 self.assertEqual(r["tokens"], self.TOKENS)
                 # Steps of all timed runs are pooled for the median and p90.
@@ -84,6 +91,25 @@ class BenchJsonTest(unittest.TestCase):
         # Same weights, twice the cache rows (and embedding rows) at bucket 2.
         self.assertGreater(kv[2], kv[1])
 
+    def test_bytes_per_step_count_the_padded_cache(self):
+        # A decode step attends over every preallocated position (S + 1 + T dual, 1 + T single,
+        # demo: 4 dual + 1 single blocks, 8 heads x 16, float32, 77 condition tokens), masked
+        # or not: two rows per request with guidance, keys and values.
+        kv = {r["bucket"]: r["bytes_per_step"] for r in self.out["results"]
+              if r["mode"] == "eager-kv"}
+        t = self.TOKENS
+        per_position = 2 * 128 * 4  # keys + values of one row at one position, one block
+        per_row = per_position * (4 * (77 + 1 + t) + 1 * (1 + t))
+        self.assertEqual(kv[2] - kv[1], 2 * per_row + 128 * 4)
+
+    def test_the_same_ids_in_both_modes(self):
+        # Greedy requests with the same weights: the cache changes the speed, never the tokens.
+        sums = {}
+        for r in self.out["results"]:
+            sums.setdefault(r["bucket"], set()).add(r["ids_checksum"])
+        for bucket, checksums in sums.items():
+            self.assertEqual(len(checksums), 1, f"bucket {bucket}: {checksums}")
+
     def test_mesh(self):
         mesh = self.out["mesh"]
         self.assertLessEqual(MESH_KEYS, set(mesh))
@@ -105,6 +131,32 @@ class BenchJsonTest(unittest.TestCase):
                          [("eager-kv", "1"), ("eager-kv", "2"), ("eager-nocache", "1"),
                           ("eager-nocache", "2")])
         self.assertIn("mesh (resolution 5", self.proc.stdout)
+
+
+class EmulatedGraphKvTest(unittest.TestCase):
+    """--cuda-graphs emulate runs graph-kv on the CPU through the graph runner's lifecycle; its
+    ids must be eager-kv's, bucket by bucket, and a JSON line is written per result."""
+
+    def test_same_ids_as_eager(self):
+        proc, out = run_json(["--buckets", "1,3", "--tokens", "12", "--mesh-resolution", "0",
+                              "--warmup", "0", "--repeat", "2", "--modes", "eager-kv,graph-kv",
+                              "--cuda-graphs", "emulate"])
+        self.assertEqual(out["skipped"], [])
+        self.assertEqual(out["cuda_graphs"], "emulate")
+        by_mode = {(r["mode"], r["bucket"]): r for r in out["results"]}
+        self.assertEqual(by_mode[("graph-kv", 1)]["runner"], "emulated graph")
+        self.assertEqual(by_mode[("eager-kv", 1)]["runner"], "eager")
+        for bucket in (1, 3):
+            self.assertEqual(by_mode[("graph-kv", bucket)]["ids_checksum"],
+                             by_mode[("eager-kv", bucket)]["ids_checksum"], f"bucket {bucket}")
+        self.assertNotEqual(by_mode[("eager-kv", 1)]["ids_checksum"],
+                            by_mode[("eager-kv", 3)]["ids_checksum"])
+
+    def test_build_info(self):
+        proc = run(["--build-info"])
+        info = json.loads(proc.stdout)
+        self.assertIn(info["cuda_graph_runner"], (True, False))
+        self.assertEqual(info["torch"].split(".")[:2], ["2", "11"])
 
 
 class GraphModeOnCpuTest(unittest.TestCase):
@@ -144,6 +196,8 @@ class ErrorsTest(unittest.TestCase):
         self.expect_error([*DEMO, "--mesh-resolution", "12"], "INVALID_ARGUMENT",
                           "--mesh-resolution")
         self.expect_error([*DEMO, "--frobnicate"], "INVALID_ARGUMENT", "--frobnicate")
+        self.expect_error([*DEMO, "--cuda-graphs", "maybe"], "INVALID_ARGUMENT", "--cuda-graphs")
+        self.expect_error([*DEMO, "--cuda-graphs", "off"], "INVALID_ARGUMENT", "--cuda-graphs")
 
     def test_cuda_without_a_device(self):
         try:

@@ -84,6 +84,44 @@ class GoldenDumpTest(unittest.TestCase):
                                           "grid_logits")
 
 
+class EmulatedGraphsTest(GoldenDumpTest):
+    """--cuda-graphs emulate: the CUDA graph runner's capture lifecycle (warm-ups and the
+    recorded step at the scratch position, replays on static buffers) with eager execution.
+    Capturing must never change a token or a logit: the official outputs, in both single-stream
+    modes, with and without guidance, with the logits-recording runner (--dump)."""
+
+    def test_models(self):
+        for name in ("tiny_v01", "tiny_v05"):
+            expected = load_file(golden(name, "expected.safetensors"))
+            cases = [
+                ((), "ids_full_cfg3", "logits_full_cfg3"),
+                (("--single-stream-decode", "reference"), "ids_kv_official_cfg3",
+                 "logits_kv_official_cfg3"),
+                (("--guidance-scale", "0"), "ids_full_cfg0", "logits_full_cfg0"),
+                (("--guidance-scale", "0", "--single-stream-decode", "reference"), None, None),
+            ]
+            for extra, ids_key, logits_key in cases:
+                with self.subTest(model=name, extra=extra):
+                    d = self.dump(name, "--cuda-graphs", "emulate", *extra)
+                    self.assertEqual(d["ids"].shape, expected["ids_full_cfg3"][0].shape)
+                    if ids_key is None:
+                        # No official output for this one: it must equal the eager runner's.
+                        eager = self.dump(name, "--cuda-graphs", "off", *extra)
+                        np.testing.assert_array_equal(d["ids"], eager["ids"])
+                        np.testing.assert_array_equal(d["step_logits"], eager["step_logits"])
+                        continue
+                    np.testing.assert_array_equal(d["ids"], expected[ids_key][0],
+                                                  err_msg=f"{name} {extra}")
+                    self.assert_close(d["step_logits"], expected[logits_key][0],
+                                      f"{name} {extra} step_logits")
+
+    def test_bad_mode(self):
+        proc = run([*golden_args("tiny_v01"), "--cuda-graphs", "yes"], check=False)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("INVALID_ARGUMENT", proc.stderr)
+        self.assertIn("--cuda-graphs", proc.stderr)
+
+
 class OutputFilesTest(unittest.TestCase):
     def test_tokens_timings_and_stdout_agree(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,18 +43,37 @@ class SafetensorsFile {
   const SafetensorsEntry& entry(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  // Zero-copy CPU tensor over the mapping; the tensor keeps the mapping alive.
+  // Zero-copy CPU tensor over the mapping; the tensor keeps the mapping alive. The mapping is
+  // private copy-on-write: an in-place op on the tensor copies only the pages it touches, and
+  // never changes the file (see Mapping in safetensors.cpp). Data not aligned for its dtype is
+  // copied instead (an owned tensor).
   at::Tensor tensor(const std::string& name) const;
+
+  // Asks the kernel to start reading the tensor's bytes into the page cache (a hint: readahead
+  // in large requests instead of one page fault at a time).
+  void prefetch(const std::string& name) const;
+
+  // Hands the tensor's pages of the mapping back to the kernel (the whole pages inside its byte
+  // range, so no neighbouring tensor is touched) and returns how many bytes that was. For a
+  // loader that has copied the tensor elsewhere (another device or dtype) and wants the host
+  // memory bounded by one tensor instead of the whole file. The bytes stay readable: a later
+  // access reads them from the file again. Does nothing (returns 0) while a zero-copy tensor
+  // of `name` from tensor() is alive, so no tensor ever sees its data change underneath it.
+  size_t release_pages(const std::string& name) const;
 
  private:
   struct Mapping;
   SafetensorsFile(std::string path, std::shared_ptr<const Mapping> mapping,
                   std::map<std::string, SafetensorsEntry> entries,
-                  std::map<std::string, std::string> metadata);
+                  std::map<std::string, size_t> slots, std::map<std::string, std::string> metadata);
+
+  // The whole pages inside the entry's bytes: [*begin, *begin + return value).
+  size_t inner_pages(const SafetensorsEntry& entry, std::byte** begin) const;
 
   std::string path_;
   std::shared_ptr<const Mapping> mapping_;
   std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, size_t> slots_;  // name -> index of its zero-copy count in the mapping
   std::map<std::string, std::string> metadata_;
 };
 

@@ -1,6 +1,7 @@
-// The CUDA-graph decode runner: one captured graph per batch bucket. The decode step (every
-// layer, the CFG mix and the sampler) is recorded once on the runner's static buffers; each
-// token then only replays it, with no launch gaps and no host work between kernels.
+// The CUDA-graph decode runner: the decode step (every layer, the CFG mix and the sampler) is
+// captured once per single-stream mode on the runner's static buffers, at engine start (the
+// lifecycle is GraphDecodeRunner's, graph_runner.h); each token then only replays it, with no
+// launch gaps and no host work between kernels.
 #pragma once
 
 #include <memory>
@@ -9,12 +10,15 @@
 
 namespace cube3d {
 
-// True when this build carries the runner (libtorch with CUDA and the CUDA toolkit's headers)
-// AND a CUDA device is present.
+// True when this build carries the runner (libtorch with CUDA and the CUDA toolkit's headers
+// at build time), whether or not this machine has a GPU.
+bool cuda_graph_runner_compiled();
+
+// True when the runner is compiled in AND a CUDA device is present.
 bool cuda_graphs_available();
 
-// Throws failed_precondition when cuda_graphs_available() is false. The runner captures its
-// graph on first use (or in prepare()), and again if the single-stream mode changes.
+// Throws failed_precondition when cuda_graphs_available() is false or the model is not on a
+// CUDA device.
 std::unique_ptr<DecodeRunner> make_cuda_graph_runner(const ShapeGpt& gpt, KvState cache,
                                                      DecodeRunnerConfig config);
 

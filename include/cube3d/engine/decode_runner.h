@@ -1,10 +1,10 @@
-// A decode runner owns one batch shape's static buffers (the token fed, its position, the
+// A decode runner owns one decode variant's static buffers (the token fed, its position, the
 // sampling inputs, the outputs) and runs one decode step on them in place: embed the previous
 // token, the shape GPT step against the KV cache, CFG mix, token choice, record, advance.
 //
 // Only the buffers' contents change between steps and batches, never their addresses or
-// shapes: the eager runner here runs the ops directly; a CUDA-graph runner captures the same
-// step once per batch bucket and replays it.
+// shapes: this eager runner runs the ops directly; a graph runner (graph_runner.h) records the
+// same step once per single-stream mode, at engine start, and replays it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -35,32 +35,49 @@ class DecodeRunner {
   int64_t rows() const { return config_.cfg ? 2 * config_.batch : config_.batch; }
   KvState& cache() { return cache_; }
 
-  // Static inputs, written by the generator before the first step of a batch.
+  // Static inputs, written in place (copy_, fill_) by the generator before a batch's first
+  // step. Assigning a new tensor to one of them breaks a recorded step, which throws.
   SamplingBuffers& sampling() { return sampling_; }
   SamplingPlan& plan() { return plan_; }
-  SingleStreamDecode& single_stream_decode() { return mode_; }
 
   // Consumes raw logits [rows, V] for the token at `positions` (per request): guidance, choice,
-  // record, then feeds the chosen token at the next position. Shared by prefill and step().
-  void accept_logits(const at::Tensor& logits);
+  // record, then feeds the chosen token at the next position. Used by the prefill (eager) and
+  // inside every step.
+  void accept_logits(const at::Tensor& logits) { accept_logits(logits, plan_); }
 
-  // One decode step: feeds token_ids at positions through the model, then accept_logits.
-  virtual void step();
-  // Makes the first step cheap (a graph runner captures here); nothing to do when eager.
-  virtual void prepare() {}
+  // Capture lifecycle. Eager runners have nothing to capture: every mode is ready.
+  virtual void capture(SingleStreamDecode /*mode*/) {}
+  virtual bool captured(SingleStreamDecode /*mode*/) const { return true; }
+  virtual const char* kind() const { return "eager"; }
 
-  at::Tensor& token_ids() { return token_ids_; }                // [b] int64: the token to feed next
-  at::Tensor& positions() { return positions_; }                // [b] int64: its shape position
-  const at::Tensor& output_ids() const { return output_ids_; }  // [b, T] int64
-  const at::Tensor& output_logits() const { return output_logits_; }  // [b, T, C] or undefined
+  // One decode step in `mode`: feeds token_ids at positions through the model, then
+  // accept_logits. A graph runner replays what it recorded for `mode` and never records here.
+  virtual void step(SingleStreamDecode mode) { eager_step(mode, plan_); }
+
+  at::Tensor& token_ids() { return token_ids_; }  // [b] int64: the token to feed next
+  at::Tensor& positions() { return positions_; }  // [b] int64: its shape position
+  // [b, T] int64 and [b, T, C] float32 (undefined unless record_logits): views of the
+  // buffers' first T columns.
+  at::Tensor output_ids() const;
+  at::Tensor output_logits() const;
+
+  // Position T, one past the last token: the capture steps feed it, so that they write their
+  // key/value slot, output column and random draw where no real step reads (every real step's
+  // attention mask stops at its own position, at most T - 1).
+  int64_t scratch_position() const { return config_.total_tokens; }
 
  protected:
+  // The decode step on the static buffers, as a graph records it. `plan` is explicit because a
+  // recording freezes the host-side choices it was made with.
+  void eager_step(SingleStreamDecode mode, const SamplingPlan& plan);
+  void accept_logits(const at::Tensor& logits, const SamplingPlan& plan);
+
   const ShapeGpt& gpt_;
   KvState cache_;
   DecodeRunnerConfig config_;
   SamplingBuffers sampling_;
   SamplingPlan plan_;
-  SingleStreamDecode mode_ = SingleStreamDecode::kCausal;
+  // Output buffers hold T + 1 columns: the last one is the scratch position's.
   at::Tensor token_ids_, positions_, output_ids_, output_logits_;
 };
 

@@ -28,7 +28,12 @@ struct EngineOptions {
   std::string clip_model;
   std::string clip_vocab;  // see TextEncoder::resolve_vocab
   bool load_text_encoder = true;
-  bool cuda_graphs = true;  // on CUDA: one captured decode graph per batch shape
+  // kOn: one captured CUDA graph per decode variant on CUDA (the CPU runs eagerly);
+  // kEmulate: the graph runner's lifecycle with eager replays, on any device; kOff: eager.
+  GraphMode cuda_graphs = GraphMode::kOn;
+  // The decode variants prepared at load; in a graph mode the only ones generate() accepts.
+  // Its empty bucket list means max_batch alone.
+  CapturePlan capture;
 };
 
 // Parses "cpu", "cuda", "cuda:N"; throws failed_precondition when CUDA is asked for and there

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cube3d/engine/decode_runner.h"
+#include "cube3d/engine/graph_mode.h"
 #include "cube3d/engine/kv_cache.h"
 #include "cube3d/model/shape_gpt.h"
 
@@ -36,8 +38,9 @@ struct GenerationOptions {
   bool record_logits = false;  // keep the guided logits of every step
   int64_t bucket = 0;          // pad the batch to this many requests (0: no padding)
   // Called after the first token and then every `progress_interval` tokens with the number of
-  // tokens done (reading it costs one host sync, so keep the interval coarse on a GPU).
-  // Returning false stops the batch early (every request in it was cancelled).
+  // tokens done, once the device has finished them (on a GPU each report waits for the work
+  // queued so far, so keep the interval coarse there). Returning false stops the batch early
+  // (every request in it was cancelled).
   std::function<bool(int64_t tokens_done)> on_progress;
   int64_t progress_interval = 0;  // 0: only after the first and the last token
 };
@@ -54,27 +57,46 @@ struct GenerationResult {
   double tpot_ms() const { return tokens > 1 ? decode_ms / static_cast<double>(tokens - 1) : 0; }
 };
 
+// One decode runner per variant: batch size, guidance rows, logits recording.
+struct RunnerKey {
+  int64_t batch = 1;
+  bool cfg = true;
+  bool record_logits = false;
+  auto operator<=>(const RunnerKey&) const = default;
+};
+
+// The decode variants a configuration can use, prepared (and, in a graph mode, captured) at
+// engine start: every bucket x {guided, unguided as asked} x every mode.
+struct CapturePlan {
+  std::vector<int64_t> buckets;  // empty: the generator's max_batch only
+  bool guided = true;            // batches where some request has guidance > 0 (2 rows each)
+  bool unguided = false;         // batches where every request has guidance 0
+  std::vector<SingleStreamDecode> modes = {SingleStreamDecode::kCausal};
+  bool record_logits = false;  // runners that keep every step's logits (--dump, tests)
+};
+
 class Generator {
  public:
   // Preallocates the KV cache for max_batch requests (2x rows with guidance) once.
-  // cuda_graphs: decode through one captured CUDA graph per batch shape (CUDA models only).
+  // graphs: how decode steps run (kOn needs the model on a CUDA device).
   Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-            bool cuda_graphs = false);
+            GraphMode graphs = GraphMode::kOff);
 
   int64_t max_batch() const { return max_batch_; }
-  bool cuda_graphs() const { return cuda_graphs_; }
+  GraphMode graph_mode() const { return graphs_; }
   int64_t total_tokens() const { return total_tokens_; }
   const KvCache& cache() const { return cache_; }
 
   GenerationResult generate(const std::vector<GenerationRequest>& requests,
                             const GenerationOptions& options);
 
-  // Creates the decode runner of a batch shape ahead of time (at start, for every bucket), so
-  // that no request pays for it and its buffers exist before any graph capture.
-  void prepare(int64_t batch, bool cfg);
+  // Creates the decode runner of every variant in `plan` and, in a graph mode, captures each
+  // of its modes: the one place where graphs are captured (Engine::load calls it). In a graph
+  // mode, generate() refuses a variant or mode that was not prepared.
+  void prepare(const CapturePlan& plan);
 
  private:
-  DecodeRunner& runner(int64_t batch, bool cfg, bool record_logits);
+  DecodeRunner& runner(const RunnerKey& key);
   void load_requests(DecodeRunner& runner, const std::vector<GenerationRequest>& requests);
   at::Tensor conditions(const std::vector<GenerationRequest>& requests, int64_t batch,
                         bool cfg) const;
@@ -83,9 +105,10 @@ class Generator {
   int64_t max_batch_;
   int64_t total_tokens_;
   KvCache cache_;
-  bool cuda_graphs_;
-  // One runner per batch shape, created on first use and reused: its buffers never move.
-  std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<DecodeRunner>> runners_;
+  GraphMode graphs_;
+  // One runner per variant, reused: its buffers never move. Eager runners may also be created
+  // on first use; graph runners only by prepare().
+  std::map<RunnerKey, std::unique_ptr<DecodeRunner>> runners_;
 };
 
 }  // namespace cube3d

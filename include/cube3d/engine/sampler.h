@@ -13,7 +13,8 @@ struct SamplingBuffers {
   at::Tensor guidance;  // [b] float64: guidance scale g (0 = no guidance for this request)
   at::Tensor top_p;     // [b] float32: nucleus mass; >= 1 keeps every token
   at::Tensor greedy;    // [b] bool: argmax instead of sampling
-  at::Tensor uniforms;  // [b, T] float32: the request's random stream, one draw per token
+  at::Tensor uniforms;  // [b, T + 1] float32: the request's random stream, one draw per token
+                        // (column T: the runner's scratch position, never a real token)
 };
 
 // Host-side facts about a batch, fixed for all its steps.

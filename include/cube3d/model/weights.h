@@ -1,6 +1,11 @@
 // Checkpoint loading: checks a checkpoint's tensors against the config's CheckpointSpec
 // (reporting every missing, unexpected and misshapen tensor at once), converts them to the run
 // dtype and device, or generates random weights from a seed for the same spec.
+//
+// Memory: the weights are held once. A tensor already in the run dtype on the CPU is not copied
+// (a safetensors file's tensors stay zero-copy views of its private copy-on-write mapping);
+// any other is converted tensor by tensor, and a file's pages of each tensor are handed back to
+// the kernel as soon as it has been copied, so loading onto a GPU keeps host memory bounded.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,17 +33,30 @@ struct WeightOptions {
 struct TensorSource {
   std::string description;  // e.g. the file path, for messages
   std::map<std::string, std::vector<int64_t>> shapes;
+  // The stored tensor; it may share memory with the source (resolve_checkpoint keeps it
+  // as-is when it already has the run dtype and device).
   std::function<at::Tensor(const std::string&)> load;
+  // Optional: called once for each name resolve_checkpoint has read, after it dropped its own
+  // references to what load() returned. The source may then free its copy, but must keep
+  // whatever tensors still handed out use (the safetensors source drops the file pages of
+  // copied tensors and keeps those of zero-copy ones).
+  std::function<void(const std::string&)> release;
 };
 
 TensorSource safetensors_source(const std::string& path);
 
 // Throws invalid_argument listing all problems; a shared tensor stored under several aliases
-// must hold the same values under each.
+// must hold the same values under each. Results already in the run dtype and device are the
+// loaded tensors themselves (zero copy), the others are converted copies.
 TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& source,
                              const WeightOptions& options);
 
-// Random weights for `spec`, deterministic in `seed` (the demo model and the bench).
+// Random weights for `spec`, generated in the run dtype directly on options.device, and
+// deterministic in `seed` for a given device: each tensor has its own generator, seeded from
+// `seed` and the tensor's name, so the CPU generates tensors in parallel (at::parallel_for
+// threads) and the values do not depend on the order or the thread count. A CUDA device uses
+// its own generator (Philox), so its values differ from the CPU's. For the demo model and the
+// bench.
 TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
                             const WeightOptions& options);
 

@@ -77,7 +77,7 @@ struct ServerConfig {
   std::string device = "cpu";                   // cpu | cuda | cuda:N
   std::string dtype = "float32";                // float32 | bfloat16
   std::string single_stream_decode = "causal";  // causal | reference
-  bool cuda_graphs = true;
+  std::string cuda_graphs = "on";  // on | off | emulate (true / false read as on / off)
   BatchingConfig batching;
   LimitsConfig limits;
   RequestDefaults defaults;
