@@ -496,6 +496,10 @@ fi
 # that path does not exist here, it becomes a link to the pack's copy of the data.
 SRC_DIR=$(mf source_dir)
 export CUBE3D_SOURCE_DIR=$PACK/src CUBE3D_TEST_DATA_DIR=$PACK/src/tests  # for a run-time override
+# The engine's default CLIP vocabulary is this checkout's .cache/clip, which is git-ignored and so
+# never travels: the tiny test engines load a random CLIP with the real vocabulary.
+[ -f "$PACK/src/.cache/clip/bpe_simple_vocab_16e6.txt.gz" ] &&
+  export CUBE3D_CLIP_VOCAB=$PACK/src/.cache/clip/bpe_simple_vocab_16e6.txt.gz
 if [ -f "$SRC_DIR/tests/golden/tiny_v01/model.yaml" ] && [ -f "$SRC_DIR/models/demo.yaml" ]; then
   log "data: the compiled-in $SRC_DIR has the test data"
 elif [ ! -e "$SRC_DIR" ] && mkdir -p "$(dirname "$SRC_DIR")" && ln -s "$PACK/src" "$SRC_DIR"; then
@@ -530,7 +534,7 @@ fi
 [ -f "$model" ] || model=$PACK/src/$model
 bench=("$PACK/bin/cube3d-bench" --model-config "$model" --device "$device" --dtype "$dtype"
   --mesh-resolution 0 --commit "$COMMIT" "${extra[@]}")
-run_step bench_graph 120 60 "$OUT/bench_graph.log" "${bench[@]}" --modes graph-kv \
+run_step bench_graph 120 60 "$OUT/bench_graph.log" "${bench[@]}" --log-level info --modes graph-kv \
   --buckets "$buckets" --tokens "$tokens" --warmup 1 --repeat 3 --json "$OUT/bench_graph.json"
 run_step bench_nocache 60 25 "$OUT/bench_ablation.log" "${bench[@]}" --modes eager-nocache \
   --buckets 1 --tokens "$short" --warmup 0 --repeat 1 --json "$OUT/bench_nocache.json"

@@ -12,6 +12,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <vector>
 #endif
 
 namespace cube3d {
@@ -43,6 +45,7 @@ class CudaGraphDecodeRunner final : public GraphDecodeRunner {
     const int64_t free_before = free_device_bytes();
     c10::cuda::device_synchronize();
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    int64_t kernels = -1;
     {
       // Warm-ups and capture on a side stream, as torch.cuda.graph does, so that the caching
       // allocator's blocks they use belong to that stream and not to the legacy stream.
@@ -58,15 +61,44 @@ class CudaGraphDecodeRunner final : public GraphDecodeRunner {
       // while this thread captures; only this thread's unsafe calls would be refused.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       step();
+      kernels = kernels_in_capture(stream.stream());
       graph->capture_end();
     }
     c10::cuda::device_synchronize();
-    spdlog::debug("CUDA graph for batch {}: {:.1f} MiB of device memory", config_.batch,
-                  static_cast<double>(free_before - free_device_bytes()) / (1 << 20));
+    // The kernel count is the first thing to read against TPOT: a decode step of a few rows
+    // is bound by how many kernels it runs (a few microseconds each even inside a graph)
+    // long before it is bound by reading the weights.
+    spdlog::info(
+        "CUDA graph for batch {} ({} rows): {} kernels per decode step, {:.1f} MiB of "
+        "device memory",
+        config_.batch, rows(), kernels,
+        static_cast<double>(free_before - free_device_bytes()) / (1 << 20));
     return std::make_unique<GraphRecording>(std::move(graph));
   }
 
  private:
+  // Kernel nodes of the graph `stream` is capturing so far (-1 if the driver does not say).
+  static int64_t kernels_in_capture(cudaStream_t stream) {
+    cudaStreamCaptureStatus status{};
+    cudaGraph_t building = nullptr;
+    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, &building) != cudaSuccess ||
+        building == nullptr) {
+      return -1;
+    }
+    size_t count = 0;
+    if (cudaGraphGetNodes(building, nullptr, &count) != cudaSuccess) return -1;
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(building, nodes.data(), &count) != cudaSuccess) return -1;
+    int64_t kernels = 0;
+    for (const cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type{};
+      if (cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel) {
+        ++kernels;
+      }
+    }
+    return kernels;
+  }
+
   static int64_t free_device_bytes() {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;

@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <utility>
+#include <vector>
 
 #include "cube3d/core/error.h"
 
@@ -65,17 +67,43 @@ at::Tensor causal_mask(int64_t lq, int64_t lk, int64_t q_offset, const at::Devic
   return k_idx.le(q_idx);  // [lq, lk]
 }
 
-// Rotates [R, H, L, hd] by the rows of the RoPE tables selected by per-row positions [R, L].
-at::Tensor rope_at(const at::Tensor& x, const RopeTables& rope, const at::Tensor& positions) {
-  const at::Tensor cos = rope.cos.index({positions}).unsqueeze(1);  // [R, 1, L, hd/2]
-  const at::Tensor sin = rope.sin.index({positions}).unsqueeze(1);
-  return apply_rope(x, cos, sin);
+// The rotation of one set of positions, gathered once per call and applied to the q and k of
+// every layer. On CUDA it is one complex multiply per use (fewer kernels); the CPU keeps the
+// written-out formula that the golden tests pin.
+struct Rotation {
+  at::Tensor cos, sin;  // broadcastable to [R, H, L, hd/2], float32
+  at::Tensor cis;       // cos + i sin, complex64, on CUDA only
+
+  Rotation(at::Tensor c, at::Tensor s) : cos(std::move(c)), sin(std::move(s)) {
+    if (cos.is_cuda()) cis = rope_cis(cos, sin);
+  }
+  at::Tensor operator()(const at::Tensor& x) const {
+    return cis.defined() ? apply_rope_complex(x, cis) : apply_rope(x, cos, sin);
+  }
+};
+
+// Per-row positions [R, L] -> rotation tables [R, 1, L, hd/2].
+Rotation rotation_at(const RopeTables& rope, const at::Tensor& positions) {
+  return {rope.cos.index({positions}).unsqueeze(1), rope.sin.index({positions}).unsqueeze(1)};
 }
 
-// Rotates [R, H, L, hd] at positions 0..L-1, shared by all rows.
-at::Tensor rope_prefix(const at::Tensor& x, const RopeTables& rope) {
-  const int64_t l = x.size(2);
-  return apply_rope(x, rope.cos.narrow(0, 0, l), rope.sin.narrow(0, 0, l));
+// Positions 0..L-1, shared by all rows.
+Rotation rotation_prefix(const RopeTables& rope, int64_t l) {
+  return {rope.cos.narrow(0, 0, l), rope.sin.narrow(0, 0, l)};
+}
+
+// The additive form of a visibility mask [..., L] (true = attend): 0 where visible, -inf where
+// not, in `dtype`, which is what scaled_dot_product_attention turns a bool mask into at every
+// call. Made once per decode step and shared by every layer; its rows are stored 16 elements
+// apart (the memory-efficient CUDA kernel's alignment), so no layer pads or converts it again.
+at::Tensor additive_mask(const at::Tensor& visible, at::ScalarType dtype) {
+  constexpr int64_t kAlignment = 16;
+  const int64_t l = visible.size(-1);
+  std::vector<int64_t> sizes = visible.sizes().vec();
+  sizes.back() = (l + kAlignment - 1) / kAlignment * kAlignment;
+  const at::Tensor buffer = at::full(sizes, -std::numeric_limits<double>::infinity(),
+                                     at::TensorOptions().dtype(dtype).device(visible.device()));
+  return buffer.narrow(-1, 0, l).masked_fill_(visible, 0.0);
 }
 
 // Writes [R, H, 1, hd] into cache [R, H, Lmax, hd] at per-row slots [R] (int64).
@@ -187,6 +215,7 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
                            std::to_string(max_shape_positions()));
   }
   const at::Device device = shape_embeds.device();
+  const Rotation rotate = rotation_prefix(rope_, l);
   at::Tensor x = shape_embeds;
   at::Tensor c = cond;
   size_t layer = 0;
@@ -195,8 +224,8 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
     const Qkv qx = pre_attention(block.pre_x, layer_norm(x, eps), heads);
     const Qkv qc = pre_attention(block.pre_c, layer_norm(c, eps), heads);
     // Condition tokens all sit at RoPE position 0, where the rotation is the identity.
-    const at::Tensor kx = rope_prefix(qx.k, rope_);
-    const at::Tensor qxr = rope_prefix(qx.q, rope_);
+    const at::Tensor kx = rotate(qx.k);
+    const at::Tensor qxr = rotate(qx.q);
     const bool cond_queries = block.pre_c.has_query();
     const at::Tensor q = cond_queries ? at::cat({qc.q, qxr}, 2) : qxr;
     const at::Tensor k = at::cat({qc.k, kx}, 2);
@@ -218,10 +247,8 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
   for (const auto& block : weights_.single_blocks) {
     const at::Tensor h = layer_norm(x, eps);
     const auto qk = block.c_qk(h).chunk(2, -1);
-    const at::Tensor q =
-        rope_prefix(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps), rope_);
-    const at::Tensor k =
-        rope_prefix(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps), rope_);
+    const at::Tensor q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
+    const at::Tensor k = rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps));
     const at::Tensor v = split_heads(block.c_v(h), heads);
     if (cache) {
       cache->keys[layer].narrow(2, 0, l).copy_(k);
@@ -242,19 +269,21 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
   const int64_t s = cache.cond_len;
   const auto long_opts = at::TensorOptions().dtype(at::kLong).device(embeds.device());
   const at::Tensor pos = positions.view({-1, 1});  // [R, 1]
-  at::Tensor x = embeds.unsqueeze(1);              // [R, 1, D]
+  const Rotation rotate = rotation_at(rope_, pos);
+  at::Tensor x = embeds.unsqueeze(1);  // [R, 1, D]
   size_t layer = 0;
 
   // Dual blocks: the condition stream's keys/values are in the cache since prefill; only the
   // shape stream runs. Keys 0..S+p are visible to a token at shape position p.
   const int64_t dual_len = weights_.dual_blocks.empty() ? 0 : cache.keys[0].size(2);
-  const at::Tensor dual_mask =
-      at::arange(dual_len, long_opts).unsqueeze(0).le(pos + s).view({-1, 1, 1, dual_len});
+  const at::ScalarType dtype = embeds.scalar_type();
+  const at::Tensor dual_mask = additive_mask(
+      at::arange(dual_len, long_opts).unsqueeze(0).le(pos + s).view({-1, 1, 1, dual_len}), dtype);
   const at::Tensor dual_slots = positions + s;
   for (const auto& block : weights_.dual_blocks) {
     const Qkv qx = pre_attention(block.pre_x, layer_norm(x, eps), heads);
-    const at::Tensor q = rope_at(qx.q, rope_, pos);
-    write_slot(cache.keys[layer], dual_slots, rope_at(qx.k, rope_, pos));
+    const at::Tensor q = rotate(qx.q);
+    write_slot(cache.keys[layer], dual_slots, rotate(qx.k));
     write_slot(cache.values[layer], dual_slots, qx.v);
     const at::Tensor a =
         merge_heads(attention(q, cache.keys[layer], cache.values[layer], dual_mask));
@@ -268,15 +297,14 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
     // The official KV path calls SDPA with is_causal and a single query row, whose top-left
     // aligned mask lets the new token see key 0 (BOS) only; `reference` reproduces that.
     const at::Tensor single_mask =
-        (mode == SingleStreamDecode::kCausal ? key_index.le(pos) : key_index.eq(0))
-            .view({-1, 1, 1, single_len});
+        additive_mask((mode == SingleStreamDecode::kCausal ? key_index.le(pos) : key_index.eq(0))
+                          .view({-1, 1, 1, single_len}),
+                      dtype);
     for (const auto& block : weights_.single_blocks) {
       const at::Tensor h = layer_norm(x, eps);
       const auto qk = block.c_qk(h).chunk(2, -1);
-      const at::Tensor q =
-          rope_at(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps), rope_, pos);
-      const at::Tensor k =
-          rope_at(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps), rope_, pos);
+      const at::Tensor q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
+      const at::Tensor k = rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps));
       write_slot(cache.keys[layer], positions, k);
       write_slot(cache.values[layer], positions, split_heads(block.c_v(h), heads));
       const at::Tensor a =

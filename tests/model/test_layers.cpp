@@ -258,5 +258,29 @@ TEST(LayersMlp, GeluIsTheExactErfForm) {
   EXPECT_GT(max_abs_diff(tanh_form, expected), 1e-5);
 }
 
+TEST(Layers, ComplexRopeIsTheSameRotation) {
+  // The CUDA decode step rotates by one complex multiply; it must be the written-out rotation
+  // up to float32 rounding, at per-row positions as the decode step gathers them.
+  const RopeTables tables = make_rope_tables(16, 9, 10000.0);
+  const at::Tensor x = at::randn({3, 2, 1, 16});
+  const at::Tensor positions = at::tensor({1, 8, 4}, at::kLong).view({-1, 1});
+  const at::Tensor cos = tables.cos.index({positions}).unsqueeze(1);
+  const at::Tensor sin = tables.sin.index({positions}).unsqueeze(1);
+  const at::Tensor expected = apply_rope(x, cos, sin);
+  const at::Tensor complex = apply_rope_complex(x, rope_cis(cos, sin));
+  EXPECT_EQ(complex.sizes(), x.sizes());
+  EXPECT_LT((complex - expected).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((expected - x).abs().max().item<double>(), 1e-2);  // it did rotate
+  // A strided (head-split) bf16 view, as the model passes it.
+  const at::Tensor wide = at::randn({3, 1, 32}).to(at::kBFloat16);
+  const at::Tensor heads = wide.unflatten(-1, {2, 16}).transpose(1, 2);
+  EXPECT_LT((apply_rope_complex(heads, rope_cis(cos, sin)).to(at::kFloat) -
+             apply_rope(heads, cos, sin).to(at::kFloat))
+                .abs()
+                .max()
+                .item<double>(),
+            2e-2);
+}
+
 }  // namespace
 }  // namespace cube3d

@@ -40,7 +40,14 @@ RopeTables make_rope_tables(int64_t head_dim, int64_t max_positions, double thet
 // [B or 1, 1, L, hd/2]. Computed in float32, returned in x's dtype.
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-// Multi-head attention: q [B, H, Lq, hd], k/v [B, H, Lk, hd]; `mask` (bool, true = attend)
+// The same rotation as one complex multiply by cis = cos + i sin (complex64, from rope_cis), as
+// the official code writes it: three kernels instead of ten, which the CUDA decode step uses.
+// Equal to apply_rope up to float32 rounding (a fused multiply-add may round once less).
+at::Tensor rope_cis(const at::Tensor& cos, const at::Tensor& sin);
+at::Tensor apply_rope_complex(const at::Tensor& x, const at::Tensor& cis);
+
+// Multi-head attention: q [B, H, Lq, hd], k/v [B, H, Lk, hd]; `mask` (bool, true = attend, or
+// additive in q's dtype: 0 to attend, -inf not)
 // broadcasts to [B, H, Lq, Lk] or is undefined (attend everywhere).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& mask);
