@@ -34,6 +34,7 @@
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/cuda_graph_runner.h"
 #include "cube3d/engine/engine.h"
+#include "cube3d/engine/fused_decode.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_cleanup.h"
@@ -100,6 +101,8 @@ CliArgs make_args() {
               "how graph-kv runs: on (default: captured CUDA graphs, CUDA only) | emulate (the "
               "graph runner's capture lifecycle with eager replays, any device)",
               "M")
+      .option("--fused-kernels", 1,
+              "on (default: the fused CUDA kernels in decode steps, bf16 on CUDA) | off", "M")
       .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
       .option("--build-info", 0,
               "print one JSON line about this build (CUDA graph runner, torch) and exit")
@@ -644,6 +647,7 @@ void print_footer() {
 // the graph runner (scripts/gpu_check.sh).
 nlohmann::json build_info() {
   return {{"cuda_graph_runner", cuda_graph_runner_compiled()},
+          {"fused_kernels", fused_kernels_compiled()},
           {"cuda_available", at::hasCUDA()},
           {"torch", TORCH_VERSION},
           {"attention_backends_on_cuda", "flash, memory-efficient, math (cuDNN off)"}};
@@ -735,6 +739,11 @@ int run(int argc, char** argv) {
   engine_options.max_batch = *std::max_element(buckets.begin(), buckets.end());
   engine_options.text_tokens = kTextTokens;
   engine_options.load_text_encoder = false;  // requests carry random text states
+  const std::string fused = args.get("--fused-kernels", "on");
+  if (fused != "on" && fused != "off") {
+    throw invalid_argument("--fused-kernels: '" + fused + "' is not on or off");
+  }
+  engine_options.fused_kernels = fused == "on";
   // Every bucket's runner is made (and its graph captured) at load, as the server does.
   engine_options.capture.buckets = buckets;
   std::sort(engine_options.capture.buckets.begin(), engine_options.capture.buckets.end());
@@ -806,6 +815,9 @@ int run(int argc, char** argv) {
       {"repeat", s.repeat},
       {"guidance_scale", s.guidance},
       {"cuda_graphs", to_string(graph_kv_runner)},
+      // Whether decode steps ran the fused kernels (asked for, compiled, and bf16 on CUDA).
+      {"fused_kernels", engine_options.fused_kernels && fused_kernels_compiled() &&
+                            device.is_cuda() && dtype == "bfloat16"},
       {"build", build_info()},
       {"load_ms", engine->load_ms()},
       {"gpt_params", traffic.gpt_params},

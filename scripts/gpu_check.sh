@@ -29,9 +29,12 @@
 #      bench_graph   120    60   graph-kv, buckets 1,4,16, 512 tokens, warmup 1, repeat 3
 #      bench_nocache  60    25   eager-nocache, bucket 1, 128 tokens, warmup 0, repeat 1
 #      bench_kv      120    45   eager-kv,graph-kv, bucket 1, 512 tokens, warmup 1, repeat 1
+#      bench_unfused  60    20   graph-kv without the fused kernels, buckets 1 and 16
 #    The benches run v0.1-size random weights in bf16 with --strict and --commit from the
 #    manifest. Files in $OUT (8): gpu_check.log (everything, timestamped), env.txt,
-#    engine_tests.log, bench_graph.{json,log}, bench_nocache.json, bench_ablation.{json,log}.
+#    engine_tests.log, bench.log (every bench's output), bench_graph.json, bench_nocache.json,
+#    bench_ablation.json, bench_unfused.json (graph-kv at buckets 1 and 16 without the fused
+#    kernels: what they save).
 #    The summary (TPOT per mode and bucket, test results, step times) is printed last.
 #    Exit status: 0 all passed; 1 a step failed or was skipped; 2 stopped before the tests.
 #    Expected: about 3 minutes on the device plus the machine's start.
@@ -366,7 +369,7 @@ if os.path.exists(log):
 else:
     print("engine tests: NOT RUN")
 rows, skipped_modes = [], []
-for f in ("bench_graph.json", "bench_nocache.json", "bench_ablation.json"):
+for f in ("bench_graph.json", "bench_nocache.json", "bench_ablation.json", "bench_unfused.json"):
     path = os.path.join(out, f)
     if not os.path.exists(path):
         print(f"{f}: missing")
@@ -534,12 +537,15 @@ fi
 [ -f "$model" ] || model=$PACK/src/$model
 bench=("$PACK/bin/cube3d-bench" --model-config "$model" --device "$device" --dtype "$dtype"
   --mesh-resolution 0 --commit "$COMMIT" "${extra[@]}")
-run_step bench_graph 120 60 "$OUT/bench_graph.log" "${bench[@]}" --log-level info --modes graph-kv \
+run_step bench_graph 120 60 "$OUT/bench.log" "${bench[@]}" --log-level info --modes graph-kv \
   --buckets "$buckets" --tokens "$tokens" --warmup 1 --repeat 3 --json "$OUT/bench_graph.json"
-run_step bench_nocache 60 25 "$OUT/bench_ablation.log" "${bench[@]}" --modes eager-nocache \
+run_step bench_nocache 60 25 "$OUT/bench.log" "${bench[@]}" --modes eager-nocache \
   --buckets 1 --tokens "$short" --warmup 0 --repeat 1 --json "$OUT/bench_nocache.json"
-run_step bench_kv 120 45 "$OUT/bench_ablation.log" "${bench[@]}" --modes eager-kv,graph-kv \
+run_step bench_kv 120 45 "$OUT/bench.log" "${bench[@]}" --modes eager-kv,graph-kv \
   --buckets 1 --tokens "$tokens" --warmup 1 --repeat 1 --json "$OUT/bench_ablation.json"
+run_step bench_unfused 60 20 "$OUT/bench.log" "${bench[@]}" --fused-kernels off --modes graph-kv \
+  --buckets "1,${buckets##*,}" --tokens "$tokens" --warmup 1 --repeat 1 \
+  --json "$OUT/bench_unfused.json"
 
 # ---- 6. summary ------------------------------------------------------------------------------
 code=0

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "cube3d/engine/fused_decode.h"
+
 namespace cube3d {
 
 DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfig config)
@@ -25,6 +27,7 @@ DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfi
   if (config_.record_logits) {
     output_logits_ = at::zeros({b, t + 1, codes}, opts.dtype(at::kFloat));
   }
+  if (config_.fused_kernels) fusions_ = decode_step_fusions(gpt);
 }
 
 at::Tensor DecodeRunner::output_ids() const {
@@ -54,7 +57,7 @@ void DecodeRunner::eager_step(SingleStreamDecode mode, const SamplingPlan& plan)
   // The chosen token feeds both guidance rows of its request.
   const at::Tensor rows = config_.cfg ? at::cat({embeds, embeds}, 0) : embeds;
   const at::Tensor row_positions = config_.cfg ? at::cat({positions_, positions_}, 0) : positions_;
-  accept_logits(gpt_.decode_step(rows, row_positions, cache_, mode), plan);
+  accept_logits(gpt_.decode_step(rows, row_positions, cache_, mode, fusions_), plan);
 }
 
 }  // namespace cube3d

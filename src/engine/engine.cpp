@@ -85,7 +85,8 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
                                ? GraphMode::kOff
                                : options.cuda_graphs;
   engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
-                                                   config.cond_len(options.text_tokens), graphs);
+                                                   config.cond_len(options.text_tokens), graphs,
+                                                   options.fused_kernels);
   // The one place where decode runners are made ahead and graphs are captured: at load,
   // before any request, for every variant the configuration can use.
   engine->generator_->prepare(options.capture);

@@ -63,13 +63,14 @@ void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int
 }  // namespace
 
 Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-                     GraphMode graphs)
+                     GraphMode graphs, bool fused_kernels)
     : gpt_(gpt),
       max_batch_(max_batch),
       total_tokens_(total_tokens),
       cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens, gpt.weights().wte.scalar_type(),
              gpt.weights().wte.device()),
-      graphs_(graphs) {
+      graphs_(graphs),
+      fused_kernels_(fused_kernels) {
   if (graphs == GraphMode::kOn && !gpt.weights().wte.is_cuda()) {
     throw invalid_argument("cuda_graphs: on needs the model on a CUDA device (use emulate or off)");
   }
@@ -96,7 +97,7 @@ void Generator::prepare(const CapturePlan& plan) {
       if (!slot) {
         const int64_t rows = cfg ? 2 * batch : batch;
         slot = make_decode_runner(graphs_, gpt_, cache_.view(rows),
-                                  {batch, cfg, total_tokens_, plan.record_logits});
+                                  {batch, cfg, total_tokens_, plan.record_logits, fused_kernels_});
       }
       for (const SingleStreamDecode mode : plan.modes) slot->capture(mode);
     }
@@ -117,7 +118,7 @@ DecodeRunner& Generator::runner(const RunnerKey& key) {
   auto& slot = runners_[key];
   slot = std::make_unique<DecodeRunner>(
       gpt_, cache_.view(rows),
-      DecodeRunnerConfig{key.batch, key.cfg, total_tokens_, key.record_logits});
+      DecodeRunnerConfig{key.batch, key.cfg, total_tokens_, key.record_logits, fused_kernels_});
   return *slot;
 }
 

@@ -263,7 +263,8 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
 }
 
 at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& positions,
-                                 KvState& cache, SingleStreamDecode mode) const {
+                                 KvState& cache, SingleStreamDecode mode,
+                                 const DecodeStepFusions& fusions) const {
   const int64_t heads = config_.n_head;
   const double eps = config_.eps;
   const int64_t s = cache.cond_len;
@@ -281,10 +282,18 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
       at::arange(dual_len, long_opts).unsqueeze(0).le(pos + s).view({-1, 1, 1, dual_len}), dtype);
   const at::Tensor dual_slots = positions + s;
   for (const auto& block : weights_.dual_blocks) {
-    const Qkv qx = pre_attention(block.pre_x, layer_norm(x, eps), heads);
-    const at::Tensor q = rotate(qx.q);
-    write_slot(cache.keys[layer], dual_slots, rotate(qx.k));
-    write_slot(cache.values[layer], dual_slots, qx.v);
+    const at::Tensor h = layer_norm(x, eps);
+    at::Tensor q;
+    if (fusions.qk_norm_rope_store) {
+      q = fusions.qk_norm_rope_store(block.pre_x.c_qk(h), block.pre_x.q_norm, block.pre_x.k_norm,
+                                     rotate.cos, rotate.sin, cache.keys[layer], dual_slots);
+      write_slot(cache.values[layer], dual_slots, split_heads(block.pre_x.c_v(h), heads));
+    } else {
+      const Qkv qx = pre_attention(block.pre_x, h, heads);
+      q = rotate(qx.q);
+      write_slot(cache.keys[layer], dual_slots, rotate(qx.k));
+      write_slot(cache.values[layer], dual_slots, qx.v);
+    }
     const at::Tensor a =
         merge_heads(attention(q, cache.keys[layer], cache.values[layer], dual_mask));
     x = post_attention(block.post_x, x, a, eps);
@@ -302,10 +311,16 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
                       dtype);
     for (const auto& block : weights_.single_blocks) {
       const at::Tensor h = layer_norm(x, eps);
-      const auto qk = block.c_qk(h).chunk(2, -1);
-      const at::Tensor q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
-      const at::Tensor k = rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps));
-      write_slot(cache.keys[layer], positions, k);
+      at::Tensor q;
+      if (fusions.qk_norm_rope_store) {
+        q = fusions.qk_norm_rope_store(block.c_qk(h), block.q_norm, block.k_norm, rotate.cos,
+                                       rotate.sin, cache.keys[layer], positions);
+      } else {
+        const auto qk = block.c_qk(h).chunk(2, -1);
+        q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
+        write_slot(cache.keys[layer], positions,
+                   rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps)));
+      }
       write_slot(cache.values[layer], positions, split_heads(block.c_v(h), heads));
       const at::Tensor a =
           merge_heads(attention(q, cache.keys[layer], cache.values[layer], single_mask));

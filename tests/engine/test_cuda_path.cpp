@@ -3,12 +3,19 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <tuple>
+#include <vector>
+
 #include "cube3d/core/error.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/cuda_graph_runner.h"
 #include "cube3d/engine/engine.h"
+#include "cube3d/engine/fused_decode.h"
 #include "cube3d/engine/generator.h"
 #include "cube3d/engine/graph_mode.h"
+#include "cube3d/engine/kv_cache.h"
+#include "cube3d/model/layers.h"
 #include "golden_model.h"
 
 namespace cube3d {
@@ -173,6 +180,135 @@ TEST(CudaPath, OccupancyOnTheGpuMatchesTheCpu) {
   const at::Tensor grid =
       gpu->decoder().occupancy_grid(g.expected.at("latents").to(gpu->device()), 4, 1000);
   EXPECT_LT(testing::max_abs_diff(grid, g.expected.at("grid_logits_res4")), 1e-3);
+}
+
+// A shape GPT with head_dim 128 (the real models' size, which the fused kernels take): D 256,
+// 2 heads, 2 dual blocks and 1 single block, random weights.
+ModelConfig head_dim_128_config() {
+  return parse_model_config(R"(random_weights_seed: 77
+gpt_model:
+  n_layer: 2
+  n_single_layer: 1
+  rope_theta: 10000
+  n_head: 2
+  n_embd: 256
+  bias: true
+  eps: 1.e-6
+  shape_model_vocab_size: 64
+  text_model_embed_dim: 16
+  use_pooled_text_embed: false
+  shape_model_embed_dim: 8
+  encoder_with_cls_token: true
+  use_bbox: false
+shape_model:
+  encoder_with_cls_token: true
+  num_encoder_latents: 16
+  num_decoder_latents: 0
+  embed_dim: 8
+  width: 32
+  num_heads: 2
+  out_dim: 1
+  eps: 1.e-6
+  num_freqs: 4
+  point_feats: 3
+  embed_point_feats: false
+  num_encoder_layers: 1
+  encoder_cross_attention_levels: [0]
+  num_decoder_layers: 1
+  num_codes: 64
+)",
+                            "head_dim_128.yaml");
+}
+
+TEST(CudaPath, FusedQkNormRopeMatchesTheUnfusedOps) {
+  // The kernel against the libtorch ops it replaces, on fresh random inputs: q returned, k in
+  // the cache at each row's slot, every other slot untouched.
+  CUBE3D_REQUIRE_GPU();
+  EngineOptions options;
+  options.device = "cuda";
+  options.dtype = "bfloat16";
+  options.text_tokens = 6;
+  options.load_text_encoder = false;
+  const auto engine = Engine::load(head_dim_128_config(), options);
+  const DecodeStepFusions fusions = decode_step_fusions(engine->gpt());
+  ASSERT_TRUE(fusions.qk_norm_rope_store) << "the kernels do not apply to bf16 on CUDA";
+  const at::Device cuda = engine->device();
+  const int64_t rows = 5, heads = 2, hd = 128, slots_len = 20;
+  const auto bf16 = at::TensorOptions().dtype(at::kBFloat16).device(cuda);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(cuda);
+  for (int trial = 0; trial < 3; ++trial) {
+    const at::Tensor qk =
+        (at::randn({rows, 1, 2 * heads * hd}, f32) * (1 + trial)).to(at::kBFloat16);
+    const at::Tensor q_norm = 1 + 0.1 * at::randn({hd}, f32);
+    const at::Tensor k_norm = 1 + 0.1 * at::randn({hd}, f32);
+    const at::Tensor positions = at::randint(0, 16, {rows, 1}, f32.dtype(at::kLong));
+    const RopeTables tables = make_rope_tables(hd, 16, 10000.0);
+    const at::Tensor cos = tables.cos.to(cuda).index({positions}).unsqueeze(1);
+    const at::Tensor sin = tables.sin.to(cuda).index({positions}).unsqueeze(1);
+    const at::Tensor slots = at::randint(0, slots_len, {rows}, f32.dtype(at::kLong));
+    at::Tensor keys = at::full({rows, heads, slots_len, hd}, std::nan(""), bf16);
+
+    const at::Tensor q = fusions.qk_norm_rope_store(qk, q_norm, k_norm, cos, sin, keys, slots);
+
+    const auto halves = qk.chunk(2, -1);
+    const at::Tensor cis = rope_cis(cos, sin);
+    const at::Tensor q_ref =
+        apply_rope_complex(rms_norm(split_heads(halves[0], heads), q_norm, kQkNormEps), cis);
+    const at::Tensor k_ref =
+        apply_rope_complex(rms_norm(split_heads(halves[1], heads), k_norm, kQkNormEps), cis);
+    ASSERT_EQ(q.sizes(), q_ref.sizes());
+    const at::Tensor k_got = keys.gather(2, slots.view({-1, 1, 1, 1}).expand({rows, heads, 1, hd}));
+    for (const auto& [got, ref, name] :
+         {std::tuple{q, q_ref, "q"}, std::tuple{k_got, k_ref, "k"}}) {
+      const at::Tensor g = got.to(at::kFloat), r = ref.to(at::kFloat);
+      ASSERT_FALSE(g.isnan().any().item<bool>()) << name << ": not every element was written";
+      // bf16 keeps 8 bits: at most a rounding step apart, and most elements identical.
+      const double scale = r.abs().max().item<double>();
+      EXPECT_LT((g - r).abs().max().item<double>(), scale / 64) << name;
+      EXPECT_GT(g.eq(r).to(at::kFloat).mean().item<double>(), 0.9) << name;
+    }
+    // Slots other than each row's own stay as they were (NaN poison).
+    const at::Tensor written = at::zeros({rows, 1, slots_len, 1}, f32.dtype(at::kBool))
+                                   .scatter_(2, slots.view({-1, 1, 1, 1}), true)
+                                   .expand({rows, heads, slots_len, hd});
+    EXPECT_TRUE(keys.isnan().logical_not().eq(written).all().item<bool>()) << "trial " << trial;
+  }
+}
+
+TEST(CudaPath, FusedDecodeStepMatchesTheUnfusedStep) {
+  // One decode step of the whole model, fused and unfused, from the same cache: logits close
+  // (bf16 rounding through three blocks), and the same argmax on nearly every row.
+  CUBE3D_REQUIRE_GPU();
+  EngineOptions options;
+  options.device = "cuda";
+  options.dtype = "bfloat16";
+  options.text_tokens = 6;
+  options.max_batch = 4;
+  options.load_text_encoder = false;
+  const auto engine = Engine::load(head_dim_128_config(), options);
+  const ShapeGpt& gpt = engine->gpt();
+  const DecodeStepFusions fusions = decode_step_fusions(gpt);
+  ASSERT_TRUE(fusions.qk_norm_rope_store);
+  const int64_t rows = 8, t = engine->generator().total_tokens();
+  const KvCache pool(gpt.config(), rows, 6, t, at::kBFloat16, engine->device());
+  KvState cache = pool.view(rows);
+  const at::Tensor cond =
+      gpt.encode_condition(at::randn({rows, 6, 16}).to(engine->device()), at::Tensor());
+  const at::Tensor ids = at::randint(0, 64, {rows, 5}, at::kLong).to(engine->device());
+  (void)gpt.forward(cond, gpt.embed(ids), &cache);
+  KvState copy = pool.view(rows);
+  std::vector<at::Tensor> saved;
+  for (size_t i = 0; i < cache.keys.size(); ++i) saved.push_back(cache.keys[i].clone());
+  const at::Tensor positions = at::full({rows}, 5, at::kLong).to(engine->device());
+  const at::Tensor next = gpt.embed(at::randint(0, 64, {rows}, at::kLong).to(engine->device()));
+  const at::Tensor fused =
+      gpt.decode_step(next, positions, cache, SingleStreamDecode::kCausal, fusions).to(at::kFloat);
+  for (size_t i = 0; i < saved.size(); ++i) copy.keys[i].copy_(saved[i]);
+  const at::Tensor plain =
+      gpt.decode_step(next, positions, copy, SingleStreamDecode::kCausal).to(at::kFloat);
+  const double scale = plain.abs().max().item<double>();
+  EXPECT_LT((fused - plain).abs().max().item<double>(), 0.05 * scale);
+  EXPECT_GE(fused.argmax(-1).eq(plain.argmax(-1)).sum().item<int64_t>(), rows - 1);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ struct DecodeRunnerConfig {
   bool cfg = true;
   int64_t total_tokens = 0;    // T
   bool record_logits = false;  // keep the guided logits of every step [b, T, C]
+  bool fused_kernels = false;  // use the fused CUDA kernels where they apply (fused_decode.h)
 };
 
 class DecodeRunner {
@@ -61,6 +62,9 @@ class DecodeRunner {
   at::Tensor output_ids() const;
   at::Tensor output_logits() const;
 
+  // Whether the fused kernels run in this runner's steps.
+  bool fused() const { return static_cast<bool>(fusions_.qk_norm_rope_store); }
+
   // Position T, one past the last token: the capture steps feed it, so that they write their
   // key/value slot, output column and random draw where no real step reads (every real step's
   // attention mask stops at its own position, at most T - 1).
@@ -77,6 +81,7 @@ class DecodeRunner {
   DecodeRunnerConfig config_;
   SamplingBuffers sampling_;
   SamplingPlan plan_;
+  DecodeStepFusions fusions_;  // empty unless config.fused_kernels and the kernels apply
   // Output buffers hold T + 1 columns: the last one is the scratch position's.
   at::Tensor token_ids_, positions_, output_ids_, output_logits_;
 };

@@ -31,6 +31,8 @@ struct EngineOptions {
   // kOn: one captured CUDA graph per decode variant on CUDA (the CPU runs eagerly);
   // kEmulate: the graph runner's lifecycle with eager replays, on any device; kOff: eager.
   GraphMode cuda_graphs = GraphMode::kOn;
+  // The fused CUDA kernels of kernels/ in the decode step, where they apply (bf16 on CUDA).
+  bool fused_kernels = true;
   // The decode variants prepared at load; in a graph mode the only ones generate() accepts.
   // Its empty bucket list means max_batch alone.
   CapturePlan capture;

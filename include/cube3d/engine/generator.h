@@ -79,11 +79,13 @@ class Generator {
  public:
   // Preallocates the KV cache for max_batch requests (2x rows with guidance) once.
   // graphs: how decode steps run (kOn needs the model on a CUDA device).
+  // fused_kernels: decode steps use the fused CUDA kernels where they apply (bf16 on CUDA).
   Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-            GraphMode graphs = GraphMode::kOff);
+            GraphMode graphs = GraphMode::kOff, bool fused_kernels = true);
 
   int64_t max_batch() const { return max_batch_; }
   GraphMode graph_mode() const { return graphs_; }
+  bool fused_kernels() const { return fused_kernels_; }
   int64_t total_tokens() const { return total_tokens_; }
   const KvCache& cache() const { return cache_; }
 
@@ -106,6 +108,7 @@ class Generator {
   int64_t total_tokens_;
   KvCache cache_;
   GraphMode graphs_;
+  bool fused_kernels_;
   // One runner per variant, reused: its buffers never move. Eager runners may also be created
   // on first use; graph runners only by prepare().
   std::map<RunnerKey, std::unique_ptr<DecodeRunner>> runners_;

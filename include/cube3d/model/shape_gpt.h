@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,19 @@ enum class SingleStreamDecode {
 };
 SingleStreamDecode parse_single_stream_decode(const std::string& text);  // "causal"|"reference"
 std::string to_string(SingleStreamDecode mode);
+
+// Fused implementations of parts of the decode step that the engine may plug in (its kernels on
+// CUDA; the model knows nothing of them). Each computes what the unfused ops compute, up to
+// bf16 rounding; an empty member means the unfused ops.
+struct DecodeStepFusions {
+  // The q/k path of one attention block for one new token per row: `qk` [R, 1, 2D] from c_qk;
+  // RMSNorm with q_norm / k_norm (eps 1e-5), RoPE by cos / sin [R, 1, 1, hd/2] (float32);
+  // writes k into `keys` [R, H, Lmax, hd] at slots [R]; returns q [R, H, 1, hd].
+  std::function<at::Tensor(const at::Tensor& qk, const at::Tensor& q_norm, const at::Tensor& k_norm,
+                           const at::Tensor& cos, const at::Tensor& sin, at::Tensor& keys,
+                           const at::Tensor& slots)>
+      qk_norm_rope_store;
+};
 
 // Attention inputs of one stream (DismantledPreAttention).
 struct PreAttentionWeights {
@@ -89,7 +103,7 @@ class ShapeGpt {
   // the condition and every earlier token. Writes this token's keys/values and returns logits
   // [R, C + 3]. No host sync and no data-dependent shapes, so it can be graph-captured.
   at::Tensor decode_step(const at::Tensor& embeds, const at::Tensor& positions, KvState& cache,
-                         SingleStreamDecode mode) const;
+                         SingleStreamDecode mode, const DecodeStepFusions& fusions = {}) const;
 
  private:
   at::Tensor logits(const at::Tensor& h) const;

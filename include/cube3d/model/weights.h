@@ -54,9 +54,9 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
 // Random weights for `spec`, generated in the run dtype directly on options.device, and
 // deterministic in `seed` for a given device: each tensor has its own generator, seeded from
 // `seed` and the tensor's name, so the CPU generates tensors in parallel (at::parallel_for
-// threads) and the values do not depend on the order or the thread count. A CUDA device uses
-// its own generator (Philox), so its values differ from the CPU's. For the demo model and the
-// bench.
+// threads) and the values do not depend on the order or the thread count. A CUDA device draws
+// with its own generator (Philox), so its values differ from the CPU's (and may differ between
+// GPU models, whose launch layouts differ). For the demo model and the bench.
 TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
                             const WeightOptions& options);
 
