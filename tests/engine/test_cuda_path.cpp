@@ -17,6 +17,7 @@
 #include "cube3d/engine/kv_cache.h"
 #include "cube3d/model/layers.h"
 #include "golden_model.h"
+#include "test_model_fixture.h"
 
 namespace cube3d {
 namespace {
@@ -182,42 +183,9 @@ TEST(CudaPath, OccupancyOnTheGpuMatchesTheCpu) {
   EXPECT_LT(testing::max_abs_diff(grid, g.expected.at("grid_logits_res4")), 1e-3);
 }
 
-// A shape GPT with head_dim 128 (the real models' size, which the fused kernels take): D 256,
-// 2 heads, 2 dual blocks and 1 single block, random weights.
+// A shape GPT with head_dim 128, the real models' size, which the fused kernels take.
 ModelConfig head_dim_128_config() {
-  return parse_model_config(R"(random_weights_seed: 77
-gpt_model:
-  n_layer: 2
-  n_single_layer: 1
-  rope_theta: 10000
-  n_head: 2
-  n_embd: 256
-  bias: true
-  eps: 1.e-6
-  shape_model_vocab_size: 64
-  text_model_embed_dim: 16
-  use_pooled_text_embed: false
-  shape_model_embed_dim: 8
-  encoder_with_cls_token: true
-  use_bbox: false
-shape_model:
-  encoder_with_cls_token: true
-  num_encoder_latents: 16
-  num_decoder_latents: 0
-  embed_dim: 8
-  width: 32
-  num_heads: 2
-  out_dim: 1
-  eps: 1.e-6
-  num_freqs: 4
-  point_feats: 3
-  embed_point_feats: false
-  num_encoder_layers: 1
-  encoder_cross_attention_levels: [0]
-  num_decoder_layers: 1
-  num_codes: 64
-)",
-                            "head_dim_128.yaml");
+  return parse_model_config(test::tiny_yaml(1, 77, /*n_embd=*/256), "head_dim_128.yaml");
 }
 
 TEST(CudaPath, FusedQkNormRopeMatchesTheUnfusedOps) {
@@ -294,13 +262,13 @@ TEST(CudaPath, FusedDecodeStepMatchesTheUnfusedStep) {
   KvState cache = pool.view(rows);
   const at::Tensor cond =
       gpt.encode_condition(at::randn({rows, 6, 16}).to(engine->device()), at::Tensor());
-  const at::Tensor ids = at::randint(0, 64, {rows, 5}, at::kLong).to(engine->device());
+  const at::Tensor ids = at::randint(0, 32, {rows, 5}, at::kLong).to(engine->device());
   (void)gpt.forward(cond, gpt.embed(ids), &cache);
   KvState copy = pool.view(rows);
   std::vector<at::Tensor> saved;
   for (size_t i = 0; i < cache.keys.size(); ++i) saved.push_back(cache.keys[i].clone());
   const at::Tensor positions = at::full({rows}, 5, at::kLong).to(engine->device());
-  const at::Tensor next = gpt.embed(at::randint(0, 64, {rows}, at::kLong).to(engine->device()));
+  const at::Tensor next = gpt.embed(at::randint(0, 32, {rows}, at::kLong).to(engine->device()));
   const at::Tensor fused =
       gpt.decode_step(next, positions, cache, SingleStreamDecode::kCausal, fusions).to(at::kFloat);
   for (size_t i = 0; i < saved.size(); ++i) copy.keys[i].copy_(saved[i]);

@@ -115,17 +115,7 @@ std::vector<const void*> buffer_addresses(DecodeRunner& r) {
 // Drives one guided, greedy batch of one request through the runner exactly as the generator's
 // KV path does (prefill into the runner's cache, accept, T - 1 steps).
 at::Tensor drive(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequest& q) {
-  runner.sampling().guidance.fill_(q.guidance_scale);
-  runner.sampling().greedy.fill_(true);
-  runner.plan().any_sampling = false;
-  runner.positions().zero_();
-  runner.token_ids().fill_(gpt.config().bos_id());
-  const at::Tensor cond =
-      at::cat({gpt.encode_condition(q.text_hidden.unsqueeze(0), at::Tensor()),
-               gpt.encode_condition(q.uncond_hidden.unsqueeze(0), at::Tensor())});
-  const at::Tensor bos = gpt.embed(runner.token_ids());
-  runner.accept_logits(
-      gpt.forward(cond, at::cat({bos, bos}).unsqueeze(1), &runner.cache()).squeeze(1));
+  test::prefill(runner, gpt, q);
   for (int64_t i = 1; i < runner.config().total_tokens; ++i)
     runner.step(SingleStreamDecode::kCausal);
   return runner.output_ids().clone();

@@ -211,17 +211,7 @@ TEST(GraphRunner, EagerEnginesStillMakeRunnersOnDemand) {
 // Prefill of one guided greedy request into the runner's rows, then `steps` decode steps.
 void start_batch(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequest& q,
                  int64_t steps) {
-  runner.sampling().guidance.fill_(q.guidance_scale);
-  runner.sampling().greedy.fill_(true);
-  runner.plan().any_sampling = false;
-  runner.positions().zero_();
-  runner.token_ids().fill_(gpt.config().bos_id());
-  const at::Tensor cond =
-      at::cat({gpt.encode_condition(q.text_hidden.unsqueeze(0), at::Tensor()),
-               gpt.encode_condition(q.uncond_hidden.unsqueeze(0), at::Tensor())});
-  const at::Tensor bos = gpt.embed(runner.token_ids());
-  runner.accept_logits(
-      gpt.forward(cond, at::cat({bos, bos}).unsqueeze(1), &runner.cache()).squeeze(1));
+  test::prefill(runner, gpt, q);
   for (int64_t i = 0; i < steps; ++i) runner.step(SingleStreamDecode::kCausal);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cube3d/core/model_config.h"
+#include "cube3d/engine/decode_runner.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/generator.h"
 
@@ -22,8 +23,9 @@ inline constexpr int64_t kTextTokens = 6;
 // Seed of the shared "empty prompt" embedding every guided request uses as uncond_hidden.
 inline constexpr uint64_t kUncondSeed = 999;
 
-// D 32, 2 heads, 2 dual blocks + `single_layers` single blocks, C 32 codes, T 12 tokens.
-inline std::string tiny_yaml(int64_t single_layers, uint64_t weights_seed) {
+// D 32 (or n_embd), 2 heads, 2 dual blocks + `single_layers` single blocks, C 32 codes, T 12
+// tokens.
+inline std::string tiny_yaml(int64_t single_layers, uint64_t weights_seed, int64_t n_embd = 32) {
   return "random_weights_seed: " + std::to_string(weights_seed) + R"(
 gpt_model:
   n_layer: 2
@@ -32,7 +34,9 @@ gpt_model:
          R"(
   rope_theta: 10000
   n_head: 2
-  n_embd: 32
+  n_embd: )" +
+         std::to_string(n_embd) +
+         R"(
   bias: true
   eps: 1.e-6
   shape_model_vocab_size: 32
@@ -113,6 +117,22 @@ inline GenerationOptions options_with(bool record_logits, int64_t bucket = 0,
   o.use_kv_cache = use_kv_cache;
   o.single_stream_decode = mode;
   return o;
+}
+
+// Loads one guided, greedy request into a runner's static buffers and runs its prefill into the
+// runner's cache, as the generator's KV path does; the first token is then chosen.
+inline void prefill(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequest& q) {
+  runner.sampling().guidance.fill_(q.guidance_scale);
+  runner.sampling().greedy.fill_(true);
+  runner.plan().any_sampling = false;
+  runner.positions().zero_();
+  runner.token_ids().fill_(gpt.config().bos_id());
+  const at::Tensor cond =
+      at::cat({gpt.encode_condition(q.text_hidden.unsqueeze(0), at::Tensor()),
+               gpt.encode_condition(q.uncond_hidden.unsqueeze(0), at::Tensor())});
+  const at::Tensor bos = gpt.embed(runner.token_ids());
+  runner.accept_logits(
+      gpt.forward(cond, at::cat({bos, bos}).unsqueeze(1), &runner.cache()).squeeze(1));
 }
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
