@@ -6,7 +6,8 @@
 # 1. Here (Debian, CUDA toolkit, torch from scripts/setup.sh):
 #      BUILD_ONLY=1 scripts/gpu_check.sh
 #    configures and builds build-gpu/ (Release, -DCUBE3D_BUILD_SERVER=OFF; it must print
-#    "CUDA graph runner: on"), builds only cube3d_engine_tests, cube3d-bench and cube3d-generate,
+#    "CUDA graph runner: on"), builds only cube3d_engine_tests, cube3d_model_tests, cube3d-bench
+#    and cube3d-generate,
 #    and packs into .gpu-pack/ (git-ignored, under 64 MiB with the tracked tree):
 #      bin/      the three binaries, stripped
 #      lib/      the shared libraries they need that are not torch's, CUDA's or the C/C++ runtime
@@ -50,7 +51,9 @@ cd "$ROOT" || exit 2
 PACK=${PACK_DIR:-.gpu-pack}
 case $PACK in /*) ;; *) PACK=$ROOT/$PACK ;; esac
 
-BINARIES=(cube3d_engine_tests cube3d-bench cube3d-generate)
+BINARIES=(cube3d_engine_tests cube3d_model_tests cube3d-bench cube3d-generate)
+# cube3d_model_tests: the weights loaded onto the GPU (page release, random weights drawn there).
+MODEL_TEST_FILTER='WeightsCuda*:WeightsTest.Cuda*'
 TEST_FILTER='CudaPath*:*GraphRunner*:*Golden*'
 MAX_TRANSFER=$((64 * 1024 * 1024))  # the device tool's limit: tracked tree + carried paths
 # Libraries every Linux machine with a C++ toolchain has (glibc and the GCC runtime).
@@ -524,6 +527,8 @@ if ! [[ $BUILD_INFO =~ \"cuda_graph_runner\":\ *true ]]; then
 fi
 
 # ---- 3. the CUDA tests -----------------------------------------------------------------------
+run_step model_tests 60 10 "$OUT/engine_tests.log" "$PACK/bin/cube3d_model_tests" \
+  --gtest_filter="$MODEL_TEST_FILTER" --gtest_color=no
 run_step engine_tests 90 20 "$OUT/engine_tests.log" "$PACK/bin/cube3d_engine_tests" \
   --gtest_filter="$TEST_FILTER" --gtest_color=no
 

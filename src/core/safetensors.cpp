@@ -250,8 +250,11 @@ void check_no_overlap(const std::string& path,
 // alive per entry, so that release_pages() never drops pages under a tensor: MADV_DONTNEED on a
 // private mapping would silently revert that tensor's in-place writes to the file's bytes.
 //
-// A file truncated by another process while mapped still raises SIGBUS on access; that is
-// inherent to mmap and outside what header validation can protect against.
+// A file truncated by another process while mapped still raises SIGBUS on access, and bytes
+// rewritten in place show through pages not yet copied; that is inherent to mmap and outside
+// what header validation can protect against. Since a CPU model keeps zero-copy weights (and
+// so the mapping) for its lifetime, a checkpoint in use must be replaced by renaming a new file
+// over it, never by rewriting it in place.
 struct SafetensorsFile::Mapping {
   Mapping(int fd, size_t file_size, const std::string& path) : size(file_size) {
     void* const addr =

@@ -24,7 +24,7 @@ import unittest
 SOURCE = os.environ["CUBE3D_SOURCE_DIR"]
 BUILD = os.environ["CUBE3D_BUILD_DIR"]
 SCRIPT = os.path.join(SOURCE, "scripts", "gpu_check.sh")
-BINARIES = ["cube3d_engine_tests", "cube3d-bench", "cube3d-generate"]
+BINARIES = ["cube3d_engine_tests", "cube3d_model_tests", "cube3d-bench", "cube3d-generate"]
 LIMIT = 64 * 1024 * 1024  # the device tool carries the tree and the pack, 64 MiB in all
 SYSTEM = re.compile(r"^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|"
                     r"libutil|libstdc\+\+|libgcc_s)\.so")
