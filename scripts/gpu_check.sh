@@ -402,6 +402,45 @@ else:
     print("bench: no results")
 for s in skipped_modes:
     print(f"skipped mode: {s}")
+# The Nsight Compute profile of one decode step (bucket 1), if it ran: kernels by kind.
+import csv, collections
+bench_log = os.path.join(out, "bench.log")
+if os.path.exists(bench_log):
+    text = open(bench_log, errors="replace").read()
+    if "### profile csv follows" in text:
+        rows = [r for r in csv.reader(l for l in text.split("### profile csv follows", 1)[1].splitlines()
+                                      if l.startswith('"'))]
+        header = next((r for r in rows if "Kernel Name" in r), None)
+        kernels = []
+        if header:
+            name_i, metric_i = header.index("Kernel Name"), header.index("Metric Name")
+            value_i = header.index("Metric Value")
+            for r in rows:
+                if len(r) > value_i and r[metric_i] == "gpu__time_duration.sum":
+                    try:
+                        kernels.append((r[name_i], float(r[value_i].replace(",", "")) / 1000.0))
+                    except ValueError:
+                        pass
+        if kernels:
+            def kind(name):
+                n = name.lower()
+                if "qk_norm_rope" in n: return "fused q/k norm + RoPE (ours)"
+                if any(k in n for k in ("gemm", "gemv", "xmma", "cutlass", "cublas", "splitk")): return "GEMM / GEMV (cuBLAS)"
+                if any(k in n for k in ("fmha", "attention", "efficient", "flash")): return "attention"
+                if "norm" in n: return "layer / RMS norm"
+                if any(k in n for k in ("sort", "scan", "radix", "cumsum", "reduce", "argmax")): return "sampler: sort / scan / reduce"
+                return "elementwise / copy / other"
+            by = collections.defaultdict(lambda: [0, 0.0])
+            for n, us in kernels:
+                by[kind(n)][0] += 1
+                by[kind(n)][1] += us
+            total = sum(us for _, us in kernels)
+            print(f"profile of one eager decode step at bucket 1 (ncu, clocks and caches left alone): "
+                  f"{len(kernels)} kernels, {total / 1000:.3f} ms of kernel time")
+            for k, (count, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+                print(f"  {k:<34}{count:>5} kernels {us / 1000:>8.3f} ms  ({us / max(count, 1):.1f} us each)")
+        else:
+            print("profile: no kernel rows in the ncu output (see bench.log)")
 print(f"total {secs} s of the {deadline} s deadline; exit {code}")
 PY
   exit "$code"
@@ -551,6 +590,20 @@ run_step bench_kv 120 45 "$OUT/bench.log" "${bench[@]}" --modes eager-kv,graph-k
 run_step bench_unfused 60 20 "$OUT/bench.log" "${bench[@]}" --fused-kernels off --modes graph-kv \
   --buckets "1,${buckets##*,}" --tokens "$tokens" --warmup 1 --repeat 1 \
   --json "$OUT/bench_unfused.json"
+
+# ---- 5b. a profile of one decode step: every kernel's duration (Nsight Compute) ----------------
+# eager-kv with 2 tokens runs exactly one decode step; DecodeRunner marks it with the NVTX range
+# "cube3d.decode_step", so only its kernels are measured, with caches left warm as in a replay.
+# The CSV goes to bench.log; the summary adds the kernels up by kind.
+NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | tail -1)
+if ((SMOKE)) || [ -z "$NCU" ]; then
+  record profile ok 0 "skipped: $( ((SMOKE)) && echo "smoke run" || echo "no ncu found")"
+else
+  echo "### profile csv follows" >> "$OUT/bench.log"
+  run_step profile 100 40 "$OUT/bench.log" "$NCU" --clock-control none --cache-control none \
+    --nvtx --nvtx-include "cube3d.decode_step/" --metrics gpu__time_duration.sum --csv \
+    --print-units base "${bench[@]}" --modes eager-kv --buckets 1 --tokens 2 --warmup 0 --repeat 1
+fi
 
 # ---- 6. summary ------------------------------------------------------------------------------
 code=0

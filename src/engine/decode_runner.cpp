@@ -6,6 +6,10 @@
 
 #include "cube3d/engine/fused_decode.h"
 
+#ifdef CUBE3D_WITH_CUDA
+#include <nvtx3/nvToolsExt.h>
+#endif
+
 namespace cube3d {
 
 DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfig config)
@@ -52,7 +56,25 @@ void DecodeRunner::accept_logits(const at::Tensor& logits, const SamplingPlan& p
   positions_.add_(1);
 }
 
+namespace {
+
+// A named range around each decode step for profilers (scripts/gpu_check.sh: ncu
+// --nvtx-include "cube3d.decode_step/"); nearly free when no tool is attached.
+struct ProfilerRange {
+#ifdef CUBE3D_WITH_CUDA
+  explicit ProfilerRange(const char* name) { nvtxRangePushA(name); }
+  ~ProfilerRange() { nvtxRangePop(); }
+#else
+  explicit ProfilerRange(const char*) {}
+#endif
+  ProfilerRange(const ProfilerRange&) = delete;
+  ProfilerRange& operator=(const ProfilerRange&) = delete;
+};
+
+}  // namespace
+
 void DecodeRunner::eager_step(SingleStreamDecode mode, const SamplingPlan& plan) {
+  const ProfilerRange range("cube3d.decode_step");
   const at::Tensor embeds = gpt_.embed(token_ids_);
   // The chosen token feeds both guidance rows of its request.
   const at::Tensor rows = config_.cfg ? at::cat({embeds, embeds}, 0) : embeds;
