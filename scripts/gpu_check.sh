@@ -425,8 +425,9 @@ if os.path.exists(bench_log):
             def kind(name):
                 n = name.lower()
                 if "qk_norm_rope" in n: return "fused q/k norm + RoPE (ours)"
-                if any(k in n for k in ("gemm", "gemv", "xmma", "cutlass", "cublas", "splitk")): return "GEMM / GEMV (cuBLAS)"
                 if any(k in n for k in ("fmha", "attention", "efficient", "flash")): return "attention"
+                if any(k in n for k in ("gemm", "gemv", "nvjet", "xmma", "cublas", "splitk")): return "GEMM / GEMV (cuBLAS)"
+                if "scatter" in n: return "KV-cache writes (scatter)"
                 if "norm" in n: return "layer / RMS norm"
                 if any(k in n for k in ("sort", "scan", "radix", "cumsum", "reduce", "argmax")): return "sampler: sort / scan / reduce"
                 return "elementwise / copy / other"
