@@ -142,7 +142,7 @@ TEST(ModelConfigFiles, ShippedV05) {
 TEST(ModelConfigFiles, ShippedDemo) {
   const ModelConfig config = load_model_config(CUBE3D_SOURCE_DIR "/models/demo.yaml");
   ASSERT_TRUE(config.random_weights_seed.has_value());
-  EXPECT_EQ(*config.random_weights_seed, 20251130u);
+  EXPECT_EQ(*config.random_weights_seed, 20251201u);
   EXPECT_EQ(config.gpt.n_layer, 4);
   EXPECT_EQ(config.gpt.n_single_layer, 1);
   EXPECT_DOUBLE_EQ(config.gpt.rope_theta, 10000.0);
