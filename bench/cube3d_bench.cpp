@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "../src/tools/cli_args.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
@@ -40,6 +39,7 @@
 #include "cube3d/mesh/mesh_cleanup.h"
 #include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/mesh/mesh_simplify.h"
+#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {

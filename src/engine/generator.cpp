@@ -36,6 +36,14 @@ std::string describe(const RunnerKey& key) {
          (key.record_logits ? ", recording logits" : "");
 }
 
+// Graph modes run only what Engine::load captured; anything else is the caller's mistake.
+Error not_captured(const RunnerKey& key, const std::string& mode, GraphMode graphs) {
+  return failed_precondition("no decode graph was captured for " + describe(key) + mode +
+                             " (cuda_graphs: " + to_string(graphs) +
+                             "); graphs are captured at engine start for the variants and modes "
+                             "in EngineOptions.capture");
+}
+
 void validate(const GenerationRequest& r, size_t index, int64_t text_tokens, int64_t text_dim) {
   const std::string who = "request " + std::to_string(index) + ": ";
   // The KV cache is laid out for exactly this many condition tokens; any other count would
@@ -108,10 +116,7 @@ DecodeRunner& Generator::runner(const RunnerKey& key) {
   auto it = runners_.find(key);
   if (it != runners_.end()) return *it->second;
   if (graphs_ != GraphMode::kOff) {
-    throw failed_precondition("no decode graph was captured for " + describe(key) +
-                              " (cuda_graphs: " + to_string(graphs_) +
-                              "); graphs are captured at engine start for the variants in "
-                              "EngineOptions.capture");
+    throw not_captured(key, "", graphs_);
   }
   // Eager runners hold no recording: creating one on first use is safe.
   const int64_t rows = key.cfg ? 2 * key.batch : key.batch;
@@ -214,11 +219,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
   DecodeRunner& r = runner({batch, cfg, options.record_logits});
   const SingleStreamDecode mode = options.single_stream_decode;
   if (options.use_kv_cache && !r.captured(mode)) {
-    throw failed_precondition("no decode graph was captured for " +
-                              describe({batch, cfg, options.record_logits}) + " in mode " +
-                              to_string(mode) + " (cuda_graphs: " + to_string(graphs_) +
-                              "); graphs are captured at engine start for the modes in "
-                              "EngineOptions.capture");
+    throw not_captured({batch, cfg, options.record_logits}, " in mode " + to_string(mode), graphs_);
   }
   load_requests(r, requests);
   GenerationResult result;

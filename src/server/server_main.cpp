@@ -15,7 +15,6 @@
 #include <sstream>
 #include <thread>
 
-#include "../tools/cli_args.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
@@ -25,6 +24,7 @@
 #include "cube3d/server/mesh_service.h"
 #include "cube3d/server/metrics.h"
 #include "cube3d/server/server_config.h"
+#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {

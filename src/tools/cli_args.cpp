@@ -1,4 +1,4 @@
-#include "cli_args.h"
+#include "cube3d/tools/cli_args.h"
 
 #include <cerrno>
 #include <cmath>

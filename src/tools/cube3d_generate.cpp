@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli_args.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
@@ -20,6 +19,7 @@
 #include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_io.h"
 #include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {

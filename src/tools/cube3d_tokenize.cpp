@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli_args.h"
 #include "cube3d/core/error.h"
 #include "cube3d/model/clip_tokenizer.h"
+#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {

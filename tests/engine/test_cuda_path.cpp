@@ -183,21 +183,23 @@ TEST(CudaPath, OccupancyOnTheGpuMatchesTheCpu) {
   EXPECT_LT(testing::max_abs_diff(grid, g.expected.at("grid_logits_res4")), 1e-3);
 }
 
-// A shape GPT with head_dim 128, the real models' size, which the fused kernels take.
-ModelConfig head_dim_128_config() {
-  return parse_model_config(test::tiny_yaml(1, 77, /*n_embd=*/256), "head_dim_128.yaml");
+// A bf16 engine on the GPU whose shape GPT has head_dim 128, the real models' size, which the
+// fused kernels take.
+std::unique_ptr<Engine> head_dim_128_engine() {
+  EngineOptions options;
+  options.device = "cuda";
+  options.dtype = "bfloat16";
+  options.text_tokens = test::kTextTokens;
+  options.load_text_encoder = false;
+  return Engine::load(
+      parse_model_config(test::tiny_yaml(1, 77, /*n_embd=*/256), "head_dim_128.yaml"), options);
 }
 
 TEST(CudaPath, FusedQkNormRopeMatchesTheUnfusedOps) {
   // The kernel against the libtorch ops it replaces, on fresh random inputs: q returned, k in
   // the cache at each row's slot, every other slot untouched.
   CUBE3D_REQUIRE_GPU();
-  EngineOptions options;
-  options.device = "cuda";
-  options.dtype = "bfloat16";
-  options.text_tokens = 6;
-  options.load_text_encoder = false;
-  const auto engine = Engine::load(head_dim_128_config(), options);
+  const auto engine = head_dim_128_engine();
   const DecodeStepFusions fusions = decode_step_fusions(engine->gpt());
   ASSERT_TRUE(fusions.qk_norm_rope_store) << "the kernels do not apply to bf16 on CUDA";
   const at::Device cuda = engine->device();
@@ -247,13 +249,7 @@ TEST(CudaPath, FusedDecodeStepMatchesTheUnfusedStep) {
   // One decode step of the whole model, fused and unfused, from the same cache: logits close
   // (bf16 rounding through three blocks), and the same argmax on nearly every row.
   CUBE3D_REQUIRE_GPU();
-  EngineOptions options;
-  options.device = "cuda";
-  options.dtype = "bfloat16";
-  options.text_tokens = 6;
-  options.max_batch = 4;
-  options.load_text_encoder = false;
-  const auto engine = Engine::load(head_dim_128_config(), options);
+  const auto engine = head_dim_128_engine();
   const ShapeGpt& gpt = engine->gpt();
   const DecodeStepFusions fusions = decode_step_fusions(gpt);
   ASSERT_TRUE(fusions.qk_norm_rope_store);
