@@ -1,0 +1,58 @@
+#include "cube3d/core/files.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <system_error>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+
+PathKind path_kind(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) return PathKind::kMissing;
+  if (S_ISREG(info.st_mode)) return PathKind::kFile;
+  if (S_ISDIR(info.st_mode)) return PathKind::kDirectory;
+  return PathKind::kOther;
+}
+
+std::string read_file(const std::string& path, std::string_view what, int64_t max_bytes) {
+  const std::string kind(what);
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) throw not_found(path + ": no such " + kind);
+    // Permission problems and the like: the file may well exist, so not "not found".
+    throw invalid_argument(path + ": cannot access the " + kind + ": " +
+                           std::generic_category().message(error));
+  }
+  if (!S_ISREG(info.st_mode)) throw invalid_argument(path + ": the " + kind + " is not a file");
+  if (info.st_size > max_bytes) {
+    throw invalid_argument(path + ": " + std::to_string(info.st_size) + " bytes is too large for a " +
+                           kind + " (at most " + std::to_string(max_bytes) + ")");
+  }
+  const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file) {
+    throw invalid_argument(path + ": cannot open the " + kind + ": " +
+                           std::generic_category().message(errno));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(info.st_size));
+  char buffer[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
+    // A file that grows while we read it (a log, a pipe behind a link) still stops at the cap.
+    if (static_cast<int64_t>(out.size() + n) > max_bytes) {
+      throw invalid_argument(path + ": the " + kind + " grew past " + std::to_string(max_bytes) +
+                             " bytes while it was read");
+    }
+    out.append(buffer, n);
+  }
+  if (std::ferror(file.get())) throw invalid_argument(path + ": read error in the " + kind);
+  return out;
+}
+
+}  // namespace cube3d
