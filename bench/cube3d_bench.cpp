@@ -28,7 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/core/clock.h"
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/cuda_graph_runner.h"
@@ -39,17 +43,15 @@
 #include "cube3d/mesh/mesh_cleanup.h"
 #include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/mesh/mesh_simplify.h"
-#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 // Weights seed for YAMLs that name none (the real model configs): any fixed value keeps runs
 // comparable; the numbers do not depend on the weights' values, only on their shapes.
 constexpr uint64_t kDefaultWeightsSeed = 20251130;
-constexpr int64_t kTextTokens = 77;  // CLIP positions per condition
 constexpr int64_t kMeshWarmupResolution = 4;
 // A plausible normalised bounding box for use_bbox (v0.5) models, largest side 1.925.
 constexpr std::array<float, 3> kBenchBbox = {1.925f, 1.2f, 0.8f};
@@ -69,10 +71,6 @@ const char* mode_name(Mode mode) {
     if (m.mode == mode) return m.name;
   }
   return "?";
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 CliArgs make_args() {
@@ -238,7 +236,7 @@ struct TrafficModel {
     for (const SingleBlockWeights& s : w.single_blocks) t.shape_stream_bytes += size_of(s);
     t.shape_stream_bytes += size_of(w.lm_head);
     t.wte_row_bytes = w.wte.size(1) * w.wte.element_size();
-    const KvState kv = engine.generator().cache().view(1);
+    const KvState kv = engine.kv_cache().view(1);
     const size_t dual = w.dual_blocks.size();
     for (size_t i = 0; i < kv.keys.size(); ++i) {
       const at::Tensor& k = kv.keys[i];  // [rows, H, len, hd]
@@ -336,10 +334,10 @@ std::vector<GenerationRequest> make_requests(const ModelConfig& config, int64_t 
                                              double guidance, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const int64_t dim = config.gpt.text_model_embed_dim;
-  const at::Tensor uncond = at::randn({kTextTokens, dim}, gen, at::kFloat);
+  const at::Tensor uncond = at::randn({kClipContextLength, dim}, gen, at::kFloat);
   std::vector<GenerationRequest> requests(static_cast<size_t>(bucket));
   for (GenerationRequest& r : requests) {
-    r.text_hidden = at::randn({kTextTokens, dim}, gen, at::kFloat);
+    r.text_hidden = at::randn({kClipContextLength, dim}, gen, at::kFloat);
     r.uncond_hidden = uncond;
     if (config.gpt.use_bbox) {
       r.bbox = at::tensor({kBenchBbox[0], kBenchBbox[1], kBenchBbox[2]}, at::kFloat);
@@ -364,7 +362,7 @@ std::string ids_checksum(const at::Tensor& ids) {
 }
 
 const char* runner_kind(Engine& engine) {
-  switch (engine.generator().graph_mode()) {
+  switch (engine.graph_mode()) {
     case GraphMode::kOff:
       return "eager";
     case GraphMode::kOn:
@@ -394,7 +392,7 @@ Run timed_generate(Engine& engine, const std::vector<GenerationRequest>& request
                    int64_t bucket) {
   const at::Device device = engine.device();
   std::vector<Clock::time_point> stamps;
-  stamps.reserve(static_cast<size_t>(engine.generator().total_tokens()));
+  stamps.reserve(static_cast<size_t>(engine.tokens_per_shape()));
   GenerationOptions options;
   options.use_kv_cache = mode != Mode::kEagerNoCache;
   options.bucket = bucket;
@@ -537,11 +535,11 @@ MeshTiming time_mesh_once(const Engine& engine, const at::Tensor& ids, int64_t r
   const at::Device device = engine.device();
   synchronize(device);
   const auto start = Clock::now();
-  const at::Tensor latents = engine.decoder().latents(ids.to(device));
+  const at::Tensor latents = engine.decode_latents(ids);
   synchronize(device);
   const auto latents_done = Clock::now();
   // Already on the CPU as float32: the call's own copy is the sync.
-  const at::Tensor grid = engine.decoder().occupancy_grid(latents, resolution).contiguous();
+  const at::Tensor grid = engine.occupancy_grid(latents, resolution).contiguous();
   const auto grid_done = Clock::now();
   const int64_t n = grid.size(0);
   const GridView view{
@@ -737,7 +735,7 @@ int run(int argc, char** argv) {
   engine_options.device = device_text;
   engine_options.dtype = dtype;
   engine_options.max_batch = *std::max_element(buckets.begin(), buckets.end());
-  engine_options.text_tokens = kTextTokens;
+  engine_options.text_tokens = kClipContextLength;
   engine_options.load_text_encoder = false;  // requests carry random text states
   const std::string fused = args.get("--fused-kernels", "on");
   if (fused != "on" && fused != "off") {
@@ -822,14 +820,14 @@ int run(int argc, char** argv) {
       {"load_ms", engine->load_ms()},
       {"gpt_params", traffic.gpt_params},
       {"gpt_bytes", traffic.gpt_bytes},
-      {"kv_cache_bytes", engine->generator().cache().bytes()},
+      {"kv_cache_bytes", engine->kv_cache().bytes()},
       {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
       {"notes", notes},
       {"skipped", skipped},
       {"results", nlohmann::json::array()},
       {"complete", false}};
   const auto save = [&] {
-    if (json_path) write_text_file(*json_path, out.dump(2) + "\n");
+    if (json_path) write_file(*json_path, out.dump(2) + "\n");
   };
   save();
 

@@ -542,8 +542,9 @@ fi
 # that path does not exist here, it becomes a link to the pack's copy of the data.
 SRC_DIR=$(mf source_dir)
 export CUBE3D_SOURCE_DIR=$PACK/src CUBE3D_TEST_DATA_DIR=$PACK/src/tests  # for a run-time override
-# The engine's default CLIP vocabulary is this checkout's .cache/clip, which is git-ignored and so
-# never travels: the tiny test engines load a random CLIP with the real vocabulary.
+# Without CUBE3D_CLIP_VOCAB the binaries look beside themselves (bin/../share/cube3d/, then
+# bin/../../.cache/clip/), where the pack has no copy: point them at the pack's, since the tiny
+# test engines load a random CLIP with the real vocabulary.
 [ -f "$PACK/src/.cache/clip/bpe_simple_vocab_16e6.txt.gz" ] &&
   export CUBE3D_CLIP_VOCAB=$PACK/src/.cache/clip/bpe_simple_vocab_16e6.txt.gz
 if [ -f "$SRC_DIR/tests/golden/tiny_v01/model.yaml" ] && [ -f "$SRC_DIR/models/demo.yaml" ]; then

@@ -10,12 +10,14 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <system_error>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/suggest.h"
 
 namespace cube3d::yaml {
 namespace {
@@ -35,22 +37,6 @@ std::string_view strip_plus(std::string_view text) {
     text.remove_prefix(1);
   }
   return text;
-}
-
-// Edit distance, to suggest the intended key for a typo like `n_layerz`.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace
@@ -172,6 +158,17 @@ std::string read_string(const YAML::Node& node, std::string_view source, const s
   return node.Scalar();
 }
 
+std::string format_float(double value) {
+  if (std::isnan(value)) return ".nan";
+  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+  std::array<char, 32> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  std::string text(buffer.data(), ec == std::errc() ? end : buffer.data());
+  // "3" reads back as a float too, but "3.0" says what the key holds.
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
 std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view source,
                                    const std::string& key) {
   if (!node.IsSequence()) {
@@ -183,21 +180,6 @@ std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view sour
     values.push_back(read_int(node[i], source, key + "[" + std::to_string(i) + "]"));
   }
   return values;
-}
-
-std::string did_you_mean(std::string_view name, std::string_view prefix,
-                         std::span<const std::string_view> candidates) {
-  std::string_view best;
-  std::size_t best_distance = 3;  // more than two edits away is no longer a typo
-  for (const std::string_view candidate : candidates) {
-    const std::size_t distance = edit_distance(name, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  if (best.empty()) return "";
-  return " (did you mean " + std::string(prefix) + std::string(best) + "?)";
 }
 
 // Walks the mapping itself (rather than looking keys up) so that unknown and duplicate keys are
@@ -221,7 +203,8 @@ std::vector<bool> read_mapping(const YAML::Node& node, std::string_view source,
     const std::string key = prefix + name;
     const auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end()) {
-      fail(source, "unknown key " + key + (hint ? hint(name) : did_you_mean(name, prefix, names)));
+      fail(source,
+           "unknown key " + key + (hint ? hint(name) : did_you_mean_closest(name, names, prefix)));
     }
     const auto index = static_cast<std::size_t>(it - names.begin());
     if (seen[index]) fail(source, "duplicate key " + key);

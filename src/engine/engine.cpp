@@ -4,9 +4,9 @@
 #include <ATen/Context.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <optional>
 
+#include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/model/weights.h"
 
@@ -58,7 +58,7 @@ at::ScalarType parse_dtype(const std::string& text) {
 }
 
 std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = SteadyClock::now();
   validate_model_config(config);
   if (options.max_batch < 1) throw invalid_argument("max_batch must be >= 1");
   std::unique_ptr<Engine> engine(new Engine());  // private constructor: make_unique cannot
@@ -116,8 +116,7 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
       engine->text_encoder_ = std::make_unique<TextEncoder>(std::move(tokenizer), std::move(*clip));
     }
   }
-  engine->load_ms_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  engine->load_ms_ = ms_since(start);
   spdlog::info(
       "loaded {} on {} ({}) in {:.0f} ms; KV cache {:.1f} MiB for {} requests; decode graphs "
       "{}",
@@ -125,6 +124,16 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
       static_cast<double>(engine->generator_->cache().bytes()) / (1 << 20), options.max_batch,
       to_string(graphs));
   return engine;
+}
+
+at::Tensor Engine::decode_latents(const at::Tensor& ids) const {
+  return decoder_->latents(ids.to(device_));
+}
+
+at::Tensor Engine::occupancy_grid(const at::Tensor& latents, int64_t resolution_base,
+                                  int64_t chunk_points,
+                                  const std::function<bool()>& should_stop) const {
+  return decoder_->occupancy_grid(latents, resolution_base, chunk_points, should_stop);
 }
 
 }  // namespace cube3d

@@ -9,18 +9,13 @@
 #include <ATen/DeviceAccelerator.h>
 #include <c10/core/Event.h>
 
+#include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/engine/graph_runner.h"
 #include "cube3d/engine/random_stream.h"
 
 namespace cube3d {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // Progress and cancellation must follow completed work, not queued work: on a GPU the host
 // runs ahead of the device, so wait on an event recorded after the last queued step.
@@ -215,7 +210,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     wait_for_queued_work(device);
     return options.on_progress(done);
   };
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   DecodeRunner& r = runner({batch, cfg, options.record_logits});
   const SingleStreamDecode mode = options.single_stream_decode;
   if (options.use_kv_cache && !r.captured(mode)) {
@@ -233,7 +228,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     r.accept_logits(result.prefill_logits);
     (void)r.output_ids().cpu();  // the first token is out: that is the prefill's end
     result.prefill_ms = ms_since(start);
-    const auto decode_start = Clock::now();
+    const auto decode_start = SteadyClock::now();
     if (!report(1)) result.stopped = true;
     for (int64_t i = 1; i < total_tokens_ && !result.stopped; ++i) {
       r.step(mode);
@@ -249,7 +244,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     r.accept_logits(result.prefill_logits);
     (void)r.output_ids().cpu();
     result.prefill_ms = ms_since(start);
-    const auto decode_start = Clock::now();
+    const auto decode_start = SteadyClock::now();
     if (!report(1)) result.stopped = true;
     for (int64_t i = 1; i < total_tokens_ && !result.stopped; ++i) {
       const at::Tensor e = gpt_.embed(r.token_ids());

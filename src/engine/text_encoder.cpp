@@ -1,22 +1,13 @@
 #include "cube3d/engine/text_encoder.h"
 
 #include <ATen/ATen.h>
-#include <sys/stat.h>
 
-#include <cstdlib>
 #include <utility>
 
-#include "cube3d/core/error.h"
+#include "cube3d/core/constants.h"
+#include "cube3d/model/clip_vocab.h"
 
 namespace cube3d {
-namespace {
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-}  // namespace
 
 TextEncoder::TextEncoder(ClipTokenizer tokenizer, ClipTextModel model)
     : tokenizer_(std::move(tokenizer)), model_(std::move(model)) {
@@ -24,25 +15,14 @@ TextEncoder::TextEncoder(ClipTokenizer tokenizer, ClipTextModel model)
 }
 
 std::string TextEncoder::resolve_vocab(const std::string& vocab, const std::string& clip_model) {
-  if (!vocab.empty()) return vocab;
-  if (const char* env = std::getenv("CUBE3D_CLIP_VOCAB"); env && *env) return env;
-  if (!clip_model.empty() && exists(clip_model + "/vocab.json") &&
-      exists(clip_model + "/merges.txt")) {
-    return clip_model;
-  }
-#ifdef CUBE3D_DEFAULT_CLIP_VOCAB
-  if (exists(CUBE3D_DEFAULT_CLIP_VOCAB)) return CUBE3D_DEFAULT_CLIP_VOCAB;
-#endif
-  throw not_found(
-      "no CLIP vocabulary: pass clip_vocab (bpe_simple_vocab_16e6.txt.gz or a Hugging Face "
-      "folder with vocab.json + merges.txt), set CUBE3D_CLIP_VOCAB, or run scripts/setup.sh");
+  return resolve_clip_vocab(vocab, clip_model);
 }
 
 std::vector<EncodedPrompt> TextEncoder::encode(const std::vector<std::string>& prompts) const {
   std::vector<EncodedPrompt> out;
   if (prompts.empty()) return out;
   const int64_t n = static_cast<int64_t>(prompts.size());
-  const int64_t len = ClipTokenizer::kContextLength;
+  const int64_t len = kClipContextLength;
   std::vector<int64_t> ids, mask;
   ids.reserve(static_cast<size_t>(n * len));
   mask.reserve(static_cast<size_t>(n * len));

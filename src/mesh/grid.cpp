@@ -35,8 +35,8 @@ void validate_resolution_base(int64_t resolution_base, int64_t max) {
 }
 
 int64_t grid_points_per_axis(int64_t resolution_base) {
-  validate_resolution_base(resolution_base, 30);
-  return (int64_t{1} << resolution_base) + 1;
+  validate_resolution_base(resolution_base, kMaxResolutionBase);
+  return grid_points_per_axis_unchecked(resolution_base);
 }
 
 void index_to_world(Mesh& mesh, const std::array<int64_t, 3>& dims, float bound_min,

@@ -60,19 +60,7 @@ void pad_to_four(std::string& out, char fill) {
 
 }  // namespace
 
-std::string_view to_string(MeshFileFormat format) {
-  switch (format) {
-    case MeshFileFormat::kObj:
-      return "obj";
-    case MeshFileFormat::kPly:
-      return "ply";
-    case MeshFileFormat::kGlb:
-      return "glb";
-  }
-  return "unknown";
-}
-
-MeshFileFormat mesh_format_from_path(std::string_view path) {
+MeshFormat mesh_format_from_path(std::string_view path) {
   const std::size_t dot = path.rfind('.');
   const std::size_t slash = path.find_last_of("/\\");
   std::string extension;
@@ -82,13 +70,13 @@ MeshFileFormat mesh_format_from_path(std::string_view path) {
     }
   }
   if (extension == "obj") {
-    return MeshFileFormat::kObj;
+    return MeshFormat::kObj;
   }
   if (extension == "ply") {
-    return MeshFileFormat::kPly;
+    return MeshFormat::kPly;
   }
   if (extension == "glb") {
-    return MeshFileFormat::kGlb;
+    return MeshFormat::kGlb;
   }
   throw invalid_argument("mesh path '" + std::string(path) +
                          "' has no known extension: use .obj, .ply or .glb");
@@ -241,16 +229,18 @@ std::string encode_glb(const Mesh& mesh) {
   return out;
 }
 
-std::string encode_mesh(const Mesh& mesh, MeshFileFormat format) {
+std::string encode_mesh(const Mesh& mesh, MeshFormat format) {
   switch (format) {
-    case MeshFileFormat::kObj:
+    case MeshFormat::kObj:
       return encode_obj(mesh);
-    case MeshFileFormat::kPly:
+    case MeshFormat::kPly:
       return encode_ply(mesh);
-    case MeshFileFormat::kGlb:
+    case MeshFormat::kGlb:
       return encode_glb(mesh);
+    case MeshFormat::kRaw:
+      break;
   }
-  throw invalid_argument("unknown mesh format");
+  throw invalid_argument("mesh format " + std::string(to_string(format)) + " is not a file format");
 }
 
 void write_mesh(const std::string& path, const Mesh& mesh) {

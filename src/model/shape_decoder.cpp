@@ -7,6 +7,7 @@
 #include <numbers>
 #include <utility>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 
 namespace cube3d {
@@ -15,69 +16,61 @@ namespace {
 // The occupancy decoder's cross-attention layer is built with the default eps, not the config's.
 constexpr double kCrossAttentionEps = 1e-6;
 
-const at::Tensor& get(const TensorMap& tensors, const std::string& name) {
-  const auto it = tensors.find(name);
-  if (it == tensors.end()) throw internal_error("shape tokenizer weights lack " + name);
-  return it->second;
-}
-
-Linear linear(const TensorMap& t, const std::string& prefix) {
-  const auto bias = t.find(prefix + ".bias");
-  return {get(t, prefix + ".weight"), bias == t.end() ? at::Tensor() : bias->second};
-}
-
-GeluMlp gelu_mlp(const TensorMap& t, const std::string& prefix) {
-  return {linear(t, prefix + ".up_proj"), linear(t, prefix + ".down_proj")};
+GeluMlp gelu_mlp(const WeightLookup& t, const std::string& prefix) {
+  return {t.linear(prefix + ".up_proj"), t.linear(prefix + ".down_proj")};
 }
 
 }  // namespace
 
 ShapeDecoderWeights ShapeDecoderWeights::from_tensors(const ShapeModelConfig& config,
-                                                      const TensorMap& t) {
+                                                      const TensorMap& tensors) {
+  const WeightLookup t(tensors, "shape tokenizer");
   ShapeDecoderWeights w;
-  w.codebook = get(t, "bottleneck.block.codebook.weight");
-  w.cb_weight = get(t, "bottleneck.block.cb_weight");
-  w.cb_bias = get(t, "bottleneck.block.cb_bias");
-  w.norm_weight = get(t, "bottleneck.block.norm.weight");
-  w.c_out = linear(t, "bottleneck.block.c_out");
-  w.positional_encodings = get(t, "decoder.positional_encodings");
+  w.codebook = t.tensor("bottleneck.block.codebook.weight");
+  w.cb_weight = t.tensor("bottleneck.block.cb_weight");
+  w.cb_bias = t.tensor("bottleneck.block.cb_bias");
+  w.norm_weight = t.tensor("bottleneck.block.norm.weight");
+  w.c_out = t.linear("bottleneck.block.c_out");
+  w.positional_encodings = t.tensor("decoder.positional_encodings");
   for (int64_t i = 0; i < config.num_decoder_layers; ++i) {
     const std::string p = "decoder.blocks." + std::to_string(i);
-    w.blocks.push_back({linear(t, p + ".attn.c_qk"), linear(t, p + ".attn.c_v"),
-                        linear(t, p + ".attn.c_proj"), get(t, p + ".attn.q_norm.weight"),
-                        get(t, p + ".attn.k_norm.weight"), gelu_mlp(t, p + ".mlp")});
+    w.blocks.push_back({t.linear(p + ".attn.c_qk"), t.linear(p + ".attn.c_v"),
+                        t.linear(p + ".attn.c_proj"), t.tensor(p + ".attn.q_norm.weight"),
+                        t.tensor(p + ".attn.k_norm.weight"), gelu_mlp(t, p + ".mlp")});
   }
   const std::string o = "occupancy_decoder";
-  w.fourier_weight = get(t, o + ".embedder.weight");
-  w.query_in = linear(t, o + ".query_in.in_layer");
-  w.query_out = linear(t, o + ".query_in.out_layer");
-  w.c_q = linear(t, o + ".attn_out.attn.c_q");
-  w.c_k = linear(t, o + ".attn_out.attn.c_k");
-  w.c_v = linear(t, o + ".attn_out.attn.c_v");
-  w.c_proj = linear(t, o + ".attn_out.attn.c_proj");
+  w.fourier_weight = t.tensor(o + ".embedder.weight");
+  w.query_in = t.linear(o + ".query_in.in_layer");
+  w.query_out = t.linear(o + ".query_in.out_layer");
+  w.c_q = t.linear(o + ".attn_out.attn.c_q");
+  w.c_k = t.linear(o + ".attn_out.attn.c_k");
+  w.c_v = t.linear(o + ".attn_out.attn.c_v");
+  w.c_proj = t.linear(o + ".attn_out.attn.c_proj");
   w.mlp = gelu_mlp(t, o + ".attn_out.mlp");
-  w.ln_f_weight = get(t, o + ".ln_f.weight");
-  w.ln_f_bias = get(t, o + ".ln_f.bias");
-  w.c_head = linear(t, o + ".c_head");
+  w.ln_f_weight = t.tensor(o + ".ln_f.weight");
+  w.ln_f_bias = t.tensor(o + ".ln_f.bias");
+  w.c_head = t.linear(o + ".c_head");
   return w;
 }
 
 int64_t occupancy_grid_size(int64_t resolution_base) {
-  if (resolution_base < 1 || resolution_base > 12) {
+  if (resolution_base < 1 || resolution_base > kMaxResolutionBase) {
     throw invalid_argument("resolution_base " + std::to_string(resolution_base) +
-                           " is outside the supported range [1, 12]");
+                           " is outside the supported range [1, " +
+                           std::to_string(kMaxResolutionBase) + "]");
   }
-  return (int64_t{1} << resolution_base) + 1;
+  return grid_points_per_axis_unchecked(resolution_base);
 }
 
 at::Tensor grid_axis(int64_t n) {
   // numpy.linspace: start + i * step in float64, the last point set to stop, then float32.
   std::vector<float> values(static_cast<size_t>(n));
-  const double step = (kGridMax - kGridMin) / static_cast<double>(n - 1);
+  const double step = (kGridBoundMax - kGridBoundMin) / static_cast<double>(n - 1);
   for (int64_t i = 0; i < n; ++i) {
-    values[static_cast<size_t>(i)] = static_cast<float>(static_cast<double>(i) * step + kGridMin);
+    values[static_cast<size_t>(i)] =
+        static_cast<float>(static_cast<double>(i) * step + kGridBoundMin);
   }
-  values.back() = static_cast<float>(kGridMax);
+  values.back() = static_cast<float>(kGridBoundMax);
   return at::tensor(values, at::TensorOptions().dtype(at::kFloat));
 }
 

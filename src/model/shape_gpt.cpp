@@ -11,28 +11,13 @@
 namespace cube3d {
 namespace {
 
-const at::Tensor& get(const TensorMap& tensors, const std::string& name) {
-  const auto it = tensors.find(name);
-  if (it == tensors.end()) throw internal_error("shape GPT weights lack " + name);
-  return it->second;
+SwiGluMlp swiglu(const WeightLookup& t, const std::string& prefix) {
+  return {t.linear(prefix + ".gate_proj"), t.linear(prefix + ".up_proj"),
+          t.linear(prefix + ".down_proj")};
 }
 
-at::Tensor get_optional(const TensorMap& tensors, const std::string& name) {
-  const auto it = tensors.find(name);
-  return it == tensors.end() ? at::Tensor() : it->second;
-}
-
-Linear linear(const TensorMap& t, const std::string& prefix) {
-  return {get(t, prefix + ".weight"), get_optional(t, prefix + ".bias")};
-}
-
-SwiGluMlp swiglu(const TensorMap& t, const std::string& prefix) {
-  return {linear(t, prefix + ".gate_proj"), linear(t, prefix + ".up_proj"),
-          linear(t, prefix + ".down_proj")};
-}
-
-PostAttentionWeights post(const TensorMap& t, const std::string& prefix) {
-  return {linear(t, prefix + ".c_proj"), swiglu(t, prefix + ".mlp")};
+PostAttentionWeights post(const WeightLookup& t, const std::string& prefix) {
+  return {t.linear(prefix + ".c_proj"), swiglu(t, prefix + ".mlp")};
 }
 
 // q, k, v of one stream, heads split, q/k normalised (no RoPE yet). q undefined without query.
@@ -124,13 +109,14 @@ std::string to_string(SingleStreamDecode mode) {
   return mode == SingleStreamDecode::kCausal ? "causal" : "reference";
 }
 
-GptWeights GptWeights::from_tensors(const GptConfig& config, const TensorMap& t,
+GptWeights GptWeights::from_tensors(const GptConfig& config, const TensorMap& tensors,
                                     const at::Tensor& codebook) {
+  const WeightLookup t(tensors, "shape GPT");
   GptWeights w;
-  w.text_proj = linear(t, "text_proj");
-  w.shape_proj = linear(t, "shape_proj");
-  if (config.use_bbox) w.bbox_proj = linear(t, "bbox_proj");
-  w.lm_head = get(t, "lm_head.weight");
+  w.text_proj = t.linear("text_proj");
+  w.shape_proj = t.linear("shape_proj");
+  if (config.use_bbox) w.bbox_proj = t.linear("bbox_proj");
+  w.lm_head = t.tensor("lm_head.weight");
 
   // The official engine overwrites the code rows of wte with the projected codebook, so the
   // checkpoint's own rows are never used.
@@ -141,37 +127,37 @@ GptWeights GptWeights::from_tensors(const GptConfig& config, const TensorMap& t,
                            std::to_string(codes) + ", " +
                            std::to_string(config.shape_model_embed_dim) + "]");
   }
-  w.wte = get(t, "transformer.wte.weight").clone();
+  w.wte = t.tensor("transformer.wte.weight").clone();
   const at::Tensor projected = w.shape_proj(codebook.to(w.shape_proj.weight.scalar_type()));
   w.wte.narrow(0, 0, codes).copy_(projected);
 
   for (int64_t i = 0; i < config.n_layer; ++i) {
     const std::string p = "transformer.dual_blocks." + std::to_string(i);
     DualBlockWeights b;
-    b.pre_x.c_qk = linear(t, p + ".attn.pre_x.c_qk");
-    b.pre_x.c_v = linear(t, p + ".attn.pre_x.c_v");
-    b.pre_x.q_norm = get(t, p + ".attn.pre_x.q_norm.weight");
-    b.pre_x.k_norm = get(t, p + ".attn.pre_x.k_norm.weight");
+    b.pre_x.c_qk = t.linear(p + ".attn.pre_x.c_qk");
+    b.pre_x.c_v = t.linear(p + ".attn.pre_x.c_v");
+    b.pre_x.q_norm = t.tensor(p + ".attn.pre_x.q_norm.weight");
+    b.pre_x.k_norm = t.tensor(p + ".attn.pre_x.k_norm.weight");
     if (i == config.n_layer - 1) {
-      b.pre_c.c_k = linear(t, p + ".attn.pre_c.c_k");
+      b.pre_c.c_k = t.linear(p + ".attn.pre_c.c_k");
     } else {
-      b.pre_c.c_qk = linear(t, p + ".attn.pre_c.c_qk");
-      b.pre_c.q_norm = get(t, p + ".attn.pre_c.q_norm.weight");
+      b.pre_c.c_qk = t.linear(p + ".attn.pre_c.c_qk");
+      b.pre_c.q_norm = t.tensor(p + ".attn.pre_c.q_norm.weight");
       b.post_c = post(t, p + ".post_2");
     }
-    b.pre_c.c_v = linear(t, p + ".attn.pre_c.c_v");
-    b.pre_c.k_norm = get(t, p + ".attn.pre_c.k_norm.weight");
+    b.pre_c.c_v = t.linear(p + ".attn.pre_c.c_v");
+    b.pre_c.k_norm = t.tensor(p + ".attn.pre_c.k_norm.weight");
     b.post_x = post(t, p + ".post_1");
     w.dual_blocks.push_back(std::move(b));
   }
   for (int64_t i = 0; i < config.n_single_layer; ++i) {
     const std::string p = "transformer.single_blocks." + std::to_string(i);
     SingleBlockWeights b;
-    b.c_qk = linear(t, p + ".attn.c_qk");
-    b.c_v = linear(t, p + ".attn.c_v");
-    b.c_proj = linear(t, p + ".attn.c_proj");
-    b.q_norm = get(t, p + ".attn.q_norm.weight");
-    b.k_norm = get(t, p + ".attn.k_norm.weight");
+    b.c_qk = t.linear(p + ".attn.c_qk");
+    b.c_v = t.linear(p + ".attn.c_v");
+    b.c_proj = t.linear(p + ".attn.c_proj");
+    b.q_norm = t.tensor(p + ".attn.q_norm.weight");
+    b.k_norm = t.tensor(p + ".attn.k_norm.weight");
     b.mlp = swiglu(t, p + ".mlp");
     w.single_blocks.push_back(std::move(b));
   }

@@ -22,6 +22,10 @@ class SpecBuilder {
   void norm_weight(const std::string& name, int64_t dim) {
     add(name, {dim}, TensorRole::kNormWeight);
   }
+  void layer_norm(const std::string& prefix, int64_t dim) {
+    norm_weight(prefix + ".weight", dim);
+    add(prefix + ".bias", {dim}, TensorRole::kNormBias);
+  }
 
  private:
   CheckpointSpec& spec_;
@@ -39,7 +43,8 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
 }
 
 CheckpointSpec gpt_checkpoint_spec(const GptConfig& c) {
-  CheckpointSpec spec{"shape GPT", {}, {}};
+  CheckpointSpec spec;
+  spec.what = "shape GPT";
   SpecBuilder b(spec);
   const int64_t d = c.n_embd;
   const int64_t hd = c.head_dim();
@@ -89,8 +94,10 @@ CheckpointSpec gpt_checkpoint_spec(const GptConfig& c) {
 }
 
 CheckpointSpec shape_tokenizer_checkpoint_spec(const ShapeModelConfig& c) {
-  CheckpointSpec spec{
-      "shape tokenizer", {}, {"encoder.", "bottleneck.block.c_in.", "bottleneck.block.c_x."}};
+  CheckpointSpec spec;
+  spec.what = "shape tokenizer";
+  // Only the decode side runs: the encoder and the bottleneck's input projections never do.
+  spec.ignored_prefixes = {"encoder.", "bottleneck.block.c_in.", "bottleneck.block.c_x."};
   SpecBuilder b(spec);
   const int64_t w = c.width;
   const int64_t e = c.embed_dim;
@@ -127,9 +134,32 @@ CheckpointSpec shape_tokenizer_checkpoint_spec(const ShapeModelConfig& c) {
   b.linear(o + ".attn_out.attn.c_proj", w, w, /*bias=*/true);
   b.linear(o + ".attn_out.mlp.up_proj", w, 4 * w, /*bias=*/true);
   b.linear(o + ".attn_out.mlp.down_proj", 4 * w, w, /*bias=*/true);
-  b.norm_weight(o + ".ln_f.weight", w);
-  b.add(o + ".ln_f.bias", {w}, TensorRole::kNormBias);
+  b.layer_norm(o + ".ln_f", w);
   b.linear(o + ".c_head", w, c.out_dim, /*bias=*/true);
+  return spec;
+}
+
+CheckpointSpec clip_text_checkpoint_spec(const ClipTextConfig& c, const std::string& prefix) {
+  CheckpointSpec spec;
+  spec.what = "CLIP text";
+  spec.random_init = RandomInit::kSequentialCpu;
+  SpecBuilder b(spec);
+  const int64_t d = c.hidden_size;
+  const int64_t f = c.intermediate_size;
+  b.add(prefix + "embeddings.token_embedding.weight", {c.vocab_size, d}, TensorRole::kEmbedding);
+  b.add(prefix + "embeddings.position_embedding.weight", {c.max_position_embeddings, d},
+        TensorRole::kEmbedding);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = prefix + "encoder.layers." + std::to_string(i);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      b.linear(p + ".self_attn." + proj, d, d, /*bias=*/true);
+    }
+    b.layer_norm(p + ".layer_norm1", d);
+    b.linear(p + ".mlp.fc1", d, f, /*bias=*/true);
+    b.linear(p + ".mlp.fc2", f, d, /*bias=*/true);
+    b.layer_norm(p + ".layer_norm2", d);
+  }
+  b.layer_norm(prefix + "final_layer_norm", d);
   return spec;
 }
 

@@ -76,17 +76,18 @@ at::Generator device_generator(const at::Device& device, uint64_t seed) {
   return gen;
 }
 
-// One random tensor, drawn in its run dtype on the run device and scaled in place: no float32
-// temporary and no conversion copy.
-at::Tensor random_tensor(const TensorSpec& t, uint64_t seed, const WeightOptions& options) {
-  at::Tensor value = at::empty(
-      t.shape, at::TensorOptions().dtype(run_dtype(t.role, options)).device(options.device));
-  // value.device() has the index resolved ("cuda" -> the current device).
-  value.normal_(0.0, 1.0, device_generator(value.device(), tensor_seed(seed, t.name())));
+// Turns unit-normal draws into the role's distribution, in place.
+void scale_for_role(at::Tensor& value, const TensorSpec& t, RandomInit init) {
+  const double last_dim = static_cast<double>(t.shape.back());  // a weight's fan-in
   switch (t.role) {
     case TensorRole::kWeight:
-      // Scaled so activations keep unit variance through the stack.
-      value.mul_(1.0 / std::sqrt(static_cast<double>(t.shape.back())));
+      // Scaled so activations keep unit variance through the stack. A division and a multiply
+      // by the reciprocal round apart; each scheme keeps the numbers its seeds were chosen with.
+      if (init == RandomInit::kSequentialCpu) {
+        value.div_(std::sqrt(last_dim));
+      } else {
+        value.mul_(1.0 / std::sqrt(last_dim));
+      }
       break;
     case TensorRole::kBias:
     case TensorRole::kNormBias:
@@ -96,14 +97,41 @@ at::Tensor random_tensor(const TensorSpec& t, uint64_t seed, const WeightOptions
       value.mul_(0.1).add_(1.0);
       break;
     case TensorRole::kEmbedding:
+      if (init == RandomInit::kSequentialCpu) value.mul_(0.02);  // transformers' initialisation
+      break;
     case TensorRole::kCodebook:
       break;
     case TensorRole::kFourier:
       // The official initialisation: randn * sqrt(F / 2).
-      value.mul_(std::sqrt(0.5 * static_cast<double>(t.shape.back())));
+      value.mul_(std::sqrt(0.5 * last_dim));
       break;
   }
+}
+
+// One random tensor of a kPerTensor spec, drawn in its run dtype on the run device and scaled
+// in place: no float32 temporary and no conversion copy.
+at::Tensor random_tensor(const TensorSpec& t, uint64_t seed, const WeightOptions& options) {
+  at::Tensor value = at::empty(
+      t.shape, at::TensorOptions().dtype(run_dtype(t.role, options)).device(options.device));
+  // value.device() has the index resolved ("cuda" -> the current device).
+  value.normal_(0.0, 1.0, device_generator(value.device(), tensor_seed(seed, t.name())));
+  scale_for_role(value, t, RandomInit::kPerTensor);
   return value;
+}
+
+// Every tensor of a kSequentialCpu spec, from one CPU generator in spec order.
+std::vector<at::Tensor> sequential_cpu_tensors(const CheckpointSpec& spec, uint64_t seed,
+                                               const WeightOptions& options) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<at::Tensor> values;
+  values.reserve(spec.tensors.size());
+  for (const TensorSpec& t : spec.tensors) {
+    at::Tensor value = at::empty(t.shape, at::TensorOptions().dtype(at::kFloat));
+    value.normal_(0.0, 1.0, gen);
+    scale_for_role(value, t, RandomInit::kSequentialCpu);
+    values.push_back(convert(value, t.role, options));
+  }
+  return values;
 }
 
 bool ignored(const CheckpointSpec& spec, const std::string& name) {
@@ -194,8 +222,8 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
     if (!claimed.count(name) && !ignored(spec, name)) unexpected.push_back(name);
   }
   if (!missing.empty() || !misshapen.empty() || !unexpected.empty() || !disagreeing.empty()) {
-    std::string message =
-        spec.what + " checkpoint " + source.description + " does not match the model config:";
+    std::string message = spec.what + " checkpoint " + source.description + " does not match " +
+                          spec.config_source + ":";
     if (!missing.empty()) {
       message += "\n  missing (" + std::to_string(missing.size()) + "): " + join_limited(missing);
     }
@@ -220,7 +248,9 @@ TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
                             const WeightOptions& options) {
   const size_t n = spec.tensors.size();
   std::vector<at::Tensor> values(n);
-  if (options.device.is_cpu()) {
+  if (spec.random_init == RandomInit::kSequentialCpu) {
+    values = sequential_cpu_tensors(spec, seed, options);
+  } else if (options.device.is_cpu()) {
     // The CPU generator is serial, so the parallelism is across tensors: every thread of
     // ATen's pool takes the next tensor, largest first, until none is left (ops inside a
     // parallel region run single-threaded). Each tensor's values depend on its own seed only.
@@ -248,6 +278,20 @@ TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
   TensorMap out;
   for (size_t i = 0; i < n; ++i) out[spec.tensors[i].name()] = std::move(values[i]);
   return out;
+}
+
+WeightLookup::WeightLookup(const TensorMap& tensors, std::string what, std::string prefix)
+    : tensors_(tensors), what_(std::move(what)), prefix_(std::move(prefix)) {}
+
+const at::Tensor& WeightLookup::tensor(const std::string& name) const {
+  const auto it = tensors_.find(prefix_ + name);
+  if (it == tensors_.end()) throw internal_error(what_ + " weights lack " + prefix_ + name);
+  return it->second;
+}
+
+Linear WeightLookup::linear(const std::string& prefix) const {
+  const auto bias = tensors_.find(prefix_ + prefix + ".bias");
+  return {tensor(prefix + ".weight"), bias == tensors_.end() ? at::Tensor() : bias->second};
 }
 
 ModelWeights load_model_weights(const ModelConfig& config, const std::string& gpt_path,

@@ -46,11 +46,9 @@ SchedulerConfig validated(SchedulerConfig config) {
 
 void validate_scheduler_config(const SchedulerConfig& config) {
   validate_batch_buckets(config.batch_buckets);
-  if (config.max_queue_delay_ms < 0 ||
-      config.max_queue_delay_ms > SchedulerConfig::kMaxQueueDelayMs) {
+  if (config.max_queue_delay_ms < 0 || config.max_queue_delay_ms > kMaxQueueDelayMs) {
     throw invalid_argument("max_queue_delay_ms: " + std::to_string(config.max_queue_delay_ms) +
-                           " is outside [0, " + std::to_string(SchedulerConfig::kMaxQueueDelayMs) +
-                           "]");
+                           " is outside [0, " + std::to_string(kMaxQueueDelayMs) + "]");
   }
   if (config.max_queue_size < 1) {
     throw invalid_argument("max_queue_size: must be >= 1, got " +

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <string>
 
+#include "cube3d/cli/cli_args.h"
 #include "cube3d/core/error.h"
 #include "cube3d/server/grpc_status.h"
-#include "cube3d/tools/cli_args.h"
 #include "cube3d/v1/mesh_service.grpc.pb.h"
 
 namespace cube3d {

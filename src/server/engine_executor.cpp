@@ -12,10 +12,6 @@
 namespace cube3d {
 namespace {
 
-double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
   return std::all_of(jobs.begin(), jobs.end(),
                      [](const auto& j) { return j->cancelled() || j->finished(); });
@@ -107,11 +103,12 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
     results[i].timings.text_encoding_ms = text_ms;
     if (encoded[i].truncated) {
       results[i].warnings.push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
-                                    " CLIP tokens, only the first 75 are used");
+                                    " CLIP tokens, only the first " +
+                                    std::to_string(kClipMaxPromptTokens) + " are used");
     }
   }
 
-  const int64_t total = engine_.config().shape.num_encoder_latents;
+  const int64_t total = engine_.tokens_per_shape();
   GenerationOptions options;
   options.single_stream_decode = options_.single_stream_decode;
   options.bucket = bucket;
@@ -142,16 +139,14 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
       result.shape_tokens.assign(data, data + ids.numel());
     }
     auto job = jobs[i];
-    post([this, job, ids, bucket, result = std::move(result)]() mutable {
-      finish_job(job, ids, bucket, std::move(result), SteadyClock::now());
+    post([this, job, ids, result = std::move(result)]() mutable {
+      finish_job(job, ids, std::move(result), SteadyClock::now());
     });
   }
 }
 
 void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids,
-                                int64_t bucket, JobResult result,
-                                SteadyClock::time_point mesh_start) {
-  (void)bucket;
+                                JobResult result, SteadyClock::time_point mesh_start) {
   // A job that was cancelled, timed out or already failed (draining) is not meshed; the checks
   // between stages keep a cancelled job from holding a mesh thread (and shutdown) for long.
   const auto stop = [&job] { return job->cancelled() || job->finished(); };
@@ -164,10 +159,9 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     job->progress({JobStage::kMeshing, ids.size(1), ids.size(1)});
     // One request's latents at a time: the shape decoder's numbers then never depend on which
     // other requests shared the batch, so equal tokens give byte-identical meshes.
-    const ShapeDecoder& decoder = engine_.decoder();
-    const at::Tensor latents = decoder.latents(ids.to(engine_.device()));
+    const at::Tensor latents = engine_.decode_latents(ids);
     const at::Tensor grid =
-        decoder.occupancy_grid(latents, r.resolution_base, /*chunk_points=*/0, stop).contiguous();
+        engine_.occupancy_grid(latents, r.resolution_base, /*chunk_points=*/0, stop).contiguous();
     if (stop()) throw cancelled("request cancelled while meshing");
     const GridView view{
         std::span<const float>(grid.data_ptr<float>(), static_cast<size_t>(grid.numel())),
@@ -185,20 +179,11 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     Mesh mesh = grid_to_mesh(view, mesh_options);
     result.vertex_count = static_cast<int64_t>(mesh.vertex_count());
     result.face_count = static_cast<int64_t>(mesh.face_count());
-    switch (r.format) {
-      case MeshFormat::kRaw:
-        result.vertices = std::move(mesh.vertices);
-        result.indices = std::move(mesh.indices);
-        break;
-      case MeshFormat::kObj:
-        result.encoded = encode_mesh(mesh, MeshFileFormat::kObj);
-        break;
-      case MeshFormat::kPly:
-        result.encoded = encode_mesh(mesh, MeshFileFormat::kPly);
-        break;
-      case MeshFormat::kGlb:
-        result.encoded = encode_mesh(mesh, MeshFileFormat::kGlb);
-        break;
+    if (r.format == MeshFormat::kRaw) {
+      result.vertices = std::move(mesh.vertices);
+      result.indices = std::move(mesh.indices);
+    } else {
+      result.encoded = encode_mesh(mesh, r.format);
     }
     const auto now = SteadyClock::now();
     result.timings.mesh_ms = ms_between(mesh_start, now);
@@ -224,8 +209,7 @@ void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {
     options.bucket = buckets.front();
     options.single_stream_decode = options_.single_stream_decode;
     const GenerationResult r = engine_.generate({request}, options);
-    const at::Tensor latents = engine_.decoder().latents(r.ids.to(engine_.device()));
-    (void)engine_.decoder().occupancy_grid(latents, 3);
+    (void)engine_.occupancy_grid(engine_.decode_latents(r.ids), 3);
   }
   std::string names;
   for (const int64_t b : buckets) names += (names.empty() ? "" : ", ") + std::to_string(b);

@@ -56,10 +56,6 @@ SteadyClock::time_point steady_deadline(const grpc::ServerContext& context,
   return SteadyClock::time_point::max();
 }
 
-double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 }  // namespace
 
 MeshServiceImpl::MeshServiceImpl(ServiceOptions options, Metrics& metrics)
@@ -124,7 +120,7 @@ grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
   if (options_.log_prompts) spdlog::info("request {} prompt: {}", request_id, job_request.prompt);
 
   auto pending = std::make_shared<Pending>();
-  const auto deadline = steady_deadline(*context, options_.default_deadline_ms);
+  const auto deadline = steady_deadline(*context, options_.policy.limits.default_deadline_ms);
   auto job = std::make_shared<Job>(
       std::move(job_request), deadline,
       [pending](const JobProgress& p) {
@@ -217,12 +213,12 @@ grpc::Status MeshServiceImpl::fill_response(const JobResult& result,
   t->set_total_ms(result.timings.total_ms);
 
   const size_t bytes = response->ByteSizeLong();
-  if (static_cast<int64_t>(bytes) > options_.max_message_bytes) {
+  if (static_cast<int64_t>(bytes) > options_.policy.limits.max_message_bytes) {
     response->Clear();
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "the mesh response is " + std::to_string(bytes) +
                             " bytes, over the server's " +
-                            std::to_string(options_.max_message_bytes) +
+                            std::to_string(options_.policy.limits.max_message_bytes) +
                             "-byte message limit; ask for less: a lower resolution_base, a smaller "
                             "target_face_count, or an encoded format (GLB) instead of RAW");
   }

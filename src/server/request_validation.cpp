@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/utf8.h"
 
@@ -13,7 +14,6 @@ namespace cube3d {
 namespace {
 
 // The official CLI scales the box so that its longest side is this long.
-constexpr float kBoundingBoxMaxSize = 1.925f;
 constexpr size_t kMaxRequestIdBytes = 128;
 
 std::string number(double v) {
@@ -84,16 +84,16 @@ JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolic
 
   const std::string& prompt = r.prompt();
   if (prompt.empty()) throw invalid_argument("prompt is empty");
-  if (static_cast<int64_t>(prompt.size()) > policy.max_prompt_bytes) {
+  if (static_cast<int64_t>(prompt.size()) > policy.limits.max_prompt_bytes) {
     throw invalid_argument("prompt is " + std::to_string(prompt.size()) + " bytes; the limit is " +
-                           std::to_string(policy.max_prompt_bytes));
+                           std::to_string(policy.limits.max_prompt_bytes));
   }
   if (const auto bad = find_invalid_utf8(prompt)) {
     throw invalid_argument("prompt is not valid UTF-8 (byte offset " + std::to_string(*bad) + ")");
   }
   out.prompt = prompt;
 
-  out.guidance_scale = policy.default_guidance_scale;
+  out.guidance_scale = policy.defaults.guidance_scale;
   if (r.has_guidance_scale()) {
     const double g = r.guidance_scale();
     if (!std::isfinite(g) || g < 0 || g > policy.max_guidance_scale) {
@@ -103,7 +103,7 @@ JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolic
     out.guidance_scale = g;
   }
 
-  out.top_p = policy.default_top_p;
+  out.top_p = policy.defaults.top_p;
   if (r.has_top_p()) {
     const double p = r.top_p();
     if (!std::isfinite(p) || p <= 0 || p > 1) {
@@ -129,30 +129,30 @@ JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolic
       }
     }
     const float longest = std::max({sides[0], sides[1], sides[2]});
-    out.bounding_box = std::array<float, 3>{sides[0] / longest * kBoundingBoxMaxSize,
-                                            sides[1] / longest * kBoundingBoxMaxSize,
-                                            sides[2] / longest * kBoundingBoxMaxSize};
+    out.bounding_box = std::array<float, 3>{sides[0] / longest * kBoundingBoxLongestSide,
+                                            sides[1] / longest * kBoundingBoxLongestSide,
+                                            sides[2] / longest * kBoundingBoxLongestSide};
   }
 
-  out.resolution_base = policy.default_resolution_base;
+  out.resolution_base = policy.defaults.resolution_base;
   if (r.has_resolution_base()) {
     const int64_t res = r.resolution_base();
-    if (res < policy.min_resolution_base || res > policy.max_resolution_base) {
+    if (res < policy.limits.min_resolution_base || res > policy.limits.max_resolution_base) {
       throw invalid_argument("resolution_base " + std::to_string(res) + " is outside [" +
-                             std::to_string(policy.min_resolution_base) + ", " +
-                             std::to_string(policy.max_resolution_base) +
+                             std::to_string(policy.limits.min_resolution_base) + ", " +
+                             std::to_string(policy.limits.max_resolution_base) +
                              "]: memory and time grow eightfold per step");
     }
     out.resolution_base = res;
   }
 
-  out.format = r.has_format() ? from_proto(r.format()) : policy.default_format;
+  out.format = r.has_format() ? from_proto(r.format()) : policy.defaults.format;
 
   if (r.has_target_face_count()) {
     const int64_t faces = r.target_face_count();
-    if (faces < 4 || faces > policy.max_target_face_count) {
+    if (faces < 4 || faces > policy.limits.max_target_face_count) {
       throw invalid_argument("target_face_count must be in [4, " +
-                             std::to_string(policy.max_target_face_count) + "], got " +
+                             std::to_string(policy.limits.max_target_face_count) + "], got " +
                              std::to_string(faces));
     }
     out.target_face_count = faces;

@@ -11,20 +11,21 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/engine_executor.h"
+#include "cube3d/server/layer_options.h"
 #include "cube3d/server/mesh_service.h"
 #include "cube3d/server/metrics.h"
 #include "cube3d/server/server_config.h"
-#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {
@@ -43,28 +44,6 @@ CliArgs make_args() {
       .option("--set", 1, "override any key: dotted.key=value (repeatable)", "K=V",
               /*repeatable=*/true);
   return args;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw not_found("cannot read " + path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-RequestPolicy request_policy(const ServerConfig& c, bool model_has_bbox) {
-  RequestPolicy p;
-  p.max_prompt_bytes = c.limits.max_prompt_bytes;
-  p.min_resolution_base = c.limits.min_resolution_base;
-  p.max_resolution_base = c.limits.max_resolution_base;
-  p.max_target_face_count = c.limits.max_target_face_count;
-  p.default_guidance_scale = c.defaults.guidance_scale;
-  p.default_top_p = c.defaults.top_p;
-  p.default_resolution_base = c.defaults.resolution_base;
-  p.default_format = c.defaults.format;
-  p.model_has_bbox = model_has_bbox;
-  return p;
 }
 
 int run(int argc, char** argv) {
@@ -107,22 +86,16 @@ int run(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   Metrics metrics(config.metrics_listen, config.batching.batch_buckets);
-  const auto load_start = std::chrono::steady_clock::now();
+  const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
-  ServiceOptions service_options;
-  service_options.policy = request_policy(config, model_config.gpt.use_bbox);
-  service_options.default_deadline_ms = config.limits.default_deadline_ms;
-  service_options.max_message_bytes = config.limits.max_message_bytes;
-  service_options.log_prompts = config.log_prompts;
-  service_options.tokens_per_shape = model_config.shape.num_encoder_latents;
-  MeshServiceImpl service(service_options, metrics);
+  MeshServiceImpl service(service_options(config, model_config), metrics);
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (config.tls.enabled()) {
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back(
-        {read_file(config.tls.key_file), read_file(config.tls.cert_file)});
+    ssl.pem_key_cert_pairs.push_back({read_file(config.tls.key_file, "TLS key"),
+                                      read_file(config.tls.cert_file, "TLS certificate")});
     credentials = grpc::SslServerCredentials(ssl);
   }
   grpc::ServerBuilder builder;
@@ -143,52 +116,23 @@ int run(int argc, char** argv) {
   spdlog::info("listening on {} (port {}); loading {}", config.listen, bound_port,
                model_config.source);
 
-  EngineOptions engine_options;
-  engine_options.gpt_weights = config.model.gpt_weights;
-  engine_options.shape_weights = config.model.shape_weights;
-  engine_options.clip_model = config.model.clip_model;
-  engine_options.clip_vocab = config.model.clip_vocab;
-  engine_options.device = config.device;
-  engine_options.dtype = config.dtype;
-  engine_options.cuda_graphs = parse_graph_mode(config.cuda_graphs);
-  engine_options.max_batch = config.batching.batch_buckets.back();
-  // Every variant a batch can use, captured at load before SERVING: each bucket, with and
-  // without guidance rows (a batch whose requests all ask for guidance 0 has one row each), in
-  // the configured single-stream mode.
-  const SingleStreamDecode decode_mode = parse_single_stream_decode(config.single_stream_decode);
-  engine_options.capture.buckets = config.batching.batch_buckets;
-  engine_options.capture.guided = true;
-  engine_options.capture.unguided = true;
-  engine_options.capture.modes = {decode_mode};
-  const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options);
+  const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options(config));
   if (!engine->text_encoder()) {
     throw invalid_argument(config.source + ": model.clip_model is required for " +
                            model_config.source + " (it has real weights)");
   }
 
-  ExecutorOptions executor_options;
-  executor_options.single_stream_decode = decode_mode;
-  executor_options.progress_interval_tokens = config.progress_interval_tokens;
-  executor_options.mesh_threads = config.mesh.mesh_threads;
-  executor_options.mesh.postprocess = config.mesh.postprocess;
-  executor_options.mesh.simplify = config.mesh.simplify;
-  executor_options.mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
-  executor_options.mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
-  executor_options.on_generated = [&metrics](double ttft, double tpot, int64_t tokens) {
+  ExecutorOptions executor_setup = executor_options(config);
+  executor_setup.on_generated = [&metrics](double ttft, double tpot, int64_t tokens) {
     metrics.observe_ttft_ms(ttft);
     metrics.observe_tpot_ms(tpot);
     metrics.tokens_generated(tokens);
   };
-  EngineExecutor executor(*engine, executor_options);
+  EngineExecutor executor(*engine, std::move(executor_setup));
   executor.warm_up(config.batching.batch_buckets);
-  metrics.set_model_load_seconds(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  metrics.set_model_load_seconds(ms_since(load_start) / 1000.0);
 
-  SchedulerConfig scheduler_config;
-  scheduler_config.batch_buckets = config.batching.batch_buckets;
-  scheduler_config.max_queue_delay_ms = config.batching.max_queue_delay_ms;
-  scheduler_config.max_queue_size = config.batching.max_queue_size;
-  Scheduler scheduler(scheduler_config, executor, [&metrics](int64_t bucket, int64_t jobs) {
+  Scheduler scheduler(scheduler_config(config), executor, [&metrics](int64_t bucket, int64_t jobs) {
     metrics.batch_started(bucket, jobs);
   });
   service.attach(&scheduler);

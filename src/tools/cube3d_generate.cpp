@@ -10,7 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/core/clock.h"
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/core/safetensors.h"
@@ -19,13 +23,9 @@
 #include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_io.h"
 #include "cube3d/mesh/mesh_pipeline.h"
-#include "cube3d/tools/cli_args.h"
 
 namespace cube3d {
 namespace {
-
-// The official CLI scales the bounding box so that its largest side is this long.
-constexpr double kBoundingBoxMaxSize = 1.925;
 
 CliArgs make_args() {
   CliArgs args("cube3d-generate", "Generate Cube 3D shape tokens (and their occupancy grid).");
@@ -140,15 +140,17 @@ int run(int argc, char** argv) {
     // Encoded below, once the engine (and its CLIP) is loaded.
   } else if (args.has("--text-embeddings")) {
     const SafetensorsFile file = SafetensorsFile::open(args.get("--text-embeddings"));
-    request.text_hidden = require(file, "clip_hidden_cond", {1, 77, text_dim}).squeeze(0);
-    request.uncond_hidden = require(file, "clip_hidden_uncond", {1, 77, text_dim}).squeeze(0);
+    request.text_hidden =
+        require(file, "clip_hidden_cond", {1, kClipContextLength, text_dim}).squeeze(0);
+    request.uncond_hidden =
+        require(file, "clip_hidden_uncond", {1, kClipContextLength, text_dim}).squeeze(0);
     if (file.contains("bbox_xyz")) request.bbox = require(file, "bbox_xyz", {1, 3}).view({3});
   } else if (config.random_weights_seed && engine_options.gpt_weights.empty()) {
     // A random-weight model has no real text encoder to match: random stand-ins for the CLIP
     // states of the prompt and of the empty prompt, fixed by the model's seed.
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(*config.random_weights_seed + 7);
-    request.text_hidden = at::randn({77, text_dim}, gen, at::kFloat);
-    request.uncond_hidden = at::randn({77, text_dim}, gen, at::kFloat);
+    request.text_hidden = at::randn({kClipContextLength, text_dim}, gen, at::kFloat);
+    request.uncond_hidden = at::randn({kClipContextLength, text_dim}, gen, at::kFloat);
     spdlog::warn(
         "no --prompt or --text-embeddings: using random text embeddings (random-weight "
         "model {})",
@@ -163,20 +165,20 @@ int run(int argc, char** argv) {
       throw invalid_argument("--bbox: the model " + config.source +
                              " has no bounding-box input (gpt_model.use_bbox is false)");
     }
-    std::vector<double> box;
+    std::vector<float> box;
     for (const auto& v : args.get_all("--bbox")) {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
       if (v.empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
         throw invalid_argument("--bbox: each side must be a positive number, got '" + v + "'");
       }
-      box.push_back(x);
+      box.push_back(static_cast<float>(x));
     }
-    const double longest = std::max({box[0], box[1], box[2]});
-    request.bbox =
-        at::tensor({box[0] / longest * kBoundingBoxMaxSize, box[1] / longest * kBoundingBoxMaxSize,
-                    box[2] / longest * kBoundingBoxMaxSize},
-                   at::kFloat);
+    const float longest = std::max({box[0], box[1], box[2]});
+    request.bbox = at::tensor(
+        {box[0] / longest * kBoundingBoxLongestSide, box[1] / longest * kBoundingBoxLongestSide,
+         box[2] / longest * kBoundingBoxLongestSide},
+        at::kFloat);
   }
 
   const std::unique_ptr<Engine> engine = Engine::load(config, engine_options);
@@ -188,20 +190,18 @@ int run(int argc, char** argv) {
     }
     const EncodedPrompt encoded = text->encode({args.get("--prompt")}).front();
     if (encoded.truncated) {
-      spdlog::warn("prompt truncated: {} CLIP tokens, only the first 75 are used",
-                   encoded.token_count);
+      spdlog::warn("prompt truncated: {} CLIP tokens, only the first {} are used",
+                   encoded.token_count, kClipMaxPromptTokens);
     }
     request.text_hidden = encoded.hidden;
     request.uncond_hidden = text->empty_prompt();
   }
   const GenerationResult result = engine->generate({request}, gen_options);
 
-  const auto shape_start = std::chrono::steady_clock::now();
-  const at::Tensor latents = engine->decoder().latents(result.ids.to(engine->device()));
-  const at::Tensor grid = engine->decoder().occupancy_grid(latents, resolution_base);
-  const double shape_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - shape_start)
-          .count();
+  const auto shape_start = SteadyClock::now();
+  const at::Tensor latents = engine->decode_latents(result.ids);
+  const at::Tensor grid = engine->occupancy_grid(latents, resolution_base);
+  const double shape_ms = ms_since(shape_start);
 
   const at::Tensor ids = result.ids[0].contiguous();
   std::string token_text;
@@ -220,7 +220,7 @@ int run(int argc, char** argv) {
       result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
 
   if (args.has("--mesh-out")) {
-    const auto mesh_start = std::chrono::steady_clock::now();
+    const auto mesh_start = SteadyClock::now();
     const at::Tensor values = grid.contiguous();
     const GridView view{
         std::span<const float>(values.data_ptr<float>(), static_cast<size_t>(values.numel())),
@@ -234,20 +234,17 @@ int run(int argc, char** argv) {
     }
     const Mesh mesh = grid_to_mesh(view, mesh_options);
     write_mesh(args.get("--mesh-out"), mesh);
-    std::printf(
-        "mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(), mesh.face_count(),
-        args.get("--mesh-out").c_str(),
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mesh_start)
-            .count());
+    std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(),
+                mesh.face_count(), args.get("--mesh-out").c_str(), ms_since(mesh_start));
   }
-  if (args.has("--tokens-out")) write_text_file(args.get("--tokens-out"), token_text + "\n");
+  if (args.has("--tokens-out")) write_file(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {
     const nlohmann::json timings = {{"tokens", result.tokens},
                                     {"prefill_ms", result.prefill_ms},
                                     {"decode_ms", result.decode_ms},
                                     {"tpot_ms", result.tpot_ms()},
                                     {"shape_decode_ms", shape_ms}};
-    write_text_file(args.get("--timings-json"), timings.dump(2) + "\n");
+    write_file(args.get("--timings-json"), timings.dump(2) + "\n");
   }
   if (args.has("--dump")) {
     write_safetensors(args.get("--dump"),
@@ -260,7 +257,7 @@ int run(int argc, char** argv) {
                       {{"model_config", config.source},
                        {"single_stream_decode", to_string(gen_options.single_stream_decode)},
                        {"kv_cache", gen_options.use_kv_cache ? "true" : "false"},
-                       {"cuda_graphs", to_string(engine->generator().graph_mode())}});
+                       {"cuda_graphs", to_string(engine->graph_mode())}});
   }
   return 0;
 }

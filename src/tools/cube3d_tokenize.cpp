@@ -2,14 +2,15 @@
 // per line from stdin and prints, for each, the 77 padded input ids separated by single spaces.
 // JSON lines keep prompts with newlines, tabs or any other character unambiguous.
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/model/clip_tokenizer.h"
-#include "cube3d/tools/cli_args.h"
+#include "cube3d/model/clip_vocab.h"
 
 namespace cube3d {
 namespace {
@@ -19,21 +20,10 @@ CliArgs make_args() {
                "Read JSON strings, one per line, from stdin; print each one's 77 CLIP input ids.");
   args.option("--vocab", 1,
               "bpe_simple_vocab_16e6.txt.gz or a Hugging Face folder with vocab.json + "
-              "merges.txt (default: $CUBE3D_CLIP_VOCAB, else the build's .cache/clip copy)",
+              "merges.txt (default: $CUBE3D_CLIP_VOCAB, else the copy beside the executable: "
+              "../share/cube3d/ or the repository's .cache/clip/)",
               "F");
   return args;
-}
-
-std::string vocabulary_path(const CliArgs& args) {
-  if (args.has("--vocab")) return args.get("--vocab");
-  if (const char* env = std::getenv("CUBE3D_CLIP_VOCAB"); env != nullptr && *env != '\0') {
-    return env;
-  }
-#ifdef CUBE3D_DEFAULT_CLIP_VOCAB
-  return CUBE3D_DEFAULT_CLIP_VOCAB;
-#else
-  throw invalid_argument("--vocab: no CLIP vocabulary given (or set CUBE3D_CLIP_VOCAB)");
-#endif
 }
 
 int run(int argc, char** argv) {
@@ -43,7 +33,8 @@ int run(int argc, char** argv) {
     std::cout << args.help();
     return 0;
   }
-  const ClipTokenizer tokenizer = ClipTokenizer::load(vocabulary_path(args));
+  const ClipTokenizer tokenizer =
+      ClipTokenizer::load(resolve_clip_vocab(args.has("--vocab") ? args.get("--vocab") : ""));
 
   std::string line;
   for (int64_t number = 1; std::getline(std::cin, line); ++number) {
@@ -67,7 +58,7 @@ int run(int argc, char** argv) {
     if (tokens.truncated) {
       std::fprintf(stderr,
                    "cube3d-tokenize: warning: %s: prompt truncated to %lld of %lld tokens\n",
-                   where.c_str(), static_cast<long long>(ClipTokenizer::kMaxTextTokens),
+                   where.c_str(), static_cast<long long>(kClipMaxPromptTokens),
                    static_cast<long long>(tokens.token_count));
     }
     std::string out;

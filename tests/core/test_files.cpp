@@ -76,5 +76,36 @@ TEST_F(FilesTest, FolderAndOversizedFileAreInvalid) {
   }
 }
 
+// The message of the cube3d::Error that require_readable throws, checking its code.
+std::string readable_error(const std::string& path, ReadableKind kind, ErrorCode code) {
+  try {
+    require_readable(path, kind);
+    ADD_FAILURE() << "no error for " << path;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(FilesTest, RequireReadableChecksKindAndNamesThePath) {
+  const std::string file = write("x");
+  EXPECT_NO_THROW(require_readable(file, ReadableKind::kFile));
+  EXPECT_NO_THROW(require_readable(file, ReadableKind::kFileOrDirectory));
+  EXPECT_NO_THROW(require_readable(dir_, ReadableKind::kDirectory));
+  EXPECT_NO_THROW(require_readable(dir_, ReadableKind::kFileOrDirectory));
+  EXPECT_EQ(readable_error(dir_ + "/missing", ReadableKind::kFile, ErrorCode::kNotFound),
+            dir_ + "/missing: no such file or directory");
+  EXPECT_EQ(readable_error(file + "/below", ReadableKind::kFile, ErrorCode::kNotFound),
+            file + "/below: no such file or directory");
+  EXPECT_EQ(readable_error(dir_, ReadableKind::kFile, ErrorCode::kInvalidArgument),
+            dir_ + ": not a regular file");
+  EXPECT_EQ(readable_error(file, ReadableKind::kDirectory, ErrorCode::kInvalidArgument),
+            file + ": not a directory");
+  EXPECT_EQ(
+      readable_error("/dev/null", ReadableKind::kFileOrDirectory, ErrorCode::kInvalidArgument),
+      "/dev/null: neither a regular file nor a directory");
+}
+
 }  // namespace
 }  // namespace cube3d

@@ -77,7 +77,7 @@ TEST(CudaPath, CpuEngineIgnoresTheGraphSwitch) {
   EngineOptions options;
   options.load_text_encoder = false;
   const auto engine = Engine::load(demo_config(), options);
-  EXPECT_EQ(engine->generator().graph_mode(), GraphMode::kOff);
+  EXPECT_EQ(engine->graph_mode(), GraphMode::kOff);
 }
 
 TEST(CudaPath, GoldenTokensOnTheGpuInFloat32) {
@@ -178,8 +178,7 @@ TEST(CudaPath, OccupancyOnTheGpuMatchesTheCpu) {
   options.device = "cuda";
   options.load_text_encoder = false;
   const auto gpu = Engine::load(g.config, options);
-  const at::Tensor grid =
-      gpu->decoder().occupancy_grid(g.expected.at("latents").to(gpu->device()), 4, 1000);
+  const at::Tensor grid = gpu->occupancy_grid(g.expected.at("latents").to(gpu->device()), 4, 1000);
   EXPECT_LT(testing::max_abs_diff(grid, g.expected.at("grid_logits_res4")), 1e-3);
 }
 
@@ -253,7 +252,7 @@ TEST(CudaPath, FusedDecodeStepMatchesTheUnfusedStep) {
   const ShapeGpt& gpt = engine->gpt();
   const DecodeStepFusions fusions = decode_step_fusions(gpt);
   ASSERT_TRUE(fusions.qk_norm_rope_store);
-  const int64_t rows = 8, t = engine->generator().total_tokens();
+  const int64_t rows = 8, t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), rows, 6, t, at::kBFloat16, engine->device());
   KvState cache = pool.view(rows);
   const at::Tensor cond =

@@ -124,7 +124,7 @@ at::Tensor drive(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequ
 TEST(DecodeRunner, StaticBuffersNeverMove) {
   auto engine = test::tiny_engine(1);
   const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->generator().total_tokens();
+  const int64_t t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), 2, kTextTokens, t, at::kFloat, at::kCPU);
   DecodeRunner runner(gpt, pool.view(2), DecodeRunnerConfig{1, true, t, true});
   EXPECT_EQ(runner.rows(), 2);
@@ -155,7 +155,7 @@ TEST(DecodeRunner, ReusedRunnerReproducesTheGenerator) {
   // generator gives for that request: no state leaks between batches through the buffers.
   auto engine = test::tiny_engine(1);
   const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->generator().total_tokens();
+  const int64_t t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), 2, kTextTokens, t, at::kFloat, at::kCPU);
   DecodeRunner runner(gpt, pool.view(2), DecodeRunnerConfig{1, true, t, false});
 

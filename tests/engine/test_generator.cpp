@@ -215,8 +215,8 @@ TEST(Generator, ModesAgreeWithoutSingleBlocks) {
 
 // --- f. the KV pool never moves ------------------------------------------------------------
 
-std::vector<const void*> pool_addresses(const Generator& g) {
-  const KvState state = g.cache().view(g.cache().max_rows());
+std::vector<const void*> pool_addresses(const KvCache& cache) {
+  const KvState state = cache.view(cache.max_rows());
   std::vector<const void*> out;
   for (const auto& k : state.keys) out.push_back(k.data_ptr());
   for (const auto& v : state.values) out.push_back(v.data_ptr());
@@ -225,12 +225,12 @@ std::vector<const void*> pool_addresses(const Generator& g) {
 
 TEST(Generator, KvPoolIsAllocatedOnceAndReusedAcrossShapes) {
   auto engine = test::tiny_engine(2);
-  const Generator& g = engine->generator();
-  EXPECT_EQ(g.max_batch(), 2);
-  EXPECT_EQ(g.total_tokens(), kTokens);
+  const KvCache& g = engine->kv_cache();
+  EXPECT_EQ(engine->options().max_batch, 2);
+  EXPECT_EQ(engine->tokens_per_shape(), kTokens);
   // 2 rows per request with guidance.
-  EXPECT_EQ(g.cache().max_rows(), 4);
-  EXPECT_EQ(g.cache().cond_len(), test::kTextTokens);
+  EXPECT_EQ(g.max_rows(), 4);
+  EXPECT_EQ(g.cond_len(), test::kTextTokens);
   const std::vector<const void*> before = pool_addresses(g);
 
   const GenerationRequest a = make_request(*engine, 60, 3.0);

@@ -82,11 +82,11 @@ TEST_P(GraphRunnerLifecycle, CapturingInTheMiddleOfABatchChangesNoToken) {
       if (done == 3) {
         CapturePlan more = plan;
         more.modes = {SingleStreamDecode::kCausal, SingleStreamDecode::kReference};
-        engine->generator().prepare(more);
+        engine->prepare(more);
         CapturePlan other = plan;
         other.record_logits = false;
         other.modes = {SingleStreamDecode::kReference};
-        engine->generator().prepare(other);
+        engine->prepare(other);
         ++captures;
       }
       return true;
@@ -221,7 +221,7 @@ TEST(GraphRunner, CaptureTouchesNoLiveState) {
   // whose slot is zeroed again afterwards.
   const auto engine = test::tiny_engine(1);
   const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->generator().total_tokens();
+  const int64_t t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
   const auto runner = make_decode_runner(GraphMode::kEmulate, gpt, pool.view(2),
                                          DecodeRunnerConfig{1, true, t, true});
@@ -255,7 +255,7 @@ TEST(GraphRunner, CaptureTouchesNoLiveState) {
 TEST(GraphRunner, AStepNeedsItsModeCaptured) {
   const auto engine = test::tiny_engine(1);
   const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->generator().total_tokens();
+  const int64_t t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
   const auto runner = make_decode_runner(GraphMode::kEmulate, gpt, pool.view(2),
                                          DecodeRunnerConfig{1, true, t, false});
@@ -274,7 +274,7 @@ TEST(GraphRunner, ReplayOnAReassignedBufferIsAnError) {
   // must fail as loudly as that would be wrong, for every static buffer.
   const auto engine = test::tiny_engine(1);
   const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->generator().total_tokens();
+  const int64_t t = engine->tokens_per_shape();
   const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
   using Reassign = std::function<void(DecodeRunner&)>;
   const std::vector<std::pair<std::string, Reassign>> cases = {

@@ -19,9 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/model/clip_text_model.h"
 #include "cube3d/model/clip_tokenizer.h"
+#include "scoped_env.h"
 
 namespace cube3d {
 namespace {
@@ -108,31 +110,7 @@ std::string many_words(int count) {
   return text;
 }
 
-// Sets or unsets an environment variable for one scope and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 // A fresh folder under /tmp, removed with the files written through it.
 class TempDir {
@@ -227,7 +205,7 @@ TEST_F(TextEncoderTest, DifferentPromptsGiveDifferentEncodings) {
 TEST_F(TextEncoderTest, LongPromptIsReportedTruncated) {
   const std::vector<EncodedPrompt> out = encoder().encode({many_words(300), "a short prompt"});
   EXPECT_TRUE(out[0].truncated);
-  EXPECT_GT(out[0].token_count, ClipTokenizer::kMaxTextTokens);
+  EXPECT_GT(out[0].token_count, kClipMaxPromptTokens);
   EXPECT_EQ(out[0].token_count, tokenizer().tokenize(many_words(300)).token_count);
   EXPECT_FALSE(out[1].truncated);
   EXPECT_EQ(out[1].token_count, 3);

@@ -197,9 +197,9 @@ TEST(MeshIo, RejectsOutOfRangeIndices) {
 }
 
 TEST(MeshIo, FormatFromPath) {
-  EXPECT_EQ(mesh_format_from_path("a/b.obj"), MeshFileFormat::kObj);
-  EXPECT_EQ(mesh_format_from_path("B.PLY"), MeshFileFormat::kPly);
-  EXPECT_EQ(mesh_format_from_path("/tmp/x.y/mesh.Glb"), MeshFileFormat::kGlb);
+  EXPECT_EQ(mesh_format_from_path("a/b.obj"), MeshFormat::kObj);
+  EXPECT_EQ(mesh_format_from_path("B.PLY"), MeshFormat::kPly);
+  EXPECT_EQ(mesh_format_from_path("/tmp/x.y/mesh.Glb"), MeshFormat::kGlb);
   for (const char* bad : {"mesh.stl", "mesh", "dir.obj/mesh", "mesh.obj.gz"}) {
     try {
       mesh_format_from_path(bad);
@@ -216,9 +216,9 @@ TEST(MeshIo, FormatFromPath) {
 TEST(MeshIo, WriteMeshPicksFormatByExtension) {
   const Mesh mesh = sample_mesh();
   const std::string dir = ::testing::TempDir();
-  for (const auto& [name, format] : {std::pair{"cube3d_mesh_io.obj", MeshFileFormat::kObj},
-                                     std::pair{"cube3d_mesh_io.ply", MeshFileFormat::kPly},
-                                     std::pair{"cube3d_mesh_io.glb", MeshFileFormat::kGlb}}) {
+  for (const auto& [name, format] : {std::pair{"cube3d_mesh_io.obj", MeshFormat::kObj},
+                                     std::pair{"cube3d_mesh_io.ply", MeshFormat::kPly},
+                                     std::pair{"cube3d_mesh_io.glb", MeshFormat::kGlb}}) {
     const std::string path = dir + "/" + name;
     write_mesh(path, mesh);
     std::ifstream file(path, std::ios::binary);

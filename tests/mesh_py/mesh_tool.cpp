@@ -103,7 +103,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   // Fail on a bad output path before the work.
-  const cube3d::MeshFileFormat format = cube3d::mesh_format_from_path(positional[1]);
+  const cube3d::MeshFormat format = cube3d::mesh_format_from_path(positional[1]);
 
   const Grid grid = read_grid(positional[0]);
   const cube3d::GridView view{grid.values, grid.dims};
@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
         std::chrono::steady_clock::now() - start;
     best_ms = std::min(best_ms, elapsed.count());
   }
-  const std::string bytes = format == cube3d::MeshFileFormat::kObj
+  const std::string bytes = format == cube3d::MeshFormat::kObj
                                 ? cube3d::encode_obj(mesh, obj_normals)
                                 : cube3d::encode_mesh(mesh, format);
   std::ofstream out(positional[1], std::ios::binary | std::ios::trunc);

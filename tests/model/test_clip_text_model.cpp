@@ -20,8 +20,11 @@
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/safetensors.h"
+#include "cube3d/model/weight_spec.h"
+#include "cube3d/model/weights.h"
 
 namespace cube3d {
 namespace {
@@ -321,6 +324,21 @@ TEST_F(ClipTextModelLoad, ReportsTextLayersTheConfigDoesNotHave) {
   EXPECT_TRUE(contains(error.what(), "text_model.encoder.layers.2.mlp.fc1.weight")) << error.what();
 }
 
+TEST_F(ClipTextModelLoad, AMismatchNamesTheConfigTheShapesCameFrom) {
+  std::string config = read_file(path("text_model/config.json"));
+  const std::string layers = "\"num_hidden_layers\": 3";
+  ASSERT_TRUE(contains(config, layers)) << config;
+  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 4");
+  const ScratchDir scratch;
+  write_folder(scratch, full_clip_tensors(), config);
+  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
+  EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(contains(error.what(), "does not match " + scratch.path("config.json")))
+      << error.what();
+  EXPECT_TRUE(contains(error.what(), "text_model.encoder.layers.3.mlp.fc1.weight [128, 64]"))
+      << error.what();
+}
+
 TEST_F(ClipTextModelLoad, AFileWithoutTextTensorsNamesTheFirstExpectedOnes) {
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [name, tensor] : full_clip_tensors()) {
@@ -498,6 +516,26 @@ TEST(ClipTextModelRandom, IsDeterministicPerSeedAndHasTheRightShape) {
   const at::Tensor unpadded = model.forward(ids, at::ones_like(mask));
   EXPECT_GT(max_abs_diff(a.slice(1, 9), unpadded.slice(1, 9)), 1e-3);
   EXPECT_LT(max_abs_diff(a.slice(1, 0, 9), unpadded.slice(1, 0, 9)), 1e-6);
+}
+
+TEST(ClipTextModelRandom, AreTheSpecsRandomCheckpointWithQkvStacked) {
+  // One weights machinery for every model: the CLIP spec drawn by random_checkpoint.
+  ClipTextConfig config = fixture_config();
+  config.num_hidden_layers = 1;
+  EXPECT_EQ(config.max_position_embeddings, kClipContextLength);
+  const ClipTextWeights w = ClipTextModel::random(config, 7, at::kCPU).weights();
+  const TensorMap t = random_checkpoint(clip_text_checkpoint_spec(config, ""), 7, {});
+  EXPECT_TRUE(at::equal(w.token_embedding, t.at("embeddings.token_embedding.weight")));
+  EXPECT_TRUE(at::equal(w.position_embedding, t.at("embeddings.position_embedding.weight")));
+  const std::string a = "encoder.layers.0.self_attn.";
+  EXPECT_TRUE(at::equal(
+      w.layers[0].qkv.weight,
+      at::cat({t.at(a + "q_proj.weight"), t.at(a + "k_proj.weight"), t.at(a + "v_proj.weight")})));
+  EXPECT_TRUE(at::equal(
+      w.layers[0].qkv.bias,
+      at::cat({t.at(a + "q_proj.bias"), t.at(a + "k_proj.bias"), t.at(a + "v_proj.bias")})));
+  EXPECT_TRUE(at::equal(w.layers[0].fc2.weight, t.at("encoder.layers.0.mlp.fc2.weight")));
+  EXPECT_TRUE(at::equal(w.final_ln_bias, t.at("final_layer_norm.bias")));
 }
 
 TEST(ClipTextModelRandom, RejectsBadConfigs) {

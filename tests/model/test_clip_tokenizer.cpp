@@ -1,7 +1,7 @@
 // Tests of the CLIP BPE tokenizer: every case of clip_tokens.json (made with OpenAI's
-// simple_tokenizer and Hugging Face's padding), the Hugging Face folder format, text clean-up
-// details checked against Python, invalid UTF-8, truncation, the cache under threads, and
-// vocabulary file errors.
+// simple_tokenizer and Hugging Face's padding), the Hugging Face folder format, the pattern's
+// case quirks, invalid UTF-8, truncation, the cache under threads, and vocabulary file errors
+// as loading reports them. The text clean-up alone: test_clip_text_normalizer.cpp.
 #include "cube3d/model/clip_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
+#include "cube3d/model/clip_vocab.h"
 
 namespace cube3d {
 namespace {
@@ -167,47 +169,13 @@ TEST_F(ClipTokenizerTest, VocabularyLayout) {
   EXPECT_EQ(tokenizer().vocab_size(), 49408);
   EXPECT_EQ(tokenizer().token(0), "!");
   EXPECT_EQ(tokenizer().token(256), "!</w>");
-  EXPECT_EQ(tokenizer().token(ClipTokenizer::kBos), "<|startoftext|>");
-  EXPECT_EQ(tokenizer().token(ClipTokenizer::kEos), "<|endoftext|>");
+  EXPECT_EQ(tokenizer().token(kClipStartOfText), "<|startoftext|>");
+  EXPECT_EQ(tokenizer().token(kClipEndOfText), "<|endoftext|>");
   const auto merges = tokenizer().merges();
-  ASSERT_EQ(static_cast<int64_t>(merges.size()), ClipTokenizer::kMaxMerges);
+  ASSERT_EQ(static_cast<int64_t>(merges.size()), kClipMaxMerges);
   EXPECT_EQ(merges.front(), std::make_pair(std::string("i"), std::string("n")));
   EXPECT_EQ(tokenizer().token(512), "in");  // the first merge's token
   expect_error([&] { tokenizer().token(49408); }, ErrorCode::kInvalidArgument, "49408");
-}
-
-// Expected strings from Python: whitespace_clean(basic_clean(text)).lower() with
-// ftfy.fix_text as the identity.
-TEST_F(ClipTokenizerTest, NormalizesLikeThePythonCleanUp) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"&amp;lt;", "<"},  // unescaped twice
-      {"a&#39;s", "a's"},
-      {"&#x41;&#66;", "ab"},
-      {"&nbsp;a&nbsp;", "a"},
-      {"&ampx", "&x"},  // legacy entity as a prefix
-      {"&unknown;", "&unknown;"},
-      {"&#128;", "\u20ac"},  // Windows-1252 for the C1 range
-      {"&#0;", "\ufffd"},
-      {"&#1;x", "x"},  // invalid code point: removed
-      {"&#xD800;", "\ufffd"},
-      {"&#99999999999;", "\ufffd"},
-      {"&Alpha;", "\u03b1"},
-      {"&Alpha", "&alpha"},  // not a legacy name: needs its ';'
-      {"&copy2024", "\u00a92024"},
-      {"&#x;", "&#x;"},
-      {"&lang;&rang;", "\u27e8\u27e9"},
-      {"AT&T", "at&t"},
-      {"\u3000a\u2003b\x1c", "a b"},  // U+001C is stripped at the ends...
-      {std::string("a\x1c") + "b", std::string("a\x1c") + "b"},  // ...but not folded inside
-      {"\u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3",
-       "\u03bf\u03b4\u03c5\u03c3\u03c3\u03b5\u03c5\u03c2"},  // final sigma
-      {"\u03a3\u0391\u03a3 \u03a3", "\u03c3\u03b1\u03c2 \u03c3"},
-      {"\u0130stanbul", "i\u0307stanbul"},
-      {"\u00c0\u00c9\u00ce \u24b6 \u216b", "\u00e0\u00e9\u00ee \u24d0 \u217b"},
-  };
-  for (const auto& [text, expected] : cases) {
-    EXPECT_EQ(ClipTokenizer::normalize(text), expected) << "text: " << text;
-  }
 }
 
 // Python regex's IGNORECASE on lower-cased text: long s counts as 's', U+0345 is dropped.
@@ -242,7 +210,7 @@ TEST_F(ClipTokenizerTest, ReportsTruncation) {
   const ClipTokens exact = tokenizer().tokenize(words(75));
   EXPECT_FALSE(exact.truncated);
   EXPECT_EQ(exact.token_count, 75);
-  EXPECT_EQ(exact.input_ids.back(), ClipTokenizer::kEos);
+  EXPECT_EQ(exact.input_ids.back(), kClipEndOfText);
   EXPECT_EQ(exact.attention_mask, std::vector<int64_t>(77, 1));
 
   const ClipTokens cut = tokenizer().tokenize(words(76));
@@ -254,9 +222,9 @@ TEST_F(ClipTokenizerTest, ReportsTruncation) {
   EXPECT_TRUE(long_prompt.truncated);
   EXPECT_EQ(long_prompt.token_count, 300);
   ASSERT_EQ(long_prompt.input_ids.size(), 77u);
-  EXPECT_EQ(long_prompt.input_ids.front(), ClipTokenizer::kBos);
+  EXPECT_EQ(long_prompt.input_ids.front(), kClipStartOfText);
   EXPECT_EQ(long_prompt.input_ids[75], 2653);  // "word</w>"
-  EXPECT_EQ(long_prompt.input_ids.back(), ClipTokenizer::kEos);
+  EXPECT_EQ(long_prompt.input_ids.back(), kClipEndOfText);
 
   const ClipTokens empty = tokenizer().tokenize("");
   EXPECT_FALSE(empty.truncated);

@@ -2,7 +2,8 @@
 // every kind of mismatch is reported in one error, the shared Fourier embedder's aliases, the
 // ignored encoder tensors, dtype conversion, memory (zero-copy float32 views of the file, copies
 // of misaligned tensors, file pages handed back once copied), random weights (deterministic,
-// parallel, in the run dtype, on the device) and the expected tensor names.
+// parallel, in the run dtype, on the device; CLIP's one serial CPU stream), the lookup of
+// tensors by name and the expected tensor names.
 #include "cube3d/model/weights.h"
 
 #include <ATen/ATen.h>
@@ -405,8 +406,7 @@ TEST(WeightsDtype, RandomWeightsFollowTheSameDtypeRules) {
                      nullptr);
 }
 
-// --- memory: zero copy, converted copies, page release
-// --------------------------------------------
+// --- memory: zero copy, converted copies, page release -------------------------------------------
 
 // This process's mappings of `file` as [begin, end) address ranges with their resident bytes,
 // from /proc/self/smaps.
@@ -534,8 +534,12 @@ TEST_F(WeightsTest, MisalignedTensorsAreCopiedWithTheirValues) {
   const std::string file = path("misaligned.safetensors");
   std::ofstream(file, std::ios::binary) << bytes;
 
-  const CheckpointSpec spec{
-      "test", {{{"w"}, {3, 5}, TensorRole::kWeight}, {{"n"}, {5}, TensorRole::kNormWeight}}, {}};
+  const CheckpointSpec spec = [] {
+    CheckpointSpec s;
+    s.what = "test";
+    s.tensors = {{{"w"}, {3, 5}, TensorRole::kWeight}, {{"n"}, {5}, TensorRole::kNormWeight}};
+    return s;
+  }();
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
     const TensorMap out = resolve_checkpoint(spec, safetensors_source(file), {dtype});
@@ -733,8 +737,71 @@ TEST(WeightsRandom, OnlyOnePathThrows) {
   }
 }
 
-// --- on a GPU (skipped without one)
-// ----------------------------------------------------------------
+TEST(WeightsRandom, SequentialCpuSpecsDrawInSpecOrderWhateverTheNamesAndThreads) {
+  // CLIP's scheme: one CPU generator through the spec, so the values follow the position of a
+  // tensor in the spec, not its name (a "text_model." prefix changes nothing).
+  ClipTextConfig config;
+  config.vocab_size = 300;
+  config.hidden_size = 32;
+  config.intermediate_size = 64;
+  config.num_hidden_layers = 2;
+  config.num_attention_heads = 2;
+  const CheckpointSpec spec = clip_text_checkpoint_spec(config, "");
+  const CheckpointSpec prefixed = clip_text_checkpoint_spec(config, "text_model.");
+  ASSERT_EQ(spec.random_init, RandomInit::kSequentialCpu);
+  ASSERT_EQ(spec.tensors.size(), prefixed.tensors.size());
+  const ThreadCountGuard guard;
+  at::set_num_threads(1);
+  const TensorMap a = random_checkpoint(spec, 42, {});
+  at::set_num_threads(3);
+  const TensorMap b = random_checkpoint(prefixed, 42, {});
+  const TensorMap c = random_checkpoint(spec, 43, {});
+  expect_matches_spec(spec, a);
+  for (const TensorSpec& t : spec.tensors) {
+    SCOPED_TRACE(t.name());
+    EXPECT_EQ(a.at(t.name()).scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(a.at(t.name()), b.at("text_model." + t.name())));
+    EXPECT_FALSE(at::equal(a.at(t.name()), c.at(t.name())));
+  }
+  // transformers' embedding scale; weights, biases and norms as in the per-tensor scheme.
+  const auto std_of = [&](const std::string& name) {
+    return a.at(name).to(at::kDouble).std().item<double>();
+  };
+  EXPECT_NEAR(std_of("embeddings.token_embedding.weight"), 0.02, 0.002);
+  EXPECT_NEAR(std_of("encoder.layers.0.mlp.fc2.weight"), 1.0 / 8.0, 0.02);
+  EXPECT_NEAR(a.at("final_layer_norm.weight").mean().item<double>(), 1.0, 0.05);
+}
+
+// --- looking tensors up by name ------------------------------------------------------------------
+
+TEST(WeightsLookup, FindsTensorsAndLinearsWithOrWithoutBias) {
+  const TensorMap tensors = {{"p.a.weight", at::ones({2, 3})},
+                             {"p.a.bias", at::zeros({2})},
+                             {"p.b.weight", at::ones({4, 2})}};
+  const WeightLookup lookup(tensors, "test model", "p.");
+  EXPECT_TRUE(lookup.tensor("a.weight").is_same(tensors.at("p.a.weight")));
+  const Linear a = lookup.linear("a");
+  EXPECT_TRUE(a.weight.is_same(tensors.at("p.a.weight")));
+  EXPECT_TRUE(a.bias.is_same(tensors.at("p.a.bias")));
+  const Linear b = lookup.linear("b");
+  EXPECT_TRUE(b.weight.is_same(tensors.at("p.b.weight")));
+  EXPECT_FALSE(b.bias.defined());
+}
+
+TEST(WeightsLookup, AMissingNameIsAnInternalErrorNamingTheModelAndTheTensor) {
+  // The map passed its spec, so only a spec and a model that disagree can get here.
+  const TensorMap tensors = {{"a.bias", at::zeros({2})}};
+  const WeightLookup lookup(tensors, "test model");
+  for (const std::function<void()>& f : std::vector<std::function<void()>>{
+           [&] { lookup.tensor("c.weight"); }, [&] { lookup.linear("a"); }}) {
+    const Error e = expect_error(f);
+    EXPECT_EQ(e.code(), ErrorCode::kInternal);
+    EXPECT_TRUE(contains(e.what(), "test model")) << e.what();
+    EXPECT_TRUE(contains(e.what(), ".weight")) << e.what();
+  }
+}
+
+// --- on a GPU (skipped without one) -------------------------------------------------------------
 
 TEST_F(WeightsTest, CudaLoadCopiesEachTensorAndHandsItsHostPagesBack) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";

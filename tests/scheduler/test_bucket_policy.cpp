@@ -87,7 +87,7 @@ TEST(BucketPolicy, SchedulerConfigValidationNamesTheField) {
   SchedulerConfig config;
   config.max_queue_delay_ms = -1;
   expect_rejected(config, "max_queue_delay_ms");
-  config.max_queue_delay_ms = SchedulerConfig::kMaxQueueDelayMs + 1;
+  config.max_queue_delay_ms = kMaxQueueDelayMs + 1;
   expect_rejected(config, "max_queue_delay_ms");
   config = SchedulerConfig{};
   config.max_queue_size = 0;

@@ -44,7 +44,7 @@ class MeshServiceTest : public ::testing::Test {
  protected:
   MeshServiceTest() : metrics_("", {1, 2}) {
     ServiceOptions options;
-    options.max_message_bytes = 1 << 20;
+    options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
     service_ = std::make_unique<MeshServiceImpl>(options, metrics_);
     SchedulerConfig config;

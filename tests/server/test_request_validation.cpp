@@ -77,10 +77,10 @@ TEST(RequestValidationTest, MinimalRequestTakesDefaultPolicyDefaults) {
 
 TEST(RequestValidationTest, UnsetFieldsTakeThePolicysCustomDefaults) {
   RequestPolicy policy;
-  policy.default_guidance_scale = 5.5;
-  policy.default_top_p = 0.8;
-  policy.default_resolution_base = 6;
-  policy.default_format = MeshFormat::kObj;
+  policy.defaults.guidance_scale = 5.5;
+  policy.defaults.top_p = 0.8;
+  policy.defaults.resolution_base = 6;
+  policy.defaults.format = MeshFormat::kObj;
   const JobRequest job = validate_request(minimal_request(), policy);
   EXPECT_DOUBLE_EQ(job.guidance_scale, 5.5);
   ASSERT_TRUE(job.top_p.has_value());
@@ -91,8 +91,8 @@ TEST(RequestValidationTest, UnsetFieldsTakeThePolicysCustomDefaults) {
 
 TEST(RequestValidationTest, SetFieldsOverrideThePolicyDefaults) {
   RequestPolicy policy;
-  policy.default_top_p = 0.8;
-  policy.default_format = MeshFormat::kObj;
+  policy.defaults.top_p = 0.8;
+  policy.defaults.format = MeshFormat::kObj;
   v1::GenerateMeshRequest request = minimal_request();
   request.set_guidance_scale(7.5f);
   request.set_top_p(0.5f);
@@ -139,7 +139,7 @@ TEST(RequestValidationTest, RequestIdOf128CharactersIsKept) {
 
 TEST(RequestValidationTest, PromptExactlyAtTheByteLimitIsAccepted) {
   RequestPolicy policy;
-  policy.max_prompt_bytes = 16;
+  policy.limits.max_prompt_bytes = 16;
   const std::string prompt(16, 'a');
   EXPECT_EQ(validate_request(minimal_request(prompt), policy).prompt, prompt);
 }
@@ -170,15 +170,15 @@ TEST(RequestValidationTest, TopPOfOneIsAccepted) {
 TEST(RequestValidationTest, ResolutionBaseBoundsAreInclusive) {
   RequestPolicy policy;
   v1::GenerateMeshRequest request = minimal_request();
-  request.set_resolution_base(static_cast<int32_t>(policy.min_resolution_base));
-  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.min_resolution_base);
-  request.set_resolution_base(static_cast<int32_t>(policy.max_resolution_base));
-  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.max_resolution_base);
+  request.set_resolution_base(static_cast<int32_t>(policy.limits.min_resolution_base));
+  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.limits.min_resolution_base);
+  request.set_resolution_base(static_cast<int32_t>(policy.limits.max_resolution_base));
+  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.limits.max_resolution_base);
 }
 
 TEST(RequestValidationTest, TargetFaceCountBoundsAreInclusive) {
   RequestPolicy policy;
-  policy.max_target_face_count = 1000;
+  policy.limits.max_target_face_count = 1000;
   v1::GenerateMeshRequest request = minimal_request();
   request.set_target_face_count(4);
   EXPECT_EQ(validate_request(request, policy).target_face_count, 4);
@@ -226,7 +226,7 @@ TEST(RequestValidationTest, EmptyPromptIsRejected) {
 
 TEST(RequestValidationTest, PromptOverTheByteLimitIsRejected) {
   RequestPolicy policy;
-  policy.max_prompt_bytes = 16;
+  policy.limits.max_prompt_bytes = 16;
   expect_invalid(minimal_request(std::string(17, 'a')), policy, {"prompt", "17", "16"});
 }
 
@@ -357,8 +357,8 @@ TEST(RequestValidationTest, ResolutionBaseBelowTheMinimumIsRejectedNamingTheRang
 
 TEST(RequestValidationTest, ResolutionBaseAboveTheMaximumIsRejectedNamingTheRange) {
   RequestPolicy policy;
-  policy.min_resolution_base = 5;
-  policy.max_resolution_base = 7;
+  policy.limits.min_resolution_base = 5;
+  policy.limits.max_resolution_base = 7;
   v1::GenerateMeshRequest request = minimal_request();
   request.set_resolution_base(8);
   expect_invalid(request, policy, {"resolution_base", "[5, 7]"});
@@ -393,7 +393,7 @@ TEST(RequestValidationTest, TargetFaceCountThreeIsRejected) {
 
 TEST(RequestValidationTest, TargetFaceCountAboveTheMaximumIsRejected) {
   RequestPolicy policy;
-  policy.max_target_face_count = 1000;
+  policy.limits.max_target_face_count = 1000;
   v1::GenerateMeshRequest request = minimal_request();
   request.set_target_face_count(1001);
   expect_invalid(request, policy, {"target_face_count", "1000"});

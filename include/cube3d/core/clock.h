@@ -11,6 +11,8 @@ inline double ms_between(SteadyClock::time_point from, SteadyClock::time_point t
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-inline double ms_since(SteadyClock::time_point from) { return ms_between(from, SteadyClock::now()); }
+inline double ms_since(SteadyClock::time_point from) {
+  return ms_between(from, SteadyClock::now());
+}
 
 }  // namespace cube3d

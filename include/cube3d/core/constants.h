@@ -18,12 +18,19 @@ inline constexpr int64_t kClipStartOfText = 49406;  // <|startoftext|>
 inline constexpr int64_t kClipEndOfText = 49407;    // <|endoftext|>, also the padding id
 
 // --- Occupancy grid (official cube3d/model/autoencoder/grid.py and engine.py) ---------------
-// The query box [-1.05, 1.05]^3; 2^r + 1 points per axis for resolution base r.
-inline constexpr float kGridBoundMin = -1.05f;
-inline constexpr float kGridBoundMax = 1.05f;
+// The query box [-1.05, 1.05]^3; 2^r + 1 points per axis for resolution base r. Double, as the
+// official numpy.linspace computes the axis (the shape decoder rounds each point to float32; the
+// mesh stage's float32 world coordinates round the bounds).
+inline constexpr double kGridBoundMin = -1.05;
+inline constexpr double kGridBoundMax = 1.05;
 constexpr int64_t grid_points_per_axis_unchecked(int64_t resolution_base) {
   return (int64_t{1} << resolution_base) + 1;
 }
+
+// --- Bounding box (official cube3d/generate.py, v0.5 models) ---------------------------------
+// A requested box is scaled so that its longest side is this long, in float32 as the official
+// code's tensor arithmetic does.
+inline constexpr float kBoundingBoxLongestSide = 1.925f;
 
 // --- Our limits -------------------------------------------------------------------------------
 // The hard cap on resolution_base for every layer (shape decoder, mesh stage, server config):
@@ -37,6 +44,8 @@ inline constexpr int64_t kDefaultMinResolutionBase = 4;
 // The largest batch bucket the server config and the scheduler accept (a bucket is also a KV
 // cache size and a captured CUDA graph, so larger ones only waste memory).
 inline constexpr int64_t kMaxBatchBucket = 256;
+// The longest batching.max_queue_delay_ms: a batch window over a minute is a misconfiguration.
+inline constexpr int64_t kMaxQueueDelayMs = 60'000;
 // The largest classifier-free guidance scale a request may ask for.
 inline constexpr double kMaxGuidanceScale = 100.0;
 

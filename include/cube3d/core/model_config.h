@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/core/constants.h"
+
 namespace cube3d {
 
 // `gpt_model:` (DualStreamRoformer.Config)
@@ -63,8 +65,10 @@ struct ModelConfig {
   std::optional<uint64_t> random_weights_seed;
   std::string source;  // the file it came from, for messages
 
-  // S: condition tokens (77 CLIP positions, plus the bbox token for v0.5).
-  int64_t cond_len(int64_t text_tokens = 77) const { return text_tokens + (gpt.use_bbox ? 1 : 0); }
+  // S: condition tokens (the CLIP positions, plus the bbox token for v0.5).
+  int64_t cond_len(int64_t text_tokens = kClipContextLength) const {
+    return text_tokens + (gpt.use_bbox ? 1 : 0);
+  }
 };
 
 // Parses and validates. Throws cube3d::Error (not_found / invalid_argument) naming the file

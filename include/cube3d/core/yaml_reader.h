@@ -49,10 +49,9 @@ std::string read_string(const YAML::Node& node, std::string_view source, const s
 std::vector<int64_t> read_int_list(const YAML::Node& node, std::string_view source,
                                    const std::string& key);
 
-// " (did you mean <prefix><candidate>?)" for the first candidate closest to `name` within two
-// edits, or "" when none is that close.
-std::string did_you_mean(std::string_view name, std::string_view prefix,
-                         std::span<const std::string_view> candidates);
+// The shortest scalar that reads back (with read_float) as exactly `value`, so that a printed
+// config loads back bit for bit: ".nan", ".inf", and "3.0" rather than "3" for a float key.
+std::string format_float(double value);
 
 // Reads one entry of a mapping: `index` into the names given to read_mapping, the value, and
 // the full dotted key.
@@ -64,8 +63,8 @@ using UnknownKeyHint = std::function<std::string(std::string_view name)>;
 // Walks the mapping `node` at `section` ("" for the top level; its keys' full names are
 // "<section>.<name>") and hands each entry to `read`, in file order. It fails on a value that is
 // not a mapping, a key that is not a plain name, a name not in `names` (with `hint`, by default
-// the closest of `names`) and a repeated name. Returns which of `names` appeared, for the
-// caller's required-key checks.
+// the closest of `names`: core/suggest.h) and a repeated name. Returns which of `names` appeared,
+// for the caller's required-key checks.
 std::vector<bool> read_mapping(const YAML::Node& node, std::string_view source,
                                std::string_view section, std::span<const std::string_view> names,
                                const EntryReader& read, const UnknownKeyHint& hint = {});

@@ -1,13 +1,15 @@
-// The engine: a loaded Cube 3D model (shape GPT + shape decoder) with its generator. What the
-// CLI, the bench and the server drive. Builds without gRPC.
+// The engine: a loaded Cube 3D model (shape GPT + shape decoder + CLIP) with its generator, behind
+// one facade. Builds without gRPC.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/engine/generator.h"
 #include "cube3d/engine/text_encoder.h"
@@ -22,7 +24,7 @@ struct EngineOptions {
   std::string device = "cpu";     // cpu | cuda | cuda:N
   std::string dtype = "float32";  // float32 | bfloat16
   int64_t max_batch = 1;          // requests per batch the KV cache is sized for
-  int64_t text_tokens = 77;       // CLIP positions per condition
+  int64_t text_tokens = kClipContextLength;  // CLIP positions per condition
   // CLIP: a Hugging Face folder (config.json + model.safetensors). Empty: a small random CLIP
   // for random-weight models, no text encoder otherwise (precomputed embeddings only).
   std::string clip_model;
@@ -43,24 +45,51 @@ struct EngineOptions {
 at::Device parse_device(const std::string& text);
 at::ScalarType parse_dtype(const std::string& text);
 
+// The facade every front end drives (server, cube3d-generate, cube3d-bench): text in, tokens,
+// latents and occupancy out. Its parts (shape GPT, generator, shape decoder, text encoder) stay
+// inside; what a caller may learn about them is read-only.
 class Engine {
  public:
+  // Loads the weights, builds the KV cache for options.max_batch requests and prepares (in a
+  // graph mode, captures) every decode variant of options.capture, before any request.
   static std::unique_ptr<Engine> load(const ModelConfig& config, const EngineOptions& options);
 
+  // --- what was loaded ------------------------------------------------------------------------
   const ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   at::Device device() const { return device_; }
+  double load_ms() const { return load_ms_; }
+  // T: the tokens of one shape (shape_model.num_encoder_latents).
+  int64_t tokens_per_shape() const { return config_.shape.num_encoder_latents; }
+  // How decode steps run here: options.cuda_graphs, with kOn read as kOff off CUDA.
+  GraphMode graph_mode() const { return generator_->graph_mode(); }
+  // The KV cache and the shape GPT, read-only: their sizes for the bench's memory and traffic
+  // model, and the model for the engine's own component tests.
+  const KvCache& kv_cache() const { return generator_->cache(); }
   const ShapeGpt& gpt() const { return *gpt_; }
-  const ShapeDecoder& decoder() const { return *decoder_; }
-  Generator& generator() { return *generator_; }
+
+  // --- text -> conditions ---------------------------------------------------------------------
   // Null when the engine runs on precomputed text embeddings only.
   const TextEncoder* text_encoder() const { return text_encoder_.get(); }
-  double load_ms() const { return load_ms_; }
 
+  // --- conditions -> tokens -------------------------------------------------------------------
+  // One batch; not thread-safe (one generation at a time, like the KV cache it owns).
   GenerationResult generate(const std::vector<GenerationRequest>& requests,
                             const GenerationOptions& options) {
     return generator_->generate(requests, options);
   }
+  // Prepares (captures) more decode variants after load. Safe between batches and from a
+  // progress callback; generate() in a graph mode accepts only prepared variants.
+  void prepare(const CapturePlan& plan) { generator_->prepare(plan); }
+
+  // --- tokens -> shape ------------------------------------------------------------------------
+  // Latents [n, T, W] on the engine's device for token ids [n, T] (on any device).
+  at::Tensor decode_latents(const at::Tensor& ids) const;
+  // Occupancy logits [N, N, N] float32 on the CPU (N = 2^r + 1) for one shape's latents
+  // [1, T, W]; see ShapeDecoder::occupancy_grid for chunking and `should_stop`. Thread-safe.
+  at::Tensor occupancy_grid(const at::Tensor& latents, int64_t resolution_base,
+                            int64_t chunk_points = 0,
+                            const std::function<bool()>& should_stop = {}) const;
 
  private:
   Engine() = default;

@@ -25,8 +25,10 @@ class TextEncoder {
  public:
   TextEncoder(ClipTokenizer tokenizer, ClipTextModel model);
 
-  // The CLIP vocabulary: `vocab` if set, else $CUBE3D_CLIP_VOCAB, else the folder's
-  // vocab.json + merges.txt when `clip_model` has them, else the path setup.sh fetches.
+  // The CLIP vocabulary: resolve_clip_vocab(vocab, clip_model) (model/clip_vocab.h): `vocab`
+  // if set, else $CUBE3D_CLIP_VOCAB, else the folder's vocab.json + merges.txt when `clip_model`
+  // has them, else the copy beside the executable (an install's share/cube3d/, or the .cache/clip/
+  // that scripts/setup.sh fills for build folders under the repository root).
   static std::string resolve_vocab(const std::string& vocab, const std::string& clip_model);
 
   int64_t hidden_size() const { return model_.config().hidden_size; }

@@ -5,18 +5,14 @@
 #include <string>
 #include <string_view>
 
+#include "cube3d/core/mesh_format.h"
 #include "cube3d/mesh/mesh.h"
 
 namespace cube3d {
 
-enum class MeshFileFormat { kObj, kPly, kGlb };
-
-// "obj", "ply", "glb".
-std::string_view to_string(MeshFileFormat format);
-
 // The format of a path's extension (.obj, .ply, .glb, any case); anything else throws
 // invalid_argument naming the path and the allowed extensions.
-MeshFileFormat mesh_format_from_path(std::string_view path);
+MeshFormat mesh_format_from_path(std::string_view path);
 
 // "v x y z" lines (shortest round-trip decimal), optional "vn" lines (vertex_normals), and
 // "f a b c" (1-based; "f a//a b//b c//c" with normals).
@@ -30,7 +26,8 @@ std::string encode_ply(const Mesh& mesh);
 // faces gives a valid file with an empty scene.
 std::string encode_glb(const Mesh& mesh);
 
-std::string encode_mesh(const Mesh& mesh, MeshFileFormat format);
+// The bytes of a file format; kRaw is not one (invalid_argument).
+std::string encode_mesh(const Mesh& mesh, MeshFormat format);
 
 // Writes encode_mesh(mesh, mesh_format_from_path(path)) to path (OBJ without normals).
 void write_mesh(const std::string& path, const Mesh& mesh);

@@ -18,8 +18,8 @@ struct MeshPipelineOptions {
   bool simplify = true;  // only when postprocess is on
   SimplifyOptions simplification;
   bool world_coordinates = true;  // false keeps grid index units
-  float bound_min = kGridBoundMin;
-  float bound_max = kGridBoundMax;
+  float bound_min = static_cast<float>(kGridBoundMin);
+  float bound_max = static_cast<float>(kGridBoundMax);
 };
 
 struct MeshPipelineReport {

@@ -1,6 +1,6 @@
-// Small functional building blocks shared by the shape GPT and the shape decoder. Pure math on
-// libtorch tensors; norms, RoPE and softmax run in float32 whatever the activation dtype, like
-// the official autocast code.
+// Small functional building blocks shared by the shape GPT, the shape decoder and CLIP's text
+// encoder. Pure math on libtorch tensors; norms, RoPE and softmax run in float32 whatever the
+// activation dtype, like the official autocast code.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -38,10 +38,6 @@ struct ShapeDecoderWeights {
   static ShapeDecoderWeights from_tensors(const ShapeModelConfig& config, const TensorMap& tensors);
 };
 
-// Grid bounds of the official extract_geometry.
-inline constexpr double kGridMin = -1.05;
-inline constexpr double kGridMax = 1.05;
-
 // Points per axis of the grid for a resolution base: 2^r + 1.
 int64_t occupancy_grid_size(int64_t resolution_base);
 // Axis coordinates exactly as numpy.linspace(min, max, n, dtype=float32) computes them.

@@ -1,6 +1,7 @@
-// Checkpoint loading: checks a checkpoint's tensors against the config's CheckpointSpec
-// (reporting every missing, unexpected and misshapen tensor at once), converts them to the run
-// dtype and device, or generates random weights from a seed for the same spec.
+// Checkpoint loading for every model (shape GPT, shape tokenizer, CLIP text encoder): checks a
+// checkpoint's tensors against the model's CheckpointSpec (reporting every missing, unexpected
+// and misshapen tensor at once), converts them to the run dtype and device, or generates random
+// weights from a seed for the same spec; WeightLookup then hands them to the model by name.
 //
 // Memory: the weights are held once. A tensor already in the run dtype on the CPU is not copied
 // (a safetensors file's tensors stay zero-copy views of its private copy-on-write mapping);
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "cube3d/core/model_config.h"
+#include "cube3d/model/layers.h"
 #include "cube3d/model/weight_spec.h"
 
 namespace cube3d {
@@ -51,14 +53,35 @@ TensorSource safetensors_source(const std::string& path);
 TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& source,
                              const WeightOptions& options);
 
-// Random weights for `spec`, generated in the run dtype directly on options.device, and
-// deterministic in `seed` for a given device: each tensor has its own generator, seeded from
-// `seed` and the tensor's name, so the CPU generates tensors in parallel (at::parallel_for
-// threads) and the values do not depend on the order or the thread count. A CUDA device draws
-// with its own generator (Philox), so its values differ from the CPU's (and may differ between
-// GPU models, whose launch layouts differ). For the demo model and the bench.
+// Random weights for `spec`, deterministic in `seed`, drawn as spec.random_init says. For the
+// demo model, the tests and the bench.
+// - kPerTensor: generated in the run dtype directly on options.device; each tensor has its own
+//   generator, seeded from `seed` and the tensor's name, so the CPU generates tensors in
+//   parallel (at::parallel_for threads) and the values do not depend on the order or the thread
+//   count. A CUDA device draws with its own generator (Philox), so its values differ from the
+//   CPU's (and may differ between GPU models, whose launch layouts differ).
+// - kSequentialCpu: one CPU generator through the spec in order, then converted: the same
+//   values on every device.
 TensorMap random_checkpoint(const CheckpointSpec& spec, uint64_t seed,
                             const WeightOptions& options);
+
+// A model's parameters out of a resolved TensorMap, by state_dict name, for building its weight
+// structs. The map passed the model's spec, so a name it lacks is a bug between the spec and
+// the model, not a bad file: internal_error naming the model and the tensor.
+class WeightLookup {
+ public:
+  // `prefix` goes before every name asked for (a CLIP checkpoint's "text_model.").
+  WeightLookup(const TensorMap& tensors, std::string what, std::string prefix = "");
+
+  const at::Tensor& tensor(const std::string& name) const;
+  // `prefix`.weight, with `prefix`.bias when the layer has one.
+  Linear linear(const std::string& prefix) const;
+
+ private:
+  const TensorMap& tensors_;
+  std::string what_;  // "shape GPT", for messages
+  std::string prefix_;
+};
 
 struct ModelWeights {
   TensorMap gpt;

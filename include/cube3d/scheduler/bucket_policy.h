@@ -6,10 +6,9 @@
 #include <span>
 #include <vector>
 
-namespace cube3d {
+#include "cube3d/core/constants.h"
 
-// Larger buckets would not fit the KV cache of one GPU; a value above it is a typo.
-inline constexpr int64_t kMaxBatchBucket = 1024;
+namespace cube3d {
 
 // Throws invalid_argument unless `buckets` is non-empty, strictly increasing (sorted, no
 // duplicates) and every size lies in [1, kMaxBatchBucket]. The message lists the offending value

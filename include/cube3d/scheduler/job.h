@@ -13,23 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/core/clock.h"
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/mesh_format.h"
 
 namespace cube3d {
-
-using SteadyClock = std::chrono::steady_clock;
-
-enum class MeshFormat { kRaw, kObj, kPly, kGlb };
 
 // Already validated by the server: in range, finite, UTF-8.
 struct JobRequest {
   std::string request_id;
   std::string prompt;
-  double guidance_scale = 3.0;
+  double guidance_scale = kDefaultGuidanceScale;
   std::optional<double> top_p;  // unset: greedy
   uint64_t seed = 0;
   std::optional<std::array<float, 3>> bounding_box;  // normalised (longest side 1.925)
-  int64_t resolution_base = 8;
+  int64_t resolution_base = kDefaultResolutionBase;
   MeshFormat format = MeshFormat::kGlb;
   std::optional<int64_t> target_face_count;  // unset: the configured default
   bool return_shape_tokens = false;

@@ -20,12 +20,9 @@
 
 namespace cube3d {
 
-// Plain data, filled from the server config; the defaults match the server's `batching` ones.
+// Plain data: the server config's `batching:` section is this struct (no copy, one set of
+// defaults).
 struct SchedulerConfig {
-  // Longest accepted max_queue_delay_ms: a batch window over a minute is a misconfiguration.
-  // (A member, not a namespace constant, so that it cannot clash with the server's own limits.)
-  static constexpr int64_t kMaxQueueDelayMs = 60'000;
-
   // Batch sizes the executor runs; strictly increasing, each in [1, kMaxBatchBucket].
   std::vector<int64_t> batch_buckets{1, 2, 4, 8};
   // How long the OLDEST waiting job may wait for company before a batch is formed anyway.
@@ -34,6 +31,7 @@ struct SchedulerConfig {
   // Jobs accepted but not yet handed to the executor; one more is refused (RESOURCE_EXHAUSTED)
   // so that clients back off instead of piling up behind a busy GPU.
   int64_t max_queue_size = 64;
+  bool operator==(const SchedulerConfig&) const = default;
 };
 
 // Throws invalid_argument naming the field at fault (the server checks its YAML first, with its

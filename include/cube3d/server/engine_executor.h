@@ -49,8 +49,8 @@ class EngineExecutor final : public BatchExecutor {
  private:
   void mesh_worker();
   void post(std::function<void()> task);
-  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, int64_t bucket,
-                  JobResult result, SteadyClock::time_point mesh_start);
+  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, JobResult result,
+                  SteadyClock::time_point mesh_start);
 
   Engine& engine_;
   ExecutorOptions options_;

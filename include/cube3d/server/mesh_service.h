@@ -16,9 +16,8 @@
 namespace cube3d {
 
 struct ServiceOptions {
+  // Also the deadline for requests without one and the largest response (policy.limits).
   RequestPolicy policy;
-  int64_t default_deadline_ms = 300'000;  // when the client sets none (0: none)
-  int64_t max_message_bytes = 64 << 20;   // a response larger than this is refused
   bool log_prompts = false;
   int64_t tokens_per_shape = 0;  // T, for progress events
 };

@@ -1,4 +1,5 @@
-// Prometheus metrics, served over HTTP by prometheus-cpp's exposer when an address is set.
+// Prometheus metrics, served at /metrics by our MetricsHttpServer (metrics_http.h says why not
+// prometheus-cpp's exposer) when an address is set.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -32,7 +33,6 @@ class Metrics {
   void set_model_load_seconds(double seconds);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
-  int http_port() const { return http_ ? http_->port() : 0; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

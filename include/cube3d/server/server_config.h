@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/scheduler/job.h"
+#include "cube3d/core/constants.h"
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/request_policy.h"
 
 namespace cube3d {
 
@@ -35,31 +37,8 @@ struct ModelFiles {
   bool operator==(const ModelFiles&) const = default;
 };
 
-struct BatchingConfig {
-  std::vector<int64_t> batch_buckets = {1, 2, 4, 8};  // strictly increasing, 1..256
-  int64_t max_queue_delay_ms = 5;                     // how long a partial batch waits for company
-  int64_t max_queue_size = 64;                        // queued requests beyond this are refused
-  bool operator==(const BatchingConfig&) const = default;
-};
-
-struct LimitsConfig {
-  int64_t max_prompt_bytes = 1024;
-  int64_t max_resolution_base = 9;
-  int64_t min_resolution_base = 4;
-  int64_t max_message_bytes = 64 << 20;  // gRPC send and receive limit
-  int64_t max_target_face_count = 2'000'000;
-  int64_t default_deadline_ms = 300'000;  // for requests without a deadline; 0: none
-  bool operator==(const LimitsConfig&) const = default;
-};
-
-// What a request gets for the fields it leaves unset.
-struct RequestDefaults {
-  double guidance_scale = 3.0;
-  std::optional<double> top_p;  // unset: greedy
-  int64_t resolution_base = 8;
-  MeshFormat format = MeshFormat::kGlb;
-  bool operator==(const RequestDefaults&) const = default;
-};
+// The `batching:` section is the scheduler's own config (its defaults, its validation).
+using BatchingConfig = SchedulerConfig;
 
 struct MeshConfig {
   bool postprocess = true;

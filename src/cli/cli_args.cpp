@@ -1,4 +1,4 @@
-#include "cube3d/tools/cli_args.h"
+#include "cube3d/cli/cli_args.h"
 
 #include <cerrno>
 #include <cmath>
@@ -20,13 +20,6 @@ int run_tool(const char* tool, int (*body)(int, char**), int argc, char** argv) 
     std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
     return 1;
   }
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw invalid_argument("cannot write " + path);
 }
 
 CliArgs::CliArgs(std::string program, std::string summary)

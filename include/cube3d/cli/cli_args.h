@@ -14,9 +14,6 @@ namespace cube3d {
 // 1 for anything else.
 int run_tool(const char* tool, int (*body)(int, char**), int argc, char** argv);
 
-// Writes a tool's output file; throws invalid_argument naming the path when it cannot.
-void write_text_file(const std::string& path, const std::string& text);
-
 class CliArgs {
  public:
   explicit CliArgs(std::string program, std::string summary);

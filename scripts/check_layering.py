@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Fails on an include or a link that the layer table of ARCHITECTURE.md forbids.
+
+Includes: every source and header of a layer (src/<layer>/, include/cube3d/<layer>/, and the
+folders listed below) may include only the cube3d layers it may use, and the torch-free layers no
+libtorch, gRPC or CUDA header. Links (with --build-dir): the binaries that need no tensors have no
+libtorch among their shared-library dependencies (readelf -d), and no shipped binary carries the
+source tree's path (a default resolved at build time would break on any other machine).
+
+  scripts/check_layering.py [--root DIR] [--build-dir DIR]
+
+Exit status 0 when everything holds, 1 with one line per violation otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TORCH = ("ATen/", "torch/", "c10/", "caffe2/")
+GRPC = ("grpcpp/", "grpc/", "grpc++/", "google/protobuf/")
+CUDA = ("cuda_runtime", "cuda.h", "cublas", "cuda_bf16", "cuda_fp16", "nvtx")
+
+
+@dataclass
+class Layer:
+    name: str
+    folders: list[str]
+    uses: set[str]  # cube3d layers it may include besides its own
+    torch: bool = False  # may include libtorch headers
+    grpc: bool = False  # may include gRPC / protobuf headers (and cube3d/v1)
+    cuda: bool = False  # may include CUDA headers
+    # Files of a torch-free layer that may include libtorch anyway (tensor I/O in core).
+    torch_files: set[str] = field(default_factory=set)
+
+
+# ARCHITECTURE.md's table, plus the command-line tools. The server still drives the engine and
+# the mesh stage itself; when src/pipeline exists (issue 12) it uses that instead.
+LAYERS = [
+    Layer("core", ["src/core", "include/cube3d/core"], set(),
+          torch_files={"src/core/safetensors.cpp", "src/core/safetensors_writer.cpp",
+                       "include/cube3d/core/safetensors.h", "src/core/pch.h",
+                       "src/core/pch.cpp"}),
+    Layer("cli", ["src/cli", "include/cube3d/cli"], {"core"}),
+    Layer("mesh", ["src/mesh", "include/cube3d/mesh"], {"core"}),
+    Layer("scheduler", ["src/scheduler", "include/cube3d/scheduler"], {"core"}),
+    Layer("kernels", ["kernels"], set(), cuda=True),
+    Layer("model", ["src/model", "include/cube3d/model"], {"core"}, torch=True),
+    Layer("engine", ["src/engine", "include/cube3d/engine"], {"core", "model", "kernels"},
+          torch=True, cuda=True),
+    Layer("server", ["src/server", "include/cube3d/server"],
+          {"core", "cli", "scheduler", "engine", "mesh", "model"}, torch=True, grpc=True),
+    Layer("tools", ["src/tools", "bench"], {"core", "cli", "engine", "mesh", "model"},
+          torch=True),
+]
+
+# The headers of core that need libtorch: a torch-free layer must not include them either.
+TORCH_CORE_HEADERS = {"cube3d/core/safetensors.h"}
+
+# Binaries that need no tensors: none may link libtorch.
+TORCH_FREE_BINARIES = ["cube3d-client", "cube3d_mesh_tool", "cube3d_mesh_tests",
+                       "cube3d_scheduler_tests", "cube3d_cli_tests"]
+# Binaries we ship: none may carry the source tree's path.
+SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-generate", "cube3d-bench",
+                    "cube3d-tokenize"]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+def layer_of_include(root: Path, path: str) -> str | None:
+    if path.startswith("cube3d/v1/"):
+        return "v1"
+    m = re.match(r"cube3d/([a-z_]+)/", path)
+    if m:
+        return m.group(1)
+    # The kernels' headers are included by their bare names (kernels/ is on the include path).
+    if "/" not in path and (root / "kernels" / path).is_file():
+        return "kernels"
+    return None
+
+
+def check_includes(root: Path) -> list[str]:
+    problems: list[str] = []
+    for layer in LAYERS:
+        for folder in layer.folders:
+            base = root / folder
+            if not base.is_dir():
+                continue
+            for f in sorted(base.rglob("*")):
+                if f.suffix not in {".h", ".cpp", ".cu", ".cuh", ".hpp"}:
+                    continue
+                rel = f.relative_to(root).as_posix()
+                text = f.read_text(errors="replace")
+                for m in INCLUDE.finditer(text):
+                    header = m.group(2)
+                    line = text.count("\n", 0, m.start()) + 1
+                    where = f"{rel}:{line}: {layer.name}"
+                    target = layer_of_include(root, header)
+                    if target == "v1":
+                        if not layer.grpc:
+                            problems.append(f"{where} includes {header} (gRPC API)")
+                    elif target is not None and target != layer.name:
+                        if target not in layer.uses:
+                            problems.append(f"{where} may not include {header} (layer {target})")
+                    torch_ok = layer.torch or rel in layer.torch_files
+                    if header.startswith(TORCH) and not torch_ok:
+                        problems.append(f"{where} is torch-free but includes <{header}>")
+                    if header in TORCH_CORE_HEADERS and not torch_ok:
+                        problems.append(f"{where} is torch-free but includes {header} "
+                                        "(tensor I/O)")
+                    if header.startswith(GRPC) and not layer.grpc:
+                        problems.append(f"{where} includes <{header}> (gRPC only in server)")
+                    if header.startswith(CUDA) and not layer.cuda:
+                        problems.append(f"{where} includes <{header}> (CUDA only in engine and "
+                                        "kernels)")
+    return problems
+
+
+def needed_libraries(binary: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def check_links(root: Path, build_dir: Path) -> list[str]:
+    problems: list[str] = []
+    bin_dir = build_dir / "bin"
+    for name in TORCH_FREE_BINARIES:
+        binary = bin_dir / name
+        if not binary.exists():
+            continue  # not built in this configuration (e.g. no gRPC on the GPU machine)
+        torch_libs = [lib for lib in needed_libraries(binary)
+                      if lib.startswith(("libtorch", "libc10", "libcudnn", "libnccl",
+                                         "libcublas"))]
+        if torch_libs:
+            problems.append(f"{binary}: needs no tensors but links {', '.join(torch_libs)}")
+    # Data under the source tree (the CLIP vocabulary in .cache/, model configs, test files):
+    # compiler-recorded header paths (__FILE__ in libtorch's checks) are harmless and allowed.
+    source_path = str(root.resolve())
+    data_path = re.compile(re.escape(source_path.encode()) + rb"/(?:\.cache|models|tests|scripts)/")
+    for name in SHIPPED_BINARIES:
+        binary = bin_dir / name
+        if binary.exists():
+            m = data_path.search(binary.read_bytes())
+            if m:
+                problems.append(f"{binary}: carries the source path {m.group(0).decode()}... (a "
+                                "build-time default that breaks on any other machine)")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--build-dir", type=Path, help="also check the binaries built here")
+    args = parser.parse_args()
+    problems = check_includes(args.root)
+    if args.build_dir:
+        problems += check_links(args.root, args.build_dir)
+    for p in problems:
+        print(p)
+    checked = "includes" + (f" and links in {args.build_dir}" if args.build_dir else "")
+    print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+#include "cube3d/server/layer_options.h"
+
+namespace cube3d {
+
+EngineOptions engine_options(const ServerConfig& config) {
+  EngineOptions options;
+  options.gpt_weights = config.model.gpt_weights;
+  options.shape_weights = config.model.shape_weights;
+  options.clip_model = config.model.clip_model;
+  options.clip_vocab = config.model.clip_vocab;
+  options.device = config.device;
+  options.dtype = config.dtype;
+  options.cuda_graphs = parse_graph_mode(config.cuda_graphs);
+  options.max_batch = config.batching.batch_buckets.back();
+  options.capture.buckets = config.batching.batch_buckets;
+  options.capture.guided = true;
+  options.capture.unguided = true;
+  options.capture.modes = {parse_single_stream_decode(config.single_stream_decode)};
+  return options;
+}
+
+ExecutorOptions executor_options(const ServerConfig& config) {
+  ExecutorOptions options;
+  options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
+  options.progress_interval_tokens = config.progress_interval_tokens;
+  options.mesh_threads = config.mesh.mesh_threads;
+  options.mesh.postprocess = config.mesh.postprocess;
+  options.mesh.simplify = config.mesh.simplify;
+  options.mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
+  options.mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
+  return options;
+}
+
+SchedulerConfig scheduler_config(const ServerConfig& config) { return config.batching; }
+
+ServiceOptions service_options(const ServerConfig& config, const ModelConfig& model) {
+  ServiceOptions options;
+  options.policy.limits = config.limits;
+  options.policy.defaults = config.defaults;
+  options.policy.model_has_bbox = model.gpt.use_bbox;
+  options.log_prompts = config.log_prompts;
+  options.tokens_per_shape = model.shape.num_encoder_latents;
+  return options;
+}
+
+}  // namespace cube3d

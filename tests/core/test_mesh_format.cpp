@@ -1,0 +1,20 @@
+#include "cube3d/core/mesh_format.h"
+
+#include <gtest/gtest.h>
+
+namespace cube3d {
+namespace {
+
+TEST(MeshFormat, NamesRoundTrip) {
+  for (const MeshFormat f :
+       {MeshFormat::kRaw, MeshFormat::kObj, MeshFormat::kPly, MeshFormat::kGlb}) {
+    EXPECT_EQ(mesh_format_from_name(to_string(f)), f);
+  }
+  EXPECT_EQ(to_string(MeshFormat::kGlb), "glb");
+  EXPECT_EQ(mesh_format_from_name("GLB"), std::nullopt);  // names are lower-case
+  EXPECT_EQ(mesh_format_from_name(""), std::nullopt);
+  EXPECT_EQ(to_string(static_cast<MeshFormat>(99)), "unknown");
+}
+
+}  // namespace
+}  // namespace cube3d
