@@ -2,7 +2,8 @@
 // (ARCHITECTURE.md contract). For every requested mode and batch bucket it measures time per
 // output token (median and p90 over every decode step of every timed run), time to first token,
 // end-to-end time, throughput, peak memory and the memory bandwidth a decode step achieves; then
-// optionally the mesh stage (occupancy grid, marching cubes, post-processing) for one shape.
+// optionally one whole object (tokens, then the shape pipeline: latents, occupancy field, marching
+// cubes, post-processing, GLB) per occupancy mode.
 // Prints a table and writes JSON. bench/README.md describes the modes, the JSON layout and the
 // bandwidth estimate.
 #include <ATen/ATen.h>
@@ -39,10 +40,7 @@
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/fused_decode.h"
 #include "cube3d/mesh/grid.h"
-#include "cube3d/mesh/marching_cubes.h"
-#include "cube3d/mesh/mesh_cleanup.h"
-#include "cube3d/mesh/mesh_pipeline.h"
-#include "cube3d/mesh/mesh_simplify.h"
+#include "cube3d/pipeline/shape_pipeline.h"
 
 namespace cube3d {
 namespace {
@@ -94,6 +92,10 @@ CliArgs make_args() {
       .option("--mesh-resolution", 1,
               "time the mesh stage on a (2^R + 1)^3 grid (default 8; 0 = skip)", "R")
       .option("--mesh-repeat", 1, "timed runs of the mesh stage (default 1)", "R")
+      .option("--occupancy", 1,
+              "hierarchical (default) | dense | both: how the shape stage evaluates the "
+              "occupancy field",
+              "M")
       .option("--threads", 1, "CPU intra-op threads (default: libtorch's choice)", "N")
       .option("--cuda-graphs", 1,
               "how graph-kv runs: on (default: captured CUDA graphs, CUDA only) | emulate (the "
@@ -461,6 +463,7 @@ struct Settings {
   int64_t warmup = 1;
   int64_t repeat = 3;
   int64_t mesh_repeat = 1;
+  std::vector<bool> occupancy_modes = {true};  // hierarchical first, then dense (with "both")
   double guidance = 3.0;
   uint64_t seed = 0;
 };
@@ -522,97 +525,86 @@ std::optional<Error> unavailable_reason(Mode mode, const at::Device& device, Gra
   return std::nullopt;
 }
 
-// --- the mesh stage --------------------------------------------------------------------------
+// --- the shape stage -------------------------------------------------------------------------
 
-struct MeshTiming {
-  double latents = 0, occupancy = 0, marching_cubes = 0, postprocess = 0, pipeline = 0;
-  size_t marching_cubes_faces = 0, faces = 0;
-  bool crossing = true;
-};
-
-MeshTiming time_mesh_once(const Engine& engine, const at::Tensor& ids, int64_t resolution) {
-  MeshTiming t;
-  const at::Device device = engine.device();
-  synchronize(device);
-  const auto start = Clock::now();
-  const at::Tensor latents = engine.decode_latents(ids);
-  synchronize(device);
-  const auto latents_done = Clock::now();
-  // Already on the CPU as float32: the call's own copy is the sync.
-  const at::Tensor grid = engine.occupancy_grid(latents, resolution).contiguous();
-  const auto grid_done = Clock::now();
-  const int64_t n = grid.size(0);
-  const GridView view{
-      std::span<const float>(grid.data_ptr<float>(), static_cast<size_t>(grid.numel())), {n, n, n}};
-  Mesh raw = marching_cubes(view);
-  const auto mc_done = Clock::now();
-  t.marching_cubes_faces = raw.face_count();
-  // The post-processing steps grid_to_mesh runs after marching cubes, with its defaults, timed
-  // on their own: a difference of two timings would drown in their noise.
-  const MeshPipelineOptions defaults;
-  if (defaults.postprocess) {
-    cleanup_mesh(raw, defaults.cleanup);
-    if (defaults.simplify) simplify_mesh(raw, defaults.simplification);
-  }
-  if (defaults.world_coordinates) {
-    index_to_world(raw, view.dims, defaults.bound_min, defaults.bound_max);
-  }
-  const auto postprocess_done = Clock::now();
-  // And the whole pipeline in one call, as the engine runs it.
-  const Mesh mesh = grid_to_mesh(view, defaults);
-  const auto pipeline_done = Clock::now();
-  t.latents = ms_between(start, latents_done);
-  t.occupancy = ms_between(latents_done, grid_done);
-  t.marching_cubes = ms_between(grid_done, mc_done);
-  t.postprocess = ms_between(mc_done, postprocess_done);
-  t.pipeline = ms_between(postprocess_done, pipeline_done);
-  t.faces = mesh.face_count();
-  t.crossing = has_level_crossing(view, 0.0f);
-  return t;
-}
-
-nlohmann::json bench_mesh(const Engine& engine, const at::Tensor& ids, int64_t resolution,
-                          const Settings& s) {
-  // One small warm-up pays the first-call costs (thread pools, allocator, library handles)
-  // without doubling a run that takes seconds at the default resolution.
-  if (s.warmup > 0)
-    time_mesh_once(engine, ids, std::min<int64_t>(resolution, kMeshWarmupResolution));
-  std::vector<MeshTiming> runs;
-  for (int64_t i = 0; i < s.mesh_repeat; ++i) {
-    runs.push_back(time_mesh_once(engine, ids, resolution));
-  }
-  const auto avg = [&](double MeshTiming::*field) {
-    double sum = 0;
-    for (const MeshTiming& r : runs) sum += r.*field;
-    return sum / static_cast<double>(runs.size());
-  };
-  const double mc = avg(&MeshTiming::marching_cubes);
-  const double postprocess = avg(&MeshTiming::postprocess);
-  const double pipeline = avg(&MeshTiming::pipeline);
+// One object's tokens -> file through the shape pipeline, as the server and cube3d-generate
+// make it, once per occupancy mode asked for; the stages' times are means over --mesh-repeat.
+nlohmann::json bench_shape(Engine& engine, const at::Tensor& ids, int64_t resolution,
+                           const Settings& s, double tokens_ms) {
   const int64_t n = grid_points_per_axis(resolution);
-  const MeshTiming& last = runs.back();
-  std::printf(
-      "\nmesh (resolution %lld, %lld^3 grid, mean of %lld): latents %.2f ms | occupancy "
-      "%.2f ms | marching cubes %.2f ms (%zu faces) | post-process %.2f ms | "
-      "grid_to_mesh %.2f ms -> %zu faces\n",
-      static_cast<long long>(resolution), static_cast<long long>(n),
-      static_cast<long long>(s.mesh_repeat), avg(&MeshTiming::latents), avg(&MeshTiming::occupancy),
-      mc, last.marching_cubes_faces, postprocess, pipeline, last.faces);
-  if (!last.crossing) {
+  nlohmann::json by_mode = nlohmann::json::array();
+  std::printf("\nshape (resolution %lld, %lld^3 grid, GLB, mean of %lld; tokens %.1f ms):\n",
+              static_cast<long long>(resolution), static_cast<long long>(n),
+              static_cast<long long>(s.mesh_repeat), tokens_ms);
+  for (const bool hierarchical : s.occupancy_modes) {
+    ShapeOptions options;
+    options.occupancy.sampling.hierarchical = hierarchical;
+    const ShapePipeline pipeline(engine, options);
+    ShapeRequest request;
+    request.format = MeshFormat::kGlb;
+    // One small warm-up pays the first-call costs (thread pools, allocator, library handles)
+    // without doubling a run that takes seconds at the default resolution.
+    if (s.warmup > 0) {
+      request.resolution_base = std::min<int64_t>(resolution, kMeshWarmupResolution);
+      (void)pipeline.make_shape(ids, request);
+    }
+    request.resolution_base = resolution;
+    std::vector<Shape> runs;
+    for (int64_t i = 0; i < s.mesh_repeat; ++i) {
+      synchronize(engine.device());
+      runs.push_back(pipeline.make_shape(ids, request));
+    }
+    const auto avg = [&](double ShapeReport::*field) {
+      double sum = 0;
+      for (const Shape& r : runs) sum += r.report.*field;
+      return sum / static_cast<double>(runs.size());
+    };
+    const Shape& last = runs.back();
+    const ShapeReport& r = last.report;
+    const double shape_ms = avg(&ShapeReport::total_ms);
+    const std::string mode = hierarchical ? "hierarchical" : "dense";
     std::printf(
-        "note: the occupancy field does not cross level 0 (random weights), so the mesh "
-        "is empty and marching cubes has nothing to do\n");
+        "  %-12s latents %.2f ms | occupancy %.2f ms (%lld of %lld points, %.1fx fewer) | "
+        "marching cubes %.2f ms (%zu faces) | post-process %.2f ms | encode %.2f ms -> %zu "
+        "faces | shape %.1f ms, object %.1f ms\n",
+        mode.c_str(), avg(&ShapeReport::latents_ms), avg(&ShapeReport::occupancy_ms),
+        static_cast<long long>(r.occupancy.points_evaluated),
+        static_cast<long long>(r.occupancy.dense_points),
+        static_cast<double>(r.occupancy.dense_points) /
+            static_cast<double>(std::max<int64_t>(1, r.occupancy.points_evaluated)),
+        avg(&ShapeReport::marching_cubes_ms), r.mesh.marching_cubes_faces,
+        avg(&ShapeReport::postprocess_ms), avg(&ShapeReport::encode_ms), last.mesh.face_count(),
+        shape_ms, tokens_ms + shape_ms);
+    if (!r.has_surface) {
+      std::printf(
+          "  note: the occupancy field does not cross level 0 (random weights), so the mesh "
+          "is empty and marching cubes has nothing to do\n");
+    }
+    by_mode.push_back(
+        {{"occupancy", mode},
+         {"occupancy_points", r.occupancy.points_evaluated},
+         {"dense_points", r.occupancy.dense_points},
+         {"points_per_level", r.occupancy.points_per_level},
+         {"latents_ms", avg(&ShapeReport::latents_ms)},
+         {"occupancy_ms", avg(&ShapeReport::occupancy_ms)},
+         {"marching_cubes_ms", avg(&ShapeReport::marching_cubes_ms)},
+         {"marching_cubes_faces", r.mesh.marching_cubes_faces},
+         {"postprocess_ms", avg(&ShapeReport::postprocess_ms)},
+         {"pipeline_ms", avg(&ShapeReport::marching_cubes_ms) + avg(&ShapeReport::postprocess_ms)},
+         {"encode_ms", avg(&ShapeReport::encode_ms)},
+         {"shape_ms", shape_ms},
+         {"object_ms", tokens_ms + shape_ms},
+         {"faces", last.mesh.face_count()},
+         {"file_bytes", last.encoded.size()}});
   }
-  return {{"resolution_base", resolution},
-          {"repeat", s.mesh_repeat},
-          {"grid_points_per_axis", n},
-          {"latents_ms", avg(&MeshTiming::latents)},
-          {"occupancy_ms", avg(&MeshTiming::occupancy)},
-          {"marching_cubes_ms", mc},
-          {"marching_cubes_faces", last.marching_cubes_faces},
-          {"pipeline_ms", pipeline},
-          {"postprocess_ms", postprocess},
-          {"faces", last.faces}};
+  // The first mode's figures at the top level (the layout before modes), all of them below.
+  nlohmann::json out = by_mode.front();
+  out["resolution_base"] = resolution;
+  out["repeat"] = s.mesh_repeat;
+  out["grid_points_per_axis"] = n;
+  out["tokens_ms"] = tokens_ms;
+  out["by_occupancy"] = by_mode;
+  return out;
 }
 
 // --- output ----------------------------------------------------------------------------------
@@ -683,6 +675,12 @@ int run(int argc, char** argv) {
   s.seed = args.get_uint("--seed", 0);
   s.mesh_repeat = args.get_int("--mesh-repeat", 1);
   if (s.mesh_repeat < 1) throw invalid_argument("--mesh-repeat must be >= 1");
+  const std::string occupancy = args.get("--occupancy", "hierarchical");
+  if (occupancy == "both") {
+    s.occupancy_modes = {true, false};
+  } else {
+    s.occupancy_modes = {parse_occupancy_mode(occupancy, "--occupancy")};
+  }
   const int64_t mesh_resolution = args.get_int("--mesh-resolution", 8);
   if (mesh_resolution < 0 || mesh_resolution > kMaxResolutionBase) {
     throw invalid_argument("--mesh-resolution " + std::to_string(mesh_resolution) +
@@ -845,13 +843,16 @@ int run(int argc, char** argv) {
   if (!modes.empty()) print_footer();
 
   if (mesh_resolution > 0) {
-    if (!last_ids.defined()) {
-      // No mode ran (all skipped): one plain generation gives the shape to mesh.
-      GenerationOptions options;
-      options.bucket = engine_options.capture.buckets.front();
-      last_ids = engine->generate(make_requests(config, 1, s.guidance, s.seed), options).ids;
-    }
-    out["mesh"] = bench_mesh(*engine, last_ids.narrow(0, 0, 1), mesh_resolution, s);
+    // One whole object: its tokens (one request, bucket 1 padded as the server would), then its
+    // shape per occupancy mode.
+    GenerationOptions options;
+    options.bucket = engine_options.capture.buckets.front();
+    Engine& e = engine_for(modes.empty() ? Mode::kEagerKv : modes.back());
+    synchronize(e.device());
+    const auto tokens_start = Clock::now();
+    const GenerationResult one = e.generate(make_requests(config, 1, s.guidance, s.seed), options);
+    const double tokens_ms = ms_since(tokens_start);
+    out["mesh"] = bench_shape(e, one.ids.narrow(0, 0, 1), mesh_resolution, s, tokens_ms);
   }
   out["complete"] = true;
   save();

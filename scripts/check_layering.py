@@ -37,8 +37,8 @@ class Layer:
     torch_files: set[str] = field(default_factory=set)
 
 
-# ARCHITECTURE.md's table, plus the command-line tools. The server still drives the engine and
-# the mesh stage itself; when src/pipeline exists (issue 12) it uses that instead.
+# ARCHITECTURE.md's table, plus the command-line tools (which, like the bench, may also reach
+# the engine for what only the offline tools do: precomputed embeddings, dumps, byte models).
 LAYERS = [
     Layer("core", ["src/core", "include/cube3d/core"], set(),
           torch_files={"src/core/safetensors.cpp", "src/core/safetensors_writer.cpp",
@@ -51,9 +51,11 @@ LAYERS = [
     Layer("model", ["src/model", "include/cube3d/model"], {"core"}, torch=True),
     Layer("engine", ["src/engine", "include/cube3d/engine"], {"core", "model", "kernels"},
           torch=True, cuda=True),
+    Layer("pipeline", ["src/pipeline", "include/cube3d/pipeline"], {"core", "engine", "mesh"},
+          torch=True),
     Layer("server", ["src/server", "include/cube3d/server"],
-          {"core", "cli", "scheduler", "engine", "mesh", "model"}, torch=True, grpc=True),
-    Layer("tools", ["src/tools", "bench"], {"core", "cli", "engine", "mesh", "model"},
+          {"core", "cli", "scheduler", "pipeline"}, torch=True, grpc=True),
+    Layer("tools", ["src/tools", "bench"], {"core", "cli", "pipeline", "engine", "mesh", "model"},
           torch=True),
 ]
 

@@ -141,6 +141,13 @@ at::Tensor ShapeDecoder::occupancy(const LatentKv& kv, const at::Tensor& points)
   return out.squeeze(-1).to(at::kFloat);
 }
 
+int64_t ShapeDecoder::query_flops_per_point() const {
+  const int64_t w = config_.width;
+  const int64_t t = config_.num_encoder_latents;
+  // query_in + query_out, c_q, c_proj, the 4W MLP (two matrices), scores and values, the head.
+  return 2 * (config_.fourier_dim() * w + w * w + w * w + w * w + 8 * w * w + 2 * t * w + w);
+}
+
 int64_t ShapeDecoder::default_chunk_points(int64_t budget_bytes) const {
   // Per point: the Fourier features, a few width-sized activations, the 4W MLP hidden layer and
   // one row of attention scores per head, in float32.

@@ -7,7 +7,6 @@
 #include <chrono>
 
 #include "cube3d/core/error.h"
-#include "cube3d/mesh/mesh_io.h"
 
 namespace cube3d {
 namespace {
@@ -20,7 +19,7 @@ bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
 }  // namespace
 
 EngineExecutor::EngineExecutor(Engine& engine, ExecutorOptions options)
-    : engine_(engine), options_(std::move(options)) {
+    : options_(std::move(options)), pipeline_(engine, options_.shape) {
   const int64_t threads = std::max<int64_t>(1, options_.mesh_threads);
   for (int64_t i = 0; i < threads; ++i) threads_.emplace_back([this] { mesh_worker(); });
 }
@@ -69,46 +68,14 @@ bool EngineExecutor::wait_idle(std::chrono::milliseconds timeout) {
 
 void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) {
   const auto batch_start = SteadyClock::now();
-  const TextEncoder* text = engine_.text_encoder();
-  if (!text) {
-    throw failed_precondition(
-        "this server's model has no CLIP text encoder configured "
-        "(model.clip_model), so it cannot take text prompts");
+  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
+  std::vector<PromptRequest> prompts;
+  prompts.reserve(jobs.size());
+  for (const auto& job : jobs) {
+    const JobRequest& r = job->request();
+    prompts.push_back({r.prompt, r.guidance_scale, r.top_p, r.seed, r.bounding_box});
   }
-  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding, 0, 0});
-  std::vector<std::string> prompts;
-  for (const auto& job : jobs) prompts.push_back(job->request().prompt);
-  const std::vector<EncodedPrompt> encoded = text->encode(prompts);
-  const double text_ms = ms_between(batch_start, SteadyClock::now());
-
-  std::vector<GenerationRequest> requests;
-  std::vector<JobResult> results(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const JobRequest& r = jobs[i]->request();
-    GenerationRequest g;
-    g.text_hidden = encoded[i].hidden;
-    g.uncond_hidden = text->empty_prompt();
-    if (r.bounding_box) {
-      g.bbox = at::tensor({(*r.bounding_box)[0], (*r.bounding_box)[1], (*r.bounding_box)[2]},
-                          at::kFloat);
-    }
-    g.guidance_scale = r.guidance_scale;
-    g.top_p = r.top_p;
-    g.seed = r.seed;
-    requests.push_back(std::move(g));
-    results[i].request_id = r.request_id;
-    results[i].format = r.format;
-    results[i].batch_bucket = bucket;
-    results[i].timings.queue_ms = ms_between(jobs[i]->enqueued(), batch_start);
-    results[i].timings.text_encoding_ms = text_ms;
-    if (encoded[i].truncated) {
-      results[i].warnings.push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
-                                    " CLIP tokens, only the first " +
-                                    std::to_string(kClipMaxPromptTokens) + " are used");
-    }
-  }
-
-  const int64_t total = engine_.tokens_per_shape();
+  const int64_t total = pipeline_.engine().tokens_per_shape();
   GenerationOptions options;
   options.single_stream_decode = options_.single_stream_decode;
   options.bucket = bucket;
@@ -117,38 +84,46 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
     for (const auto& job : jobs) job->progress({JobStage::kDecoding, done, total});
     return !all_cancelled(jobs);
   };
-  const GenerationResult generated = engine_.generate(requests, options);
+  const TokenBatch tokens = pipeline_.generate_tokens(prompts, options);
+  const GenerationResult& generated = tokens.generation;
   if (generated.stopped) {
     for (const auto& job : jobs) job->fail(cancelled("request cancelled during decoding"));
     return;
   }
-  const double ttft_ms = text_ms + generated.prefill_ms;
   if (options_.on_generated) {
-    options_.on_generated(ttft_ms, generated.tpot_ms(),
+    options_.on_generated(tokens.text_encoding_ms + generated.prefill_ms, generated.tpot_ms(),
                           generated.tokens * static_cast<int64_t>(jobs.size()));
   }
 
   for (size_t i = 0; i < jobs.size(); ++i) {
-    JobResult& result = results[i];
+    const JobRequest& r = jobs[i]->request();
+    JobResult result;
+    result.request_id = r.request_id;
+    result.format = r.format;
+    result.batch_bucket = bucket;
+    result.warnings = tokens.warnings[i];
+    result.timings.queue_ms = ms_between(jobs[i]->enqueued(), batch_start);
+    result.timings.text_encoding_ms = tokens.text_encoding_ms;
     result.timings.prefill_ms = generated.prefill_ms;
     result.timings.decode_ms = generated.decode_ms;
     result.timings.tpot_ms = generated.tpot_ms();
     const at::Tensor ids = generated.ids.narrow(0, static_cast<int64_t>(i), 1).clone();
-    if (jobs[i]->request().return_shape_tokens) {
+    if (r.return_shape_tokens) {
       const int64_t* data = ids.data_ptr<int64_t>();
       result.shape_tokens.assign(data, data + ids.numel());
     }
     auto job = jobs[i];
     post([this, job, ids, result = std::move(result)]() mutable {
-      finish_job(job, ids, std::move(result), SteadyClock::now());
+      finish_job(job, ids, std::move(result));
     });
   }
 }
 
 void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids,
-                                JobResult result, SteadyClock::time_point mesh_start) {
+                                JobResult result) {
+  const auto mesh_start = SteadyClock::now();
   // A job that was cancelled, timed out or already failed (draining) is not meshed; the checks
-  // between stages keep a cancelled job from holding a mesh thread (and shutdown) for long.
+  // between chunks keep a cancelled job from holding a mesh thread (and shutdown) for long.
   const auto stop = [&job] { return job->cancelled() || job->finished(); };
   if (stop()) {
     job->fail(cancelled("request cancelled before meshing"));
@@ -156,42 +131,47 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
   }
   try {
     const JobRequest& r = job->request();
-    job->progress({JobStage::kMeshing, ids.size(1), ids.size(1)});
-    // One request's latents at a time: the shape decoder's numbers then never depend on which
-    // other requests shared the batch, so equal tokens give byte-identical meshes.
-    const at::Tensor latents = engine_.decode_latents(ids);
-    const at::Tensor grid =
-        engine_.occupancy_grid(latents, r.resolution_base, /*chunk_points=*/0, stop).contiguous();
-    if (stop()) throw cancelled("request cancelled while meshing");
-    const GridView view{
-        std::span<const float>(grid.data_ptr<float>(), static_cast<size_t>(grid.numel())),
-        {grid.size(0), grid.size(1), grid.size(2)}};
-    MeshPipelineOptions mesh_options = options_.mesh;
+    const int64_t tokens = ids.size(1);
+    job->progress({JobStage::kMeshing, tokens, tokens});
+    // Progress at most every quarter second (a chunk can be much shorter on a GPU), and always
+    // for the last chunk of a level.
+    auto last_report = SteadyClock::now();
+    const auto on_progress = [&](const OccupancyProgress& p) {
+      const auto now = SteadyClock::now();
+      if (p.points_done < p.points_planned && now - last_report < std::chrono::milliseconds(250)) {
+        return;
+      }
+      last_report = now;
+      job->progress({JobStage::kMeshing, tokens, tokens, p.points_done, p.points_planned,
+                     p.levels_done, p.levels_total});
+    };
+    ShapeRequest shape_request;
+    shape_request.resolution_base = r.resolution_base;
+    shape_request.format = r.format;
     if (r.target_face_count) {
-      mesh_options.simplification.target_faces = static_cast<size_t>(*r.target_face_count);
+      shape_request.target_faces = static_cast<size_t>(*r.target_face_count);
     }
-    // A field without a surface at 0 (all inside or all outside) gives an empty mesh; say so.
-    if (!has_level_crossing(view, mesh_options.marching_cubes.level)) {
-      static const std::string kNoSurface =
-          "the occupancy field has no surface at level 0: empty mesh";
-      result.warnings.push_back(kNoSurface);
-    }
-    Mesh mesh = grid_to_mesh(view, mesh_options);
-    result.vertex_count = static_cast<int64_t>(mesh.vertex_count());
-    result.face_count = static_cast<int64_t>(mesh.face_count());
+    // One request's latents at a time: the shape's numbers then never depend on which other
+    // requests shared the batch, so equal tokens give byte-identical meshes.
+    Shape shape = pipeline_.make_shape(ids, shape_request, on_progress, stop);
+    for (std::string& w : shape.warnings) result.warnings.push_back(std::move(w));
+    result.vertex_count = static_cast<int64_t>(shape.mesh.vertex_count());
+    result.face_count = static_cast<int64_t>(shape.mesh.face_count());
+    result.occupancy_points = shape.report.occupancy.points_evaluated;
+    result.timings.occupancy_ms = shape.report.occupancy_ms;
     if (r.format == MeshFormat::kRaw) {
-      result.vertices = std::move(mesh.vertices);
-      result.indices = std::move(mesh.indices);
+      result.vertices = std::move(shape.mesh.vertices);
+      result.indices = std::move(shape.mesh.indices);
     } else {
-      result.encoded = encode_mesh(mesh, r.format);
+      result.encoded = std::move(shape.encoded);
     }
     const auto now = SteadyClock::now();
     result.timings.mesh_ms = ms_between(mesh_start, now);
     result.timings.total_ms = ms_between(job->enqueued(), now);
-    job->progress({JobStage::kDone, ids.size(1), ids.size(1)});
+    job->progress({JobStage::kDone, tokens, tokens});
     job->succeed(result);
   } catch (const Error& e) {
-    job->fail(e);
+    job->fail(e.code() == ErrorCode::kCancelled ? cancelled("request cancelled while meshing") : e);
   } catch (const std::exception& e) {
     job->fail(internal_error(std::string("mesh stage failed: ") + e.what()));
   }
@@ -201,15 +181,15 @@ void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {
   // The decode runners (and their graphs) were made at load (EngineOptions.capture): one whole
   // generation in the serving mode replays a graph end to end before the first request.
   const auto start = SteadyClock::now();
-  if (const TextEncoder* text = engine_.text_encoder()) {
-    GenerationRequest request;
-    request.text_hidden = text->empty_prompt();
-    request.uncond_hidden = text->empty_prompt();
+  if (pipeline_.engine().text_encoder()) {
     GenerationOptions options;
     options.bucket = buckets.front();
     options.single_stream_decode = options_.single_stream_decode;
-    const GenerationResult r = engine_.generate({request}, options);
-    (void)engine_.occupancy_grid(engine_.decode_latents(r.ids), 3);
+    const TokenBatch tokens = pipeline_.generate_tokens({PromptRequest{}}, options);
+    ShapeRequest small;
+    small.resolution_base = 3;
+    small.format = MeshFormat::kRaw;
+    (void)pipeline_.make_shape(tokens.generation.ids, small);
   }
   std::string names;
   for (const int64_t b : buckets) names += (names.empty() ? "" : ", ") + std::to_string(b);

@@ -24,10 +24,15 @@ ExecutorOptions executor_options(const ServerConfig& config) {
   options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
   options.progress_interval_tokens = config.progress_interval_tokens;
   options.mesh_threads = config.mesh.mesh_threads;
-  options.mesh.postprocess = config.mesh.postprocess;
-  options.mesh.simplify = config.mesh.simplify;
-  options.mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
-  options.mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
+  OccupancySamplingOptions& sampling = options.shape.occupancy.sampling;
+  sampling.hierarchical = parse_occupancy_mode(config.mesh.occupancy, "mesh.occupancy");
+  sampling.coarsest_resolution_base = config.mesh.occupancy_coarsest_resolution_base;
+  sampling.dilation = config.mesh.occupancy_dilation;
+  MeshPipelineOptions& mesh = options.shape.mesh;
+  mesh.postprocess = config.mesh.postprocess;
+  mesh.simplify = config.mesh.simplify;
+  mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
+  mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
   return options;
 }
 

@@ -79,6 +79,12 @@ grpc::Status MeshServiceImpl::GenerateMeshStream(
         // Stages before decoding know no token counts; the total is the model's T anyway.
         const int64_t total = p.tokens_total > 0 ? p.tokens_total : options_.tokens_per_shape;
         event.mutable_progress()->set_tokens_total(static_cast<uint32_t>(total));
+        if (p.stage == JobStage::kMeshing && p.levels_total > 0) {
+          event.mutable_progress()->set_points_done(static_cast<uint64_t>(p.points_done));
+          event.mutable_progress()->set_points_planned(static_cast<uint64_t>(p.points_planned));
+          event.mutable_progress()->set_levels_done(static_cast<uint32_t>(p.levels_done));
+          event.mutable_progress()->set_levels_total(static_cast<uint32_t>(p.levels_total));
+        }
         writer->Write(event);  // a failed write means the client left; cancellation follows
       });
   if (status.ok()) writer->Write(result_event);
@@ -200,6 +206,7 @@ grpc::Status MeshServiceImpl::fill_response(const JobResult& result,
   }
   response->set_vertex_count(static_cast<uint32_t>(result.vertex_count));
   response->set_face_count(static_cast<uint32_t>(result.face_count));
+  response->set_occupancy_points(static_cast<uint64_t>(result.occupancy_points));
   for (const int64_t t : result.shape_tokens) response->add_shape_tokens(t);
   response->set_batch_bucket(static_cast<uint32_t>(result.batch_bucket));
   for (const auto& w : result.warnings) response->add_warnings(w);
@@ -210,6 +217,7 @@ grpc::Status MeshServiceImpl::fill_response(const JobResult& result,
   t->set_decode_ms(result.timings.decode_ms);
   t->set_tpot_ms(result.timings.tpot_ms);
   t->set_mesh_ms(result.timings.mesh_ms);
+  t->set_occupancy_ms(result.timings.occupancy_ms);
   t->set_total_ms(result.timings.total_ms);
 
   const size_t bytes = response->ByteSizeLong();

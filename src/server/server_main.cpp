@@ -19,7 +19,6 @@
 #include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
-#include "cube3d/engine/engine.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/engine_executor.h"
 #include "cube3d/server/layer_options.h"

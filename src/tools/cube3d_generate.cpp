@@ -4,10 +4,11 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include <algorithm>
+#include <array>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cube3d/cli/cli_args.h"
@@ -20,9 +21,8 @@
 #include "cube3d/core/safetensors.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/grid.h"
-#include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_io.h"
-#include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/pipeline/shape_pipeline.h"
 
 namespace cube3d {
 namespace {
@@ -63,8 +63,14 @@ CliArgs make_args() {
               "write ids, step_logits, latents, grid_logits, cond, prefill_logits (safetensors)",
               "F")
       .option("--timings-json", 1,
-              "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms}", "F")
+              "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms, occupancy_points, "
+              "...}",
+              "F")
       .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb)", "F")
+      .option("--occupancy", 1,
+              "hierarchical (default: coarse-to-fine near the surface) | dense (every grid "
+              "point, as the official code)",
+              "M")
       .option("--no-postprocess", 0, "with --mesh-out: the raw marching-cubes mesh")
       .option("--target-faces", 1, "with --mesh-out: decimation target (default max(10000, 10%))",
               "N")
@@ -160,6 +166,7 @@ int run(int argc, char** argv) {
         "give --prompt (with --clip-model for real weights) or "
         "--text-embeddings F.safetensors");
   }
+  std::optional<std::array<float, 3>> bounding_box;
   if (args.has("--bbox")) {
     if (!config.gpt.use_bbox) {
       throw invalid_argument("--bbox: the model " + config.source +
@@ -175,33 +182,44 @@ int run(int argc, char** argv) {
       box.push_back(static_cast<float>(x));
     }
     const float longest = std::max({box[0], box[1], box[2]});
-    request.bbox = at::tensor(
-        {box[0] / longest * kBoundingBoxLongestSide, box[1] / longest * kBoundingBoxLongestSide,
-         box[2] / longest * kBoundingBoxLongestSide},
-        at::kFloat);
+    bounding_box = std::array<float, 3>{box[0] / longest * kBoundingBoxLongestSide,
+                                        box[1] / longest * kBoundingBoxLongestSide,
+                                        box[2] / longest * kBoundingBoxLongestSide};
+    request.bbox =
+        at::tensor({(*bounding_box)[0], (*bounding_box)[1], (*bounding_box)[2]}, at::kFloat);
   }
 
   const std::unique_ptr<Engine> engine = Engine::load(config, engine_options);
+  ShapeOptions shape_options;
+  shape_options.occupancy.sampling.hierarchical =
+      parse_occupancy_mode(args.get("--occupancy", "hierarchical"), "--occupancy");
+  shape_options.mesh.postprocess = !args.has("--no-postprocess");
+  ShapePipeline pipeline(*engine, shape_options);
+  GenerationResult result;
   if (args.has("--prompt")) {
-    const TextEncoder* text = engine->text_encoder();
-    if (!text) {
+    if (!engine->text_encoder()) {
       throw invalid_argument("--prompt: " + config.source +
                              " has real weights, so give its CLIP text model with --clip-model");
     }
-    const EncodedPrompt encoded = text->encode({args.get("--prompt")}).front();
-    if (encoded.truncated) {
-      spdlog::warn("prompt truncated: {} CLIP tokens, only the first {} are used",
-                   encoded.token_count, kClipMaxPromptTokens);
-    }
-    request.text_hidden = encoded.hidden;
-    request.uncond_hidden = text->empty_prompt();
+    const TokenBatch batch = pipeline.generate_tokens(
+        {{args.get("--prompt"), request.guidance_scale, request.top_p, request.seed, bounding_box}},
+        gen_options);
+    for (const std::string& warning : batch.warnings.front()) spdlog::warn("{}", warning);
+    result = batch.generation;
+  } else {
+    result = engine->generate({request}, gen_options);
   }
-  const GenerationResult result = engine->generate({request}, gen_options);
 
-  const auto shape_start = SteadyClock::now();
-  const at::Tensor latents = engine->decode_latents(result.ids);
-  const at::Tensor grid = engine->occupancy_grid(latents, resolution_base);
-  const double shape_ms = ms_since(shape_start);
+  ShapeRequest shape_request;
+  shape_request.resolution_base = resolution_base;
+  shape_request.format =
+      args.has("--mesh-out") ? mesh_format_from_path(args.get("--mesh-out")) : MeshFormat::kRaw;
+  if (args.has("--target-faces")) {
+    shape_request.target_faces = static_cast<size_t>(args.get_uint("--target-faces", 0));
+  }
+  const Shape shape = pipeline.make_shape(result.ids, shape_request, {}, {}, /*keep_field=*/true);
+  const ShapeReport& report = shape.report;
+  for (const std::string& warning : shape.warnings) spdlog::warn("{}", warning);
 
   const at::Tensor ids = result.ids[0].contiguous();
   std::string token_text;
@@ -210,54 +228,58 @@ int run(int argc, char** argv) {
     if (i > 0) token_text += ' ';
     token_text += std::to_string(id_data[i]);
   }
-  const int64_t n = grid.size(0);
-  const double inside = grid.gt(0).sum().item<double>() / static_cast<double>(grid.numel()) * 100.0;
+  const int64_t n = grid_points_per_axis(resolution_base);
+  const auto inside_points =
+      std::count_if(shape.field.begin(), shape.field.end(), [](float v) { return v > 0.0f; });
+  const double inside =
+      static_cast<double>(inside_points) / static_cast<double>(shape.field.size()) * 100.0;
   std::printf("tokens (%lld): %s\n", static_cast<long long>(ids.numel()), token_text.c_str());
   std::printf(
       "prefill %.2f ms | decode %lld tokens %.2f ms | TPOT %.3f ms | shape decode %.1f ms "
-      "(%lld^3 grid, %.1f%% inside)\n",
+      "(%lld^3 grid, %s: %lld points evaluated, %.1f%% inside)\n",
       result.prefill_ms, static_cast<long long>(result.tokens - 1), result.decode_ms,
-      result.tpot_ms(), shape_ms, static_cast<long long>(n), inside);
-
+      result.tpot_ms(), report.latents_ms + report.occupancy_ms, static_cast<long long>(n),
+      occupancy_mode_name(shape_options.occupancy.sampling).c_str(),
+      static_cast<long long>(report.occupancy.points_evaluated), inside);
   if (args.has("--mesh-out")) {
-    const auto mesh_start = SteadyClock::now();
-    const at::Tensor values = grid.contiguous();
-    const GridView view{
-        std::span<const float>(values.data_ptr<float>(), static_cast<size_t>(values.numel())),
-        {n, n, n}};
-    MeshPipelineOptions mesh_options;
-    mesh_options.postprocess = !args.has("--no-postprocess");
-    mesh_options.simplification.target_faces =
-        static_cast<size_t>(args.get_uint("--target-faces", 0));
-    if (!has_level_crossing(view, 0.0f)) {
-      spdlog::warn("the occupancy field has no surface at level 0: the mesh is empty");
-    }
-    const Mesh mesh = grid_to_mesh(view, mesh_options);
-    write_mesh(args.get("--mesh-out"), mesh);
-    std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", mesh.vertex_count(),
-                mesh.face_count(), args.get("--mesh-out").c_str(), ms_since(mesh_start));
+    write_file(args.get("--mesh-out"), shape.encoded);
+    std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", shape.mesh.vertex_count(),
+                shape.mesh.face_count(), args.get("--mesh-out").c_str(),
+                report.marching_cubes_ms + report.postprocess_ms + report.encode_ms);
   }
   if (args.has("--tokens-out")) write_file(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {
-    const nlohmann::json timings = {{"tokens", result.tokens},
-                                    {"prefill_ms", result.prefill_ms},
-                                    {"decode_ms", result.decode_ms},
-                                    {"tpot_ms", result.tpot_ms()},
-                                    {"shape_decode_ms", shape_ms}};
+    const nlohmann::json timings = {
+        {"tokens", result.tokens},
+        {"prefill_ms", result.prefill_ms},
+        {"decode_ms", result.decode_ms},
+        {"tpot_ms", result.tpot_ms()},
+        {"shape_decode_ms", report.latents_ms + report.occupancy_ms},
+        {"latents_ms", report.latents_ms},
+        {"occupancy_ms", report.occupancy_ms},
+        {"occupancy", occupancy_mode_name(shape_options.occupancy.sampling)},
+        {"occupancy_points", report.occupancy.points_evaluated},
+        {"dense_points", report.occupancy.dense_points},
+        {"marching_cubes_ms", report.marching_cubes_ms},
+        {"postprocess_ms", report.postprocess_ms},
+        {"vertices", shape.mesh.vertex_count()},
+        {"faces", shape.mesh.face_count()}};
     write_file(args.get("--timings-json"), timings.dump(2) + "\n");
   }
   if (args.has("--dump")) {
     write_safetensors(args.get("--dump"),
                       {{"ids", ids},
                        {"step_logits", result.step_logits[0]},
-                       {"latents", latents.to(at::kCPU, at::kFloat)},
-                       {"grid_logits", grid},
+                       {"latents", engine->decode_latents(result.ids).to(at::kCPU, at::kFloat)},
+                       {"grid_logits", at::from_blob(const_cast<float*>(shape.field.data()),
+                                                     {n, n, n}, at::kFloat)},
                        {"cond", result.cond.to(at::kCPU, at::kFloat)},
                        {"prefill_logits", result.prefill_logits.to(at::kCPU, at::kFloat)}},
                       {{"model_config", config.source},
                        {"single_stream_decode", to_string(gen_options.single_stream_decode)},
                        {"kv_cache", gen_options.use_kv_cache ? "true" : "false"},
-                       {"cuda_graphs", to_string(engine->graph_mode())}});
+                       {"cuda_graphs", to_string(engine->graph_mode())},
+                       {"occupancy", occupancy_mode_name(shape_options.occupancy.sampling)}});
   }
   return 0;
 }

@@ -130,7 +130,37 @@ class BenchJsonTest(unittest.TestCase):
         self.assertEqual(sorted((r[0], r[1]) for r in rows),
                          [("eager-kv", "1"), ("eager-kv", "2"), ("eager-nocache", "1"),
                           ("eager-nocache", "2")])
-        self.assertIn("mesh (resolution 5", self.proc.stdout)
+        self.assertIn("shape (resolution 5", self.proc.stdout)
+
+
+class ShapeOccupancyTest(unittest.TestCase):
+    """--occupancy both: one whole object per occupancy mode through the shape pipeline; the
+    coarse-to-fine field evaluates fewer points than the dense grid."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.out = run_json(
+            ["--buckets", "1", "--tokens", "64", "--modes", "eager-kv", "--mesh-resolution", "6",
+             "--occupancy", "both", "--warmup", "0", "--repeat", "1"])
+
+    def test_both_modes(self):
+        mesh = self.out["mesh"]
+        modes = mesh["by_occupancy"]
+        self.assertEqual([m["occupancy"] for m in modes], ["hierarchical", "dense"])
+        hierarchical, dense = modes
+        self.assertEqual(mesh["occupancy"], "hierarchical")  # the first mode at the top level
+        self.assertEqual(dense["dense_points"], 65 ** 3)
+        self.assertEqual(dense["occupancy_points"], 65 ** 3)
+        self.assertEqual(hierarchical["dense_points"], 65 ** 3)
+        self.assertLess(hierarchical["occupancy_points"], dense["occupancy_points"])
+        self.assertEqual(sum(hierarchical["points_per_level"]), hierarchical["occupancy_points"])
+        self.assertGreater(mesh["tokens_ms"], 0)
+        for m in modes:
+            self.assertGreaterEqual(m["shape_ms"], m["occupancy_ms"])
+            self.assertAlmostEqual(m["object_ms"], mesh["tokens_ms"] + m["shape_ms"], places=3)
+            self.assertGreater(m["file_bytes"], 0)  # a GLB, even for an empty mesh
+        self.assertIn("hierarchical", self.proc.stdout)
+        self.assertIn("fewer", self.proc.stdout)
 
 
 class EmulatedGraphKvTest(unittest.TestCase):
@@ -196,6 +226,7 @@ class ErrorsTest(unittest.TestCase):
         self.expect_error([*DEMO, "--mesh-resolution", "12"], "INVALID_ARGUMENT",
                           "--mesh-resolution")
         self.expect_error([*DEMO, "--frobnicate"], "INVALID_ARGUMENT", "--frobnicate")
+        self.expect_error([*DEMO, "--occupancy", "sparse"], "INVALID_ARGUMENT", "--occupancy")
         self.expect_error([*DEMO, "--cuda-graphs", "maybe"], "INVALID_ARGUMENT", "--cuda-graphs")
         self.expect_error([*DEMO, "--cuda-graphs", "off"], "INVALID_ARGUMENT", "--cuda-graphs")
 

@@ -135,7 +135,13 @@ class OutputFilesTest(unittest.TestCase):
             self.assertIn(" ".join(map(str, ids)), proc.stdout)
             t = json.loads(read_text(timings))
             self.assertEqual(set(t), {"tokens", "prefill_ms", "decode_ms", "tpot_ms",
-                                      "shape_decode_ms"})
+                                      "shape_decode_ms", "latents_ms", "occupancy_ms",
+                                      "occupancy", "occupancy_points", "dense_points",
+                                      "marching_cubes_ms", "postprocess_ms", "vertices",
+                                      "faces"})
+            self.assertEqual(t["occupancy"], "hierarchical")
+            self.assertEqual(t["dense_points"], 9 ** 3)  # r 3 < the coarsest level: dense
+            self.assertEqual(t["occupancy_points"], 9 ** 3)
             self.assertEqual(t["tokens"], 16)
             self.assertGreater(t["decode_ms"], 0)
             self.assertAlmostEqual(t["tpot_ms"], t["decode_ms"] / 15, places=6)
@@ -199,6 +205,38 @@ class PromptAndMeshTest(unittest.TestCase):
             self.assertLessEqual(abs(small_faces - 500), 25)
 
 
+class OccupancyModesTest(unittest.TestCase):
+    """--occupancy dense | hierarchical on the demo model at r 6: the same surface (vertices
+    within a voxel of each other, both ways) from far fewer decoder queries."""
+    demo = ["--model-config", os.path.join(SOURCE, "models", "demo.yaml"),
+            "--resolution-base", "6", "--prompt", "a red chair", "--no-postprocess"]
+
+    def test_dense_and_hierarchical_meshes_agree(self):
+        import numpy as np
+        import trimesh
+        from scipy.spatial import cKDTree
+        with tempfile.TemporaryDirectory() as tmp:
+            meshes, timings = {}, {}
+            for mode in ("dense", "hierarchical"):
+                mesh_path = os.path.join(tmp, mode + ".ply")
+                t_path = os.path.join(tmp, mode + ".json")
+                proc = run([*self.demo, "--occupancy", mode, "--mesh-out", mesh_path,
+                            "--timings-json", t_path])
+                self.assertIn(mode + ":", proc.stdout)
+                meshes[mode] = trimesh.load(mesh_path, force="mesh")
+                timings[mode] = json.loads(read_text(t_path))
+            dense, fine = timings["dense"], timings["hierarchical"]
+            self.assertEqual(dense["occupancy_points"], 65 ** 3)
+            self.assertEqual(fine["dense_points"], 65 ** 3)
+            self.assertLess(fine["occupancy_points"], dense["occupancy_points"] // 2)
+            a, b = np.asarray(meshes["dense"].vertices), np.asarray(meshes["hierarchical"].vertices)
+            self.assertGreater(len(a), 100)
+            voxel = 2.1 / 64
+            for x, y in ((a, b), (b, a)):
+                distance, _ = cKDTree(y).query(x)
+                self.assertGreaterEqual(float(np.mean(distance <= voxel)), 0.99)
+
+
 class ErrorsTest(unittest.TestCase):
     def expect_error(self, args, code, *needles):
         proc = run(args, check=False)
@@ -211,6 +249,7 @@ class ErrorsTest(unittest.TestCase):
     def test_bad_options(self):
         base = golden_args("tiny_v01")
         self.expect_error(["--frobnicate"], "INVALID_ARGUMENT", "--frobnicate")
+        self.expect_error([*base, "--occupancy", "sparse"], "INVALID_ARGUMENT", "--occupancy")
         self.expect_error(base[2:], "INVALID_ARGUMENT", "--model-config")
         self.expect_error([*base, "--top-p", "1.5"], "INVALID_ARGUMENT", "--top-p")
         self.expect_error([*base, "--guidance-scale", "nan"], "INVALID_ARGUMENT",

@@ -91,6 +91,19 @@ class Engine {
                             int64_t chunk_points = 0,
                             const std::function<bool()>& should_stop = {}) const;
 
+  // The pieces of that evaluation, for callers that choose their own points (coarse-to-fine):
+  // the latents' cross-attention keys and values, computed once per shape; the occupancy
+  // logits [1, P] float32 on the device of points [1, P, 3] on the device; the grid's axis
+  // coordinates [N] on the device, exactly as the dense grid uses them. Thread-safe.
+  ShapeDecoder::LatentKv occupancy_context(const at::Tensor& latents) const;
+  at::Tensor occupancy(const ShapeDecoder::LatentKv& context, const at::Tensor& points) const;
+  at::Tensor grid_axis(int64_t points_per_axis) const;
+  // Points per occupancy call: bounded by memory on a GPU; on the CPU also by work (a chunk of
+  // about a quarter of a second on one core), so that cancellation and progress between chunks
+  // stay prompt. Depends only on the model and the device, so a shape's numbers never depend on
+  // timing.
+  int64_t occupancy_chunk_points() const;
+
  private:
   Engine() = default;
 

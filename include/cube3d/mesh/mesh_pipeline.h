@@ -26,6 +26,8 @@ struct MeshPipelineReport {
   std::size_t marching_cubes_faces = 0;
   CleanupReport cleanup;
   SimplifyReport simplification;
+  double marching_cubes_ms = 0;
+  double postprocess_ms = 0;  // clean-up, simplification and world coordinates
 };
 
 // An empty mesh when the field does not cross the level (see has_level_crossing).

@@ -77,6 +77,10 @@ class ShapeDecoder {
                             int64_t chunk_points = 0,
                             const std::function<bool()>& should_stop = {}) const;
 
+  // Multiply-adds x 2 of one occupancy query (the Fourier embedding, query MLP, cross-attention
+  // over T latents, MLP, head): about 14 M for the v0.1 decoder.
+  int64_t query_flops_per_point() const;
+
   // A chunk size that keeps one chunk's activations near `budget_bytes`.
   int64_t default_chunk_points(int64_t budget_bytes = int64_t{256} << 20) const;
 

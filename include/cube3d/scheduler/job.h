@@ -40,11 +40,16 @@ struct JobProgress {
   JobStage stage = JobStage::kQueued;
   int64_t tokens_done = 0;
   int64_t tokens_total = 0;
+  // kMeshing: occupancy points evaluated / planned so far, refinement levels done / in all.
+  int64_t points_done = 0;
+  int64_t points_planned = 0;
+  int64_t levels_done = 0;
+  int64_t levels_total = 0;
 };
 
 struct JobTimings {
   double queue_ms = 0, text_encoding_ms = 0, prefill_ms = 0, decode_ms = 0, tpot_ms = 0,
-         mesh_ms = 0, total_ms = 0;
+         mesh_ms = 0, occupancy_ms = 0, total_ms = 0;
 };
 
 struct JobResult {
@@ -55,6 +60,7 @@ struct JobResult {
   std::string encoded;            // OBJ / PLY / GLB bytes
   int64_t vertex_count = 0;
   int64_t face_count = 0;
+  int64_t occupancy_points = 0;       // occupancy queries evaluated for the mesh
   std::vector<int64_t> shape_tokens;  // when asked for
   int64_t batch_bucket = 0;
   std::vector<std::string> warnings;

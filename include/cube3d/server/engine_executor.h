@@ -1,7 +1,7 @@
-// The scheduler's BatchExecutor over the real engine and the mesh stage. A batch runs text
-// encoding and token generation on the scheduler's worker thread; each request's shape decoding
-// (latents, occupancy grid, marching cubes, clean-up, encoding) then runs on a small pool of
-// mesh threads, so the next batch can start decoding while the last one is meshed.
+// The scheduler's BatchExecutor over the shape pipeline. A batch runs text encoding and token
+// generation on the scheduler's worker thread; each request's shape (latents, occupancy field,
+// marching cubes, clean-up, encoding) then runs on a small pool of mesh threads, so the next
+// batch can start decoding while the last one is meshed.
 #pragma once
 
 #include <chrono>
@@ -15,8 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "cube3d/engine/engine.h"
-#include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/batch_executor.h"
 
 namespace cube3d {
@@ -25,7 +24,8 @@ struct ExecutorOptions {
   SingleStreamDecode single_stream_decode = SingleStreamDecode::kCausal;
   int64_t progress_interval_tokens = 32;
   int64_t mesh_threads = 2;
-  MeshPipelineOptions mesh;  // target_faces of each request overrides mesh.simplification's
+  ShapeOptions shape;  // occupancy and mesh stages; a request's target_faces overrides
+                       // shape.mesh.simplification's
   // Observers for metrics (may be empty).
   std::function<void(double ttft_ms, double tpot_ms, int64_t tokens)> on_generated;
 };
@@ -49,11 +49,10 @@ class EngineExecutor final : public BatchExecutor {
  private:
   void mesh_worker();
   void post(std::function<void()> task);
-  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, JobResult result,
-                  SteadyClock::time_point mesh_start);
+  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, JobResult result);
 
-  Engine& engine_;
   ExecutorOptions options_;
+  ShapePipeline pipeline_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::function<void()>> tasks_;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "cube3d/core/model_config.h"
-#include "cube3d/engine/engine.h"
+#include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/engine_executor.h"
 #include "cube3d/server/mesh_service.h"
@@ -18,8 +18,8 @@ namespace cube3d {
 // the configured single-stream mode, all captured at load before the server reports SERVING.
 EngineOptions engine_options(const ServerConfig& config);
 
-// Decode mode, progress interval, mesh threads and the mesh post-processing. The metrics
-// observer (on_generated) is the caller's to set.
+// Decode mode, progress interval, mesh threads, the occupancy evaluation and the mesh
+// post-processing. The metrics observer (on_generated) is the caller's to set.
 ExecutorOptions executor_options(const ServerConfig& config);
 
 SchedulerConfig scheduler_config(const ServerConfig& config);

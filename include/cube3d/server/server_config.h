@@ -41,6 +41,12 @@ struct ModelFiles {
 using BatchingConfig = SchedulerConfig;
 
 struct MeshConfig {
+  // How the occupancy field is evaluated: "hierarchical" (coarse-to-fine near the surface) or
+  // "dense" (every grid point, as the official code). See include/cube3d/mesh/
+  // hierarchical_occupancy.h for the coarsest level and the dilation margin.
+  std::string occupancy = "hierarchical";
+  int64_t occupancy_coarsest_resolution_base = kDefaultOccupancyCoarsestResolutionBase;
+  int64_t occupancy_dilation = kDefaultOccupancyDilation;
   bool postprocess = true;
   bool remove_floaters = true;
   double floater_ratio = 0.15;  // components below this share of the largest are dropped

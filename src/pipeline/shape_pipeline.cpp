@@ -1,0 +1,108 @@
+#include "cube3d/pipeline/shape_pipeline.h"
+
+#include <ATen/ATen.h>
+
+#include <span>
+
+#include "cube3d/core/clock.h"
+#include "cube3d/core/error.h"
+#include "cube3d/mesh/grid.h"
+#include "cube3d/mesh/marching_cubes.h"
+#include "cube3d/mesh/mesh_io.h"
+
+namespace cube3d {
+
+ShapePipeline::ShapePipeline(Engine& engine, ShapeOptions options)
+    : engine_(engine), options_(std::move(options)) {}
+
+TokenBatch ShapePipeline::generate_tokens(const std::vector<PromptRequest>& prompts,
+                                          const GenerationOptions& options) {
+  const TextEncoder* text = engine_.text_encoder();
+  if (!text) {
+    throw failed_precondition(
+        "this model has no CLIP text encoder configured (model.clip_model / --clip-model), so "
+        "it cannot take text prompts");
+  }
+  const auto start = SteadyClock::now();
+  std::vector<std::string> texts;
+  texts.reserve(prompts.size());
+  for (const PromptRequest& p : prompts) texts.push_back(p.prompt);
+  const std::vector<EncodedPrompt> encoded = text->encode(texts);
+  TokenBatch batch;
+  batch.text_encoding_ms = ms_since(start);
+
+  std::vector<GenerationRequest> requests;
+  requests.reserve(prompts.size());
+  batch.warnings.resize(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const PromptRequest& p = prompts[i];
+    GenerationRequest g;
+    g.text_hidden = encoded[i].hidden;
+    g.uncond_hidden = text->empty_prompt();
+    if (p.bounding_box) {
+      g.bbox = at::tensor({(*p.bounding_box)[0], (*p.bounding_box)[1], (*p.bounding_box)[2]},
+                          at::kFloat);
+    }
+    g.guidance_scale = p.guidance_scale;
+    g.top_p = p.top_p;
+    g.seed = p.seed;
+    requests.push_back(std::move(g));
+    if (encoded[i].truncated) {
+      batch.warnings[i].push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
+                                  " CLIP tokens, only the first " +
+                                  std::to_string(kClipMaxPromptTokens) + " are used");
+    }
+  }
+  batch.generation = engine_.generate(requests, options);
+  return batch;
+}
+
+Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& request,
+                                const std::function<void(const OccupancyProgress&)>& on_progress,
+                                const std::function<bool()>& should_stop, bool keep_field) const {
+  const auto start = SteadyClock::now();
+  const auto check_stop = [&](const char* where) {
+    if (should_stop && should_stop()) throw cancelled(std::string("stopped ") + where);
+  };
+  const at::Tensor row = ids.dim() == 1 ? ids.unsqueeze(0) : ids;
+  if (row.dim() != 2 || row.size(0) != 1) {
+    throw invalid_argument("make_shape expects one object's token ids [T] or [1, T]");
+  }
+  Shape shape;
+  ShapeReport& report = shape.report;
+  const at::Tensor latents = engine_.decode_latents(row);
+  report.latents_ms = ms_since(start);
+
+  OccupancyField field = evaluate_occupancy(engine_, latents, request.resolution_base,
+                                            options_.occupancy, on_progress, should_stop);
+  report.occupancy_ms = field.ms;
+  report.occupancy = field.report;
+  check_stop("after the occupancy field");
+
+  const int64_t n = field.points_per_axis;
+  const GridView view{std::span<const float>(field.values), {n, n, n}};
+  MeshPipelineOptions mesh_options = options_.mesh;
+  if (request.target_faces) mesh_options.simplification.target_faces = *request.target_faces;
+  report.has_surface = has_level_crossing(view, mesh_options.marching_cubes.level);
+  if (!report.has_surface) {
+    // A named string: GCC 12 reports a false -Warray-bounds for the literal pushed directly.
+    static const std::string kNoSurface =
+        "the occupancy field has no surface at level 0: empty mesh";
+    shape.warnings.push_back(kNoSurface);
+  }
+  shape.mesh = grid_to_mesh(view, mesh_options, &report.mesh);
+  report.marching_cubes_ms = report.mesh.marching_cubes_ms;
+  report.postprocess_ms = report.mesh.postprocess_ms;
+  check_stop("after meshing");
+
+  if (request.format != MeshFormat::kRaw) {
+    const auto encode_start = SteadyClock::now();
+    shape.encoded = encode_mesh(shape.mesh, request.format);
+    report.encode_ms = ms_since(encode_start);
+  }
+  if (keep_field) shape.field = std::move(field.values);
+  report.total_ms = ms_since(start);
+  return shape;
+}
+
+}  // namespace cube3d
