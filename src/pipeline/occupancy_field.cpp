@@ -86,10 +86,13 @@ OccupancyField evaluate_occupancy(const Engine& engine, const at::Tensor& latent
   const int64_t coarsest = std::min(options.sampling.coarsest_resolution_base, resolution_base);
   OccupancyProgress progress;
   progress.levels_total = options.sampling.hierarchical ? resolution_base - coarsest + 1 : 1;
+  int64_t call_points = 0;  // points of the evaluator call in progress
   const auto report = [&](int64_t done_in_call) {
     if (!on_progress) return;
     OccupancyProgress p = progress;
     p.points_done += done_in_call;
+    // The call's last chunk finishes its level.
+    if (done_in_call == call_points) p.levels_done = std::min(p.levels_done + 1, p.levels_total);
     on_progress(p);
   };
 
@@ -97,6 +100,7 @@ OccupancyField evaluate_occupancy(const Engine& engine, const at::Tensor& latent
     // Dense: the indices are a range, made per chunk on the device (no N^3 index array).
     const int64_t total = n * n * n;
     progress.points_planned = total;
+    call_points = total;
     const at::Tensor values = query.run(
         total, [&](int64_t s, int64_t count) { return at::arange(s, s + count, long_options); },
         report);
@@ -108,11 +112,11 @@ OccupancyField evaluate_occupancy(const Engine& engine, const at::Tensor& latent
     field.report.evaluator_calls = 1;
     progress.points_done = total;
     progress.levels_done = 1;
-    if (on_progress) on_progress(progress);
   } else {
     const OccupancyEvaluator evaluate = [&](std::span<const int64_t> flat, std::span<float> out) {
       const int64_t count = static_cast<int64_t>(flat.size());
       progress.points_planned = progress.points_done + count;
+      call_points = count;
       // One copy of the level's indices to the device and one copy of its values back.
       const at::Tensor host_indices =
           at::from_blob(const_cast<int64_t*>(flat.data()), {count}, at::kLong);
@@ -124,8 +128,11 @@ OccupancyField evaluate_occupancy(const Engine& engine, const at::Tensor& latent
       progress.levels_done = std::min(progress.levels_done + 1, progress.levels_total);
     };
     field.values = sample_occupancy(resolution_base, evaluate, options.sampling, &field.report);
-    progress.levels_done = progress.levels_total;
-    if (on_progress) on_progress(progress);
+    // A field without a surface at the coarsest level ends there: report the whole run done.
+    if (progress.levels_done < progress.levels_total) {
+      progress.levels_done = progress.levels_total;
+      if (on_progress) on_progress(progress);
+    }
   }
   field.ms = ms_since(start);
   return field;

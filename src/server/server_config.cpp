@@ -248,6 +248,13 @@ const std::vector<Key>& keys() {
           "defaults.resolution_base", [](auto& c) -> auto& { return c.defaults.resolution_base; }),
       format_key(
           "defaults.format", [](auto& c) -> auto& { return c.defaults.format; }),
+      string_key(
+          "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy; }),
+      int_key(
+          "mesh.occupancy_coarsest_resolution_base",
+          [](auto& c) -> auto& { return c.mesh.occupancy_coarsest_resolution_base; }),
+      int_key(
+          "mesh.occupancy_dilation", [](auto& c) -> auto& { return c.mesh.occupancy_dilation; }),
       bool_key(
           "mesh.postprocess", [](auto& c) -> auto& { return c.mesh.postprocess; }),
       bool_key(

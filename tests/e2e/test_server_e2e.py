@@ -26,6 +26,7 @@ import grpc
 import numpy as np
 import trimesh
 from grpc_tools import protoc
+from scipy.spatial import cKDTree  # scipy comes with scikit-image (scripts/setup.sh)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("CUBE3D_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
@@ -595,12 +596,12 @@ class MainServerTest(ServerTestCase):
         self.assert_still_serving()
 
     def test_server_side_deadline_while_running(self):
-        # A deadline that passes while the request runs (resolution 6: about 2 s of meshing on
-        # a CPU): the server answers DEADLINE_EXCEEDED and keeps serving.
+        # A deadline that passes while the request runs (resolution 7: about 3 s of meshing on
+        # a CPU, coarse to fine): the server answers DEADLINE_EXCEEDED and keeps serving.
         stub = self.server.stub()
         start = time.monotonic()
         code, details = rpc_code(
-            lambda: stub.GenerateMesh(make_request("a castle", resolution_base=6), timeout=0.5))
+            lambda: stub.GenerateMesh(make_request("a castle", resolution_base=7), timeout=0.5))
         self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED, details)
         self.assertLess(time.monotonic() - start, 30)
         self.assert_still_serving()
@@ -612,7 +613,8 @@ class MainServerTest(ServerTestCase):
 
         before = cancelled(self.server.metrics())
         stub = self.server.stub()
-        # Resolution 6 (seconds of meshing): it cannot finish in the moment a cancel takes.
+        # Resolution 6 (a second or more of meshing): it cannot finish in the moment a cancel
+        # takes.
         call = stub.GenerateMeshStream(make_request("a spaceship", resolution_base=6),
                                        timeout=RPC_TIMEOUT_S)
         first = next(call)
@@ -944,7 +946,9 @@ def wait_for_stage(call, stage, timeout=120):
 
 
 class DrainTest(ServerTestCase):
-    SLOW_RES = 6  # a 65^3 grid: about 2 s of meshing on a CPU (7 takes ~15 s, 8 minutes)
+    # A 65^3 grid: about 1 s of meshing on a CPU coarse to fine (the dense grid 2 to 3 s; at 7
+    # about 3 s and 15 s).
+    SLOW_RES = 6
 
     def test_sigterm_finishes_in_flight_work_and_refuses_new(self):
         stub = self.server.stub()
@@ -992,7 +996,8 @@ class DrainGraceTest(unittest.TestCase):
             server.start()
             try:
                 stub = server.stub()
-                # Resolution 8: minutes of meshing on a CPU, far beyond the 1 s grace.
+                # Resolution 8: about ten seconds of meshing on a CPU even coarse to fine (the
+                # dense grid takes minutes), far beyond the 1 s grace.
                 call = stub.GenerateMeshStream(make_request("a huge castle", resolution_base=8),
                                                timeout=600)
                 wait_for_stage(call, pb.STAGE_MESHING)
@@ -1006,6 +1011,197 @@ class DrainGraceTest(unittest.TestCase):
                 self.assertIn("grace period ran out", server.log())
             finally:
                 server.kill()
+
+
+# --- 13. meshing: occupancy progress, points evaluated, cancellation between chunks --------------
+
+def grid_points(resolution_base):
+    """The dense grid's points, (2^r + 1)^3."""
+    return ((1 << resolution_base) + 1) ** 3
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3 (state).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class OccupancyTest(ServerTestCase):
+    """mesh.occupancy: the class's server runs the default (hierarchical, coarsest level 5,
+    dilation 1), a second one `mesh.occupancy=dense` (the official dense grid). Both serve the
+    demo model, so one greedy prompt gives the same tokens, hence the same field, on both."""
+
+    PROGRESS_RES = 7  # hierarchical: a few seconds of meshing on a CPU, three levels (5, 6, 7)
+    COMPARE_RES = 6   # dense: 65^3 = 274625 points, a few seconds
+    # Dense at 8 is 16.9 M points, minutes on a CPU: a cancel that were not honoured between
+    # chunks would keep the server busy long after the client left.
+    CANCEL_RES = 8
+    IDLE_CPU_SHARE = 0.3  # of one core, over a one-second window: an idle server uses ~0
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dense = ServerProcess(["--set", "mesh.occupancy=dense"], cls._tmp.name)
+        try:
+            cls.dense.start()
+        except BaseException:
+            cls.dense.kill()
+            super().tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.dense.stop()
+        finally:
+            cls.dense.kill()
+            super().tearDownClass()
+
+    def run(self, result=None):
+        # The base class prints the hierarchical server's log on a failure; add the dense one's.
+        before = len(result.failures) + len(result.errors) if result else 0
+        outcome = super().run(result)
+        if result is not None and len(result.failures) + len(result.errors) > before \
+                and getattr(self, "dense", None) is not None:
+            sys.stderr.write(f"\n----- dense cube3d-server log ({self.id()}) -----\n"
+                             f"{self.dense.log_tail()}\n----- end of log -----\n")
+        return outcome
+
+    def stream(self, server, request):
+        """Every event of a GenerateMeshStream; the last must be the result."""
+        events = list(server.stub().GenerateMeshStream(request, timeout=RPC_TIMEOUT_S))
+        kinds = [e.WhichOneof("event") for e in events]
+        self.assertEqual(kinds[-1], "result", kinds)
+        return [e.progress for e in events[:-1]], events[-1].result
+
+    def assert_meshing_progress(self, progress, result):
+        """The STAGE_MESHING events count points, the counts only grow, and the result says
+        how many points were evaluated."""
+        meshing = [p for p in progress if p.stage == pb.STAGE_MESHING]
+        self.assertTrue(meshing, f"no STAGE_MESHING event: {progress}")
+        counted = [p for p in meshing if p.points_done > 0]
+        self.assertTrue(counted, f"no STAGE_MESHING event with points_done > 0: {meshing}")
+        for p in meshing:
+            self.assertGreaterEqual(p.points_planned, p.points_done, p)
+            self.assertLessEqual(p.levels_done, p.levels_total, p)
+        for p in counted:
+            self.assertGreaterEqual(p.levels_total, 1, p)
+        done = [p.points_done for p in meshing]
+        self.assertEqual(done, sorted(done), f"points_done goes backwards: {done}")
+        levels = [p.levels_done for p in meshing]
+        self.assertEqual(levels, sorted(levels), f"levels_done goes backwards: {levels}")
+        # The last event closes the count: every level done, the plan final, and the points
+        # those of the result.
+        self.assertGreater(result.occupancy_points, 0)
+        last = meshing[-1]
+        self.assertEqual(last.levels_done, last.levels_total, last)
+        self.assertEqual((last.points_done, last.points_planned),
+                         (result.occupancy_points, result.occupancy_points), last)
+        self.assertGreater(result.timings.occupancy_ms, 0)
+        self.assertLessEqual(result.timings.occupancy_ms, result.timings.mesh_ms)
+        return meshing
+
+    def test_hierarchical_meshing_reports_points_progress(self):
+        r = self.PROGRESS_RES
+        progress, result = self.stream(
+            self.server, make_request("a tall lighthouse", resolution_base=r))
+        self.count_ok()
+        self.assert_mesh(result)
+        meshing = self.assert_meshing_progress(progress, result)
+        # Coarse to fine: fewer points than the dense grid, and more than one level.
+        self.assertLess(result.occupancy_points, grid_points(r))
+        self.assertGreater(max(p.levels_total for p in meshing), 1, meshing)
+
+    def test_dense_counts_every_grid_point_and_hierarchical_fewer(self):
+        r = self.COMPARE_RES
+        # RAW and no decimation (a face target above the mesh's faces), to compare the surfaces:
+        # the two runs evaluate their points in different batches, so the values (and vertices)
+        # may differ by float rounding, which the simplifier would amplify.
+        request = make_request("a round stool", resolution_base=r, format=pb.MESH_FORMAT_RAW,
+                               target_face_count=2_000_000)
+        progress, dense = self.stream(self.dense, request)
+        self.count_ok()
+        self.assert_mesh(dense, pb.MESH_FORMAT_RAW)
+        self.assert_meshing_progress(progress, dense)
+        self.assertEqual(dense.occupancy_points, grid_points(r))
+
+        hierarchical = self.generate(request)
+        self.assert_mesh(hierarchical, pb.MESH_FORMAT_RAW)
+        self.assertGreater(hierarchical.occupancy_points, 0)
+        self.assertLess(hierarchical.occupancy_points, dense.occupancy_points)
+        self.assertGreater(hierarchical.timings.occupancy_ms, 0)
+        # The demo field's features span several coarse cells: the same surface from fewer
+        # points. Every vertex of each mesh lies on the other's, to well under a voxel.
+        self.assertAlmostEqual(hierarchical.vertex_count / dense.vertex_count, 1.0, delta=0.01)
+        voxel = 2.1 / (1 << r)
+        ours = np.array(hierarchical.raw.vertices, dtype=np.float64).reshape(-1, 3)
+        theirs = np.array(dense.raw.vertices, dtype=np.float64).reshape(-1, 3)
+        for a, b, what in ((ours, theirs, "hierarchical in dense"),
+                           (theirs, ours, "dense in hierarchical")):
+            distances, _ = cKDTree(b).query(a)
+            self.assertGreaterEqual(np.mean(distances <= 1e-3 * voxel), 0.99,
+                                    f"{what}: largest distance {distances.max() / voxel:.3g} "
+                                    f"voxels")
+
+    def wait_idle(self, server, timeout=15):
+        """Waits for a one-second window in which the server used under IDLE_CPU_SHARE of a
+        core; returns the seconds waited, or fails with the last window's share."""
+        start = time.monotonic()
+        share = None
+        while time.monotonic() - start < timeout:
+            before, t0 = cpu_seconds(server.proc.pid), time.monotonic()
+            time.sleep(1.0)
+            share = (cpu_seconds(server.proc.pid) - before) / (time.monotonic() - t0)
+            if share < self.IDLE_CPU_SHARE:
+                return time.monotonic() - start
+        self.fail(f"the server kept {share:.2f} of a core busy for {timeout} s after the cancel: "
+                  f"the cancelled request is still meshing")
+
+    def test_cancel_while_meshing_stops_the_work(self):
+        def cancelled(samples):
+            return metric_value(samples, "cube3d_requests_total", status="CANCELLED") or 0
+
+        server = self.dense
+        before = cancelled(server.metrics())
+        call = server.stub().GenerateMeshStream(
+            make_request("an enormous cathedral", resolution_base=self.CANCEL_RES),
+            timeout=RPC_TIMEOUT_S)
+        wait_for_stage(call, pb.STAGE_MESHING)
+        cancelled_at = time.monotonic()
+        call.cancel()
+        code, details = rpc_code(lambda: list(call))
+        self.assertEqual(code, grpc.StatusCode.CANCELLED, details)
+
+        # The shape decoder checks between chunks: the server is idle again within seconds,
+        # long before a 257^3 dense grid could have finished.
+        self.wait_idle(server)
+        self.assertLess(time.monotonic() - cancelled_at, 20)
+        self.wait_for_metrics_of(server, lambda s: cancelled(s) >= before + 1,
+                                 "cube3d_requests_total{status=\"CANCELLED\"} incremented")
+        self.wait_for_metrics_of(server, lambda s: metric_value(s, "cube3d_queue_depth") == 0,
+                                 "cube3d_queue_depth 0")
+
+        # Nothing is lost: the server serves, and the next request meshes at once.
+        self.assertEqual(server.health(), "SERVING")
+        start = time.monotonic()
+        progress, result = self.stream(server, make_request("a bicycle after the cancel"))
+        self.assertLess(time.monotonic() - start, 30, "the server was slow after a cancel")
+        self.assert_mesh(result)
+        self.assertEqual(result.occupancy_points, grid_points(RES))
+        self.assertIn(pb.STAGE_DONE, [p.stage for p in progress])
+
+    def wait_for_metrics_of(self, server, predicate, what, timeout=30):
+        """wait_for_metrics for `server` rather than the class's server."""
+        deadline = time.monotonic() + timeout
+        samples = []
+        while time.monotonic() < deadline:
+            samples = server.metrics()
+            if predicate(samples):
+                return samples
+            time.sleep(0.2)
+        self.fail(f"metrics never showed {what} within {timeout} s")
 
 
 # --- configuration and start-up, known bugs -------------------------------------------------------
@@ -1026,6 +1222,32 @@ class StartupTest(unittest.TestCase):
                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("max_queue_sise", proc.stderr)
+
+    def test_occupancy_keys(self):
+        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--print-config"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn('occupancy: "hierarchical"', proc.stdout)
+        self.assertIn("occupancy_coarsest_resolution_base: 5", proc.stdout)
+        self.assertIn("occupancy_dilation: 1", proc.stdout)
+        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG,
+                               "--set", "mesh.occupancy=dense",
+                               "--set", "mesh.occupancy_coarsest_resolution_base=6",
+                               "--set", "mesh.occupancy_dilation=0", "--print-config"],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn('occupancy: "dense"', proc.stdout)
+        self.assertIn("occupancy_coarsest_resolution_base: 6", proc.stdout)
+        self.assertIn("occupancy_dilation: 0", proc.stdout)
+        for key, value in (("mesh.occupancy", "sparse"), ("mesh.occupancy_dilation", "9"),
+                           ("mesh.occupancy_coarsest_resolution_base", "0")):
+            with self.subTest(key=key):
+                proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--set",
+                                       f"{key}={value}", "--print-config"],
+                                      capture_output=True, text=True, timeout=60,
+                                      stdin=subprocess.DEVNULL)
+                self.assertNotEqual(proc.returncode, 0)
+                self.assertIn(key, proc.stderr)
 
     def test_set_is_repeatable(self):
         proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG,

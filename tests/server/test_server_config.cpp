@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/server/server_config.h"
@@ -143,6 +144,9 @@ TEST(ServerConfig, DemoServerYamlLoadsWithTheDocumentedValues) {
   EXPECT_EQ(config.defaults.resolution_base, 6);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
   EXPECT_FALSE(config.defaults.top_p.has_value());
+  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
+  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 5);
+  EXPECT_EQ(config.mesh.occupancy_dilation, 1);
   EXPECT_EQ(config.metrics_listen, "127.0.0.1:9464");
   EXPECT_EQ(config.log_level, "info");
   EXPECT_FALSE(config.log_prompts);
@@ -192,6 +196,12 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_FALSE(config.defaults.top_p.has_value());
   EXPECT_EQ(config.defaults.resolution_base, 8);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
+  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
+  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base,
+            kDefaultOccupancyCoarsestResolutionBase);
+  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 5);
+  EXPECT_EQ(config.mesh.occupancy_dilation, kDefaultOccupancyDilation);
+  EXPECT_EQ(config.mesh.occupancy_dilation, 1);
   EXPECT_TRUE(config.mesh.postprocess);
   EXPECT_TRUE(config.mesh.remove_floaters);
   EXPECT_EQ(config.mesh.floater_ratio, 0.15);
@@ -224,6 +234,9 @@ defaults:
   resolution_base: 10
   format: ply
 mesh:
+  occupancy: dense
+  occupancy_coarsest_resolution_base: 10
+  occupancy_dilation: 0
   floater_ratio: 5e-2
 metrics_listen: ""
 log_level: "off"
@@ -241,6 +254,9 @@ drain_grace_seconds: 0
   EXPECT_EQ(config.defaults.guidance_scale, 0.0);
   EXPECT_EQ(config.defaults.top_p, 1.0);
   EXPECT_EQ(config.defaults.format, MeshFormat::kPly);
+  EXPECT_EQ(config.mesh.occupancy, "dense");
+  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 10);
+  EXPECT_EQ(config.mesh.occupancy_dilation, 0);
   EXPECT_EQ(config.mesh.floater_ratio, 0.05);
   EXPECT_EQ(config.metrics_listen, "");
   EXPECT_EQ(config.log_level, "off");
@@ -300,7 +316,15 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_EQ(keys.front(), "listen");
   EXPECT_EQ(keys.back(), "progress_interval_tokens");
   EXPECT_NE(std::find(keys.begin(), keys.end(), "batching.batch_buckets"), keys.end());
-  EXPECT_EQ(keys.size(), 35u);
+  // The occupancy keys open the mesh section, before the post-processing ones.
+  const auto at = [&](const std::string& name) {
+    return std::find(keys.begin(), keys.end(), name);
+  };
+  EXPECT_LT(at("defaults.format"), at("mesh.occupancy"));
+  EXPECT_LT(at("mesh.occupancy"), at("mesh.occupancy_coarsest_resolution_base"));
+  EXPECT_LT(at("mesh.occupancy_coarsest_resolution_base"), at("mesh.occupancy_dilation"));
+  EXPECT_LT(at("mesh.occupancy_dilation"), at("mesh.postprocess"));
+  EXPECT_EQ(keys.size(), 38u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -440,6 +464,41 @@ TEST(ServerConfigErrors, BadMeshAndServerNumbers) {
   expect_invalid("progress_interval_tokens: 0\n", {"progress_interval_tokens (0)"});
 }
 
+TEST(ServerConfigErrors, BadOccupancy) {
+  expect_invalid("mesh:\n  occupancy: sparse\n",
+                 {"mesh.occupancy: unknown value 'sparse'", "hierarchical or dense"});
+  // Words are exact, as every other word key's.
+  expect_invalid("mesh:\n  occupancy: Dense\n", {"mesh.occupancy: unknown value 'Dense'"});
+  expect_invalid("mesh:\n  occupancy:\n", {"mesh.occupancy: unknown value ''"});
+  expect_invalid("mesh:\n  occupancy: [dense]\n", {"mesh.occupancy: expected a string"});
+  expect_invalid("mesh:\n  occupancy_coarsest_resolution_base: 0\n",
+                 {"mesh.occupancy_coarsest_resolution_base (0)", "between 1 and 10"});
+  expect_invalid("mesh:\n  occupancy_coarsest_resolution_base: 11\n",
+                 {"mesh.occupancy_coarsest_resolution_base (11)", "between 1 and 10"});
+  expect_invalid("mesh:\n  occupancy_coarsest_resolution_base: 4.5\n",
+                 {"mesh.occupancy_coarsest_resolution_base: expected an integer", "4.5"});
+  expect_invalid("mesh:\n  occupancy_dilation: -1\n",
+                 {"mesh.occupancy_dilation (-1)", "between 0 and 8"});
+  expect_invalid("mesh:\n  occupancy_dilation: 9\n",
+                 {"mesh.occupancy_dilation (9)", "between 0 and 8"});
+  expect_invalid("mesh:\n  occupancy_dilation: one\n",
+                 {"mesh.occupancy_dilation: expected an integer", "one"});
+  // A key in the wrong section is pointed to the mesh one.
+  expect_invalid("occupancy: dense\n", {"unknown key occupancy", "did you mean mesh.occupancy"});
+  expect_invalid("mesh:\n  ocupancy: dense\n",
+                 {"unknown key mesh.ocupancy", "did you mean mesh.occupancy"});
+
+  // The ends of each range are fine, and a coarsest level above the default resolution is not
+  // an error (that request's grid is then evaluated densely).
+  const ServerConfig low = parse(std::string(kMinimal) +
+                                 "mesh:\n  occupancy_coarsest_resolution_base: 1\n"
+                                 "  occupancy_dilation: 8\n");
+  EXPECT_EQ(low.mesh.occupancy_coarsest_resolution_base, 1);
+  EXPECT_EQ(low.mesh.occupancy_dilation, 8);
+  EXPECT_EQ(parse(std::string(kMinimal) + "mesh:\n  occupancy: hierarchical\n").mesh.occupancy,
+            "hierarchical");
+}
+
 TEST(ServerConfigErrors, TlsNeedsBothFiles) {
   TempDir dir;
   const std::string cert = dir.file("server.pem", "cert");
@@ -530,7 +589,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.batching = {{3, 5, 200}, 0, 7};
   config.limits = {1, 10, 2, 1 << 20, 5, 0};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
-  config.mesh = {false, false, 1.0 / 3.0, false, 9};
+  config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
   config.metrics_listen = "";
   config.log_level = "critical";
   config.log_prompts = true;
@@ -569,6 +628,32 @@ TEST(ServerConfigRoundTrip, EqualityLooksAtSettingsOnly) {
   b = a;
   b.defaults.top_p = 0.5;
   EXPECT_NE(a, b);
+  for (const auto& change : std::vector<void (*)(ServerConfig&)>{
+           [](ServerConfig& c) { c.mesh.occupancy = "dense"; },
+           [](ServerConfig& c) { c.mesh.occupancy_coarsest_resolution_base = 6; },
+           [](ServerConfig& c) { c.mesh.occupancy_dilation = 2; }}) {
+    b = a;
+    change(b);
+    EXPECT_NE(a, b);
+  }
+}
+
+TEST(ServerConfigRoundTrip, OccupancyKeysPrintAndParseBack) {
+  ServerConfig config;
+  config.model.config = kDemoModel;
+  config.mesh.occupancy = "dense";
+  config.mesh.occupancy_coarsest_resolution_base = 7;
+  config.mesh.occupancy_dilation = 0;
+  const std::string yaml = server_config_to_yaml(config);
+  EXPECT_NE(yaml.find("mesh:\n  occupancy: \"dense\"\n  occupancy_coarsest_resolution_base: 7\n"
+                      "  occupancy_dilation: 0\n  postprocess: true\n"),
+            std::string::npos)
+      << yaml;
+  const ServerConfig again = parse_server_config(yaml, "printed.yaml");
+  EXPECT_EQ(again, config) << yaml;
+  EXPECT_EQ(again.mesh.occupancy, "dense");
+  EXPECT_EQ(again.mesh.occupancy_coarsest_resolution_base, 7);
+  EXPECT_EQ(again.mesh.occupancy_dilation, 0);
 }
 
 // --- command-line overrides -------------------------------------------------------------------
@@ -599,6 +684,9 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   apply_override(config, "defaults.top_p", "0.9");
   apply_override(config, "defaults.format", "obj");
   apply_override(config, "mesh.floater_ratio", "0.2");
+  apply_override(config, "mesh.occupancy", "dense");
+  apply_override(config, "mesh.occupancy_coarsest_resolution_base", "6");
+  apply_override(config, "mesh.occupancy_dilation", "0");
   EXPECT_EQ(config.listen, "0.0.0.0:6000");
   EXPECT_EQ(config.metrics_listen, "");
   EXPECT_EQ(config.batching.max_queue_delay_ms, 20);
@@ -609,6 +697,9 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.defaults.top_p, 0.9);
   EXPECT_EQ(config.defaults.format, MeshFormat::kObj);
   EXPECT_EQ(config.mesh.floater_ratio, 0.2);
+  EXPECT_EQ(config.mesh.occupancy, "dense");
+  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 6);
+  EXPECT_EQ(config.mesh.occupancy_dilation, 0);
   EXPECT_EQ(config.source, kDemoServer);
 
   apply_override(config, "defaults.top_p", "null");
@@ -617,6 +708,8 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{2, 16}));
   apply_override(config, "batching.batch_buckets", " 8 ");
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{8}));
+  apply_override(config, "mesh.occupancy", "hierarchical");
+  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
 }
 
 TEST(ServerConfigOverride, PathsAreRelativeToTheCurrentDirectory) {
@@ -661,6 +754,16 @@ TEST(ServerConfigOverride, BadValuesAreNamedAndLeaveTheConfigAlone) {
                {"cuda_graphs", "'maybe'", "on, off"});
   expect_throw([&] { apply_override(config, "defaults.top_p", "1.5"); },
                ErrorCode::kInvalidArgument, {"defaults.top_p (1.5)"});
+  expect_throw([&] { apply_override(config, "mesh.occupancy", "sparse"); },
+               ErrorCode::kInvalidArgument,
+               {"command-line override mesh.occupancy=sparse", "mesh.occupancy", "'sparse'",
+                "hierarchical or dense"});
+  expect_throw([&] { apply_override(config, "mesh.occupancy_coarsest_resolution_base", "0"); },
+               ErrorCode::kInvalidArgument, {"mesh.occupancy_coarsest_resolution_base (0)"});
+  expect_throw([&] { apply_override(config, "mesh.occupancy_dilation", "9"); },
+               ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation (9)"});
+  expect_throw([&] { apply_override(config, "mesh.occupancy_dilation", "wide"); },
+               ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation", "'wide'"});
   // Cross-field: the demo's default resolution (6) no longer fits.
   expect_throw([&] { apply_override(config, "limits.max_resolution_base", "5"); },
                ErrorCode::kInvalidArgument, {"defaults.resolution_base (6)"});
