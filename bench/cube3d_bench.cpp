@@ -6,29 +6,27 @@
 // cubes, post-processing, GLB) per occupancy mode.
 // Prints a table and writes JSON. bench/README.md describes the modes, the JSON layout and the
 // bandwidth estimate.
+// This file holds main, the decode benchmark, the table and run(); beside it: bench_options
+// (flags, modes, settings), traffic_model (bytes per decode step), device_probe (device sync,
+// peak memory, names for the record) and shape_bench (the shape stage).
 #include <ATen/ATen.h>
-#include <ATen/DeviceAccelerator.h>
 #include <ATen/Parallel.h>
-#include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <torch/headeronly/version.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
+#include "bench_options.h"
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/core/constants.h"
@@ -40,9 +38,12 @@
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/fused_decode.h"
 #include "cube3d/mesh/grid.h"
-#include "cube3d/pipeline/shape_pipeline.h"
+#include "cube3d/pipeline/occupancy_field.h"
+#include "device_probe.h"
+#include "shape_bench.h"
+#include "traffic_model.h"
 
-namespace cube3d {
+namespace cube3d::bench {
 namespace {
 
 using Clock = SteadyClock;
@@ -50,117 +51,8 @@ using Clock = SteadyClock;
 // Weights seed for YAMLs that name none (the real model configs): any fixed value keeps runs
 // comparable; the numbers do not depend on the weights' values, only on their shapes.
 constexpr uint64_t kDefaultWeightsSeed = 20251130;
-constexpr int64_t kMeshWarmupResolution = 4;
 // A plausible normalised bounding box for use_bbox (v0.5) models, largest side 1.925.
 constexpr std::array<float, 3> kBenchBbox = {1.925f, 1.2f, 0.8f};
-
-enum class Mode { kEagerNoCache, kEagerKv, kGraphKv };
-
-struct ModeName {
-  Mode mode;
-  const char* name;
-};
-constexpr std::array<ModeName, 3> kModes = {{{Mode::kEagerNoCache, "eager-nocache"},
-                                             {Mode::kEagerKv, "eager-kv"},
-                                             {Mode::kGraphKv, "graph-kv"}}};
-
-const char* mode_name(Mode mode) {
-  for (const auto& m : kModes) {
-    if (m.mode == mode) return m.name;
-  }
-  return "?";
-}
-
-CliArgs make_args() {
-  CliArgs args("cube3d-bench",
-               "Benchmark Cube 3D decoding (and the mesh stage) on random weights of a model "
-               "YAML; prints a table and writes JSON (see bench/README.md).");
-  args.option("--model-config", 1, "model YAML in the official layout (required)", "F")
-      .option("--device", 1, "cpu (default) | cuda | cuda:N", "D")
-      .option("--dtype", 1, "float32 (default on cpu) | bfloat16 (default on cuda)", "T")
-      .option("--buckets", 1, "comma-separated batch buckets (requests per batch; default 1,4,16)",
-              "B,B")
-      .option("--tokens", 1,
-              "shape tokens per request, 1..num_encoder_latents (default: all of them)", "N")
-      .option("--modes", 1,
-              "comma-separated: eager-nocache, eager-kv, graph-kv (default: all three)", "M,M")
-      .option("--warmup", 1, "untimed runs per (mode, bucket) (default 1)", "W")
-      .option("--repeat", 1, "timed runs per (mode, bucket) (default 3)", "R")
-      .option("--guidance-scale", 1, "classifier-free guidance (default 3.0: 2 rows per request)",
-              "G")
-      .option("--seed", 1, "seed of the random text states (default 0)", "N")
-      .option("--mesh-resolution", 1,
-              "time the mesh stage on a (2^R + 1)^3 grid (default 8; 0 = skip)", "R")
-      .option("--mesh-repeat", 1, "timed runs of the mesh stage (default 1)", "R")
-      .option("--occupancy", 1,
-              "hierarchical (default) | dense | both: how the shape stage evaluates the "
-              "occupancy field",
-              "M")
-      .option("--threads", 1, "CPU intra-op threads (default: libtorch's choice)", "N")
-      .option("--cuda-graphs", 1,
-              "how graph-kv runs: on (default: captured CUDA graphs, CUDA only) | emulate (the "
-              "graph runner's capture lifecycle with eager replays, any device)",
-              "M")
-      .option("--fused-kernels", 1,
-              "on (default: the fused CUDA kernels in decode steps, bf16 on CUDA) | off", "M")
-      .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
-      .option("--build-info", 0,
-              "print one JSON line about this build (CUDA graph runner, torch) and exit")
-      .option("--commit", 1, "commit id to record in the JSON (default: $CUBE3D_COMMIT)", "S")
-      .option("--json", 1, "write the results as JSON", "F")
-      .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
-  return args;
-}
-
-std::vector<std::string> split_list(const std::string& option, const std::string& text) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  while (true) {
-    const size_t comma = text.find(',', begin);
-    const std::string item =
-        text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    if (item.empty()) {
-      throw invalid_argument(option + ": empty item in '" + text + "' (expected a,b,c)");
-    }
-    items.push_back(item);
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
-  }
-  return items;
-}
-
-std::vector<int64_t> parse_buckets(const std::string& text) {
-  std::vector<int64_t> buckets;
-  for (const std::string& item : split_list("--buckets", text)) {
-    int64_t value = 0;
-    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (error != std::errc() || end != item.data() + item.size() || value < 1) {
-      throw invalid_argument("--buckets: each bucket must be an integer >= 1, got '" + item + "'");
-    }
-    if (std::find(buckets.begin(), buckets.end(), value) != buckets.end()) {
-      throw invalid_argument("--buckets: bucket " + item + " given twice");
-    }
-    buckets.push_back(value);
-  }
-  return buckets;
-}
-
-std::vector<Mode> parse_modes(const std::string& text) {
-  std::vector<Mode> modes;
-  for (const std::string& item : split_list("--modes", text)) {
-    const auto it = std::find_if(kModes.begin(), kModes.end(),
-                                 [&](const ModeName& m) { return item == m.name; });
-    if (it == kModes.end()) {
-      throw invalid_argument("--modes: unknown mode '" + item +
-                             "' (expected eager-nocache, eager-kv or graph-kv)");
-    }
-    if (std::find(modes.begin(), modes.end(), it->mode) != modes.end()) {
-      throw invalid_argument("--modes: mode " + item + " given twice");
-    }
-    modes.push_back(it->mode);
-  }
-  return modes;
-}
 
 // Linear interpolation between closest ranks (numpy's default), on sorted values.
 double percentile(const std::vector<double>& sorted, double q) {
@@ -174,158 +66,6 @@ double percentile(const std::vector<double>& sorted, double q) {
 double mean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
-
-// --- bytes moved per decode step -------------------------------------------------------------
-
-// Bytes (or, with kElements, elements) of the weights a module reads.
-enum class Unit { kBytes, kElements };
-int64_t size_of(const at::Tensor& t, Unit u = Unit::kBytes) {
-  if (!t.defined()) return 0;
-  return u == Unit::kBytes ? t.numel() * t.element_size() : t.numel();
-}
-int64_t size_of(const Linear& l, Unit u = Unit::kBytes) {
-  return size_of(l.weight, u) + size_of(l.bias, u);
-}
-int64_t size_of(const SwiGluMlp& m, Unit u = Unit::kBytes) {
-  return size_of(m.gate, u) + size_of(m.up, u) + size_of(m.down, u);
-}
-int64_t size_of(const PreAttentionWeights& p, Unit u = Unit::kBytes) {
-  return size_of(p.c_qk, u) + size_of(p.c_k, u) + size_of(p.c_v, u) + size_of(p.q_norm, u) +
-         size_of(p.k_norm, u);
-}
-int64_t size_of(const PostAttentionWeights& p, Unit u = Unit::kBytes) {
-  return size_of(p.c_proj, u) + size_of(p.mlp, u);
-}
-int64_t size_of(const SingleBlockWeights& s, Unit u = Unit::kBytes) {
-  return size_of(s.c_qk, u) + size_of(s.c_v, u) + size_of(s.c_proj, u) + size_of(s.q_norm, u) +
-         size_of(s.k_norm, u) + size_of(s.mlp, u);
-}
-int64_t size_of(const GptWeights& w, Unit u) {
-  int64_t total = size_of(w.text_proj, u) + size_of(w.shape_proj, u) + size_of(w.bbox_proj, u) +
-                  size_of(w.wte, u) + size_of(w.lm_head, u);
-  for (const DualBlockWeights& b : w.dual_blocks) {
-    total +=
-        size_of(b.pre_x, u) + size_of(b.pre_c, u) + size_of(b.post_x, u) + size_of(b.post_c, u);
-  }
-  for (const SingleBlockWeights& s : w.single_blocks) total += size_of(s, u);
-  return total;
-}
-
-// What one decode step has to read from memory at least, from the loaded tensors themselves (so
-// in the run dtype). Activations are small next to these and are left out.
-struct TrafficModel {
-  int64_t shape_stream_bytes = 0;  // dual blocks' pre_x + post_x, single blocks, lm_head
-  int64_t cond_stream_bytes = 0;   // dual blocks' pre_c + post_c (re-read only without cache)
-  int64_t wte_row_bytes = 0;       // one embedding row
-  // Keys + values of one row at one position, summed over the dual / the single blocks.
-  int64_t kv_dual_position_bytes = 0;
-  int64_t kv_single_position_bytes = 0;
-  // Positions per row of the preallocated cache: S + 1 + T (dual) and 1 + T (single). A decode
-  // step attends over all of them (masked), so it reads the whole padded cache.
-  int64_t kv_dual_len = 0;
-  int64_t kv_single_len = 0;
-  int64_t gpt_bytes = 0;  // every shape GPT tensor
-  int64_t gpt_params = 0;
-
-  static TrafficModel from(Engine& engine) {
-    const GptWeights& w = engine.gpt().weights();
-    TrafficModel t;
-    for (const DualBlockWeights& b : w.dual_blocks) {
-      t.shape_stream_bytes += size_of(b.pre_x) + size_of(b.post_x);
-      t.cond_stream_bytes += size_of(b.pre_c) + size_of(b.post_c);
-    }
-    for (const SingleBlockWeights& s : w.single_blocks) t.shape_stream_bytes += size_of(s);
-    t.shape_stream_bytes += size_of(w.lm_head);
-    t.wte_row_bytes = w.wte.size(1) * w.wte.element_size();
-    const KvState kv = engine.kv_cache().view(1);
-    const size_t dual = w.dual_blocks.size();
-    for (size_t i = 0; i < kv.keys.size(); ++i) {
-      const at::Tensor& k = kv.keys[i];  // [rows, H, len, hd]
-      const int64_t bytes = 2 * k.size(1) * k.size(3) * k.element_size();
-      (i < dual ? t.kv_dual_position_bytes : t.kv_single_position_bytes) += bytes;
-      (i < dual ? t.kv_dual_len : t.kv_single_len) = k.size(2);
-    }
-    t.gpt_bytes = size_of(w, Unit::kBytes);
-    t.gpt_params = size_of(w, Unit::kElements);
-    return t;
-  }
-
-  // eager-kv / graph-kv: the shape stream's weights once, one wte row per request, and every
-  // row's whole preallocated cache: the step's attention runs over all S + 1 + T (dual) and
-  // 1 + T (single) positions with a mask, so that its shapes never change and a graph holds
-  // for every step; the masked positions are read all the same.
-  // eager-nocache: both streams' weights once (it recomputes the condition stream too) and no
-  // cache; its re-computed activations are not counted, so this is a lower bound.
-  int64_t bytes_per_step(Mode mode, int64_t bucket, int64_t rows) const {
-    const int64_t weights = shape_stream_bytes + bucket * wte_row_bytes;
-    if (mode == Mode::kEagerNoCache) return weights + cond_stream_bytes;
-    const int64_t kv =
-        rows * (kv_dual_position_bytes * kv_dual_len + kv_single_position_bytes * kv_single_len);
-    return weights + kv;
-  }
-};
-
-// --- device helpers --------------------------------------------------------------------------
-
-void synchronize(const at::Device& device) {
-  if (device.is_cuda()) at::accelerator::synchronizeDevice(device.index());
-}
-
-// CUDA: the caching allocator's peak of allocated bytes since the last reset (device-generic
-// accelerator API, so the CPU build needs no CUDA header). CPU: the process's peak RSS, which
-// only ever grows (ru_maxrss is in KiB on Linux).
-void reset_peak_memory(const at::Device& device) {
-  if (device.is_cuda()) at::accelerator::resetPeakStats(device.index());
-}
-int64_t peak_memory_bytes(const at::Device& device) {
-  if (device.is_cuda()) {
-    const auto stats = at::accelerator::getDeviceStats(device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .peak;
-  }
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-// For the record only (results are named by GPU): best effort, empty when unknown.
-std::string device_name(const at::Device& device) {
-  if (device.is_cuda()) {
-    // No CUDA header in this file (the CPU build has none): ask the driver's tool.
-    const std::string command = "nvidia-smi --query-gpu=name --format=csv,noheader -i " +
-                                std::to_string(device.index()) + " 2>/dev/null";
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return "";
-    std::array<char, 256> line{};
-    const bool got = std::fgets(line.data(), line.size(), pipe) != nullptr;
-    pclose(pipe);
-    return got ? trim(line.data()) : "";
-  }
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return trim(line.substr(colon + 1));
-    }
-  }
-  return "";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text.data();
 }
 
 // --- the decode benchmark --------------------------------------------------------------------
@@ -458,16 +198,6 @@ struct BenchResult {
   }
 };
 
-struct Settings {
-  int64_t tokens = 0;
-  int64_t warmup = 1;
-  int64_t repeat = 3;
-  int64_t mesh_repeat = 1;
-  std::vector<bool> occupancy_modes = {true};  // hierarchical first, then dense (with "both")
-  double guidance = 3.0;
-  uint64_t seed = 0;
-};
-
 BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Settings& s, Mode mode,
                       int64_t bucket, at::Tensor& last_ids) {
   const std::vector<GenerationRequest> requests =
@@ -523,88 +253,6 @@ std::optional<Error> unavailable_reason(Mode mode, const at::Device& device, Gra
         "toolkit was missing at build time)");
   }
   return std::nullopt;
-}
-
-// --- the shape stage -------------------------------------------------------------------------
-
-// One object's tokens -> file through the shape pipeline, as the server and cube3d-generate
-// make it, once per occupancy mode asked for; the stages' times are means over --mesh-repeat.
-nlohmann::json bench_shape(Engine& engine, const at::Tensor& ids, int64_t resolution,
-                           const Settings& s, double tokens_ms) {
-  const int64_t n = grid_points_per_axis(resolution);
-  nlohmann::json by_mode = nlohmann::json::array();
-  std::printf("\nshape (resolution %lld, %lld^3 grid, GLB, mean of %lld; tokens %.1f ms):\n",
-              static_cast<long long>(resolution), static_cast<long long>(n),
-              static_cast<long long>(s.mesh_repeat), tokens_ms);
-  for (const bool hierarchical : s.occupancy_modes) {
-    ShapeOptions options;
-    options.occupancy.sampling.hierarchical = hierarchical;
-    const ShapePipeline pipeline(engine, options);
-    ShapeRequest request;
-    request.format = MeshFormat::kGlb;
-    // One small warm-up pays the first-call costs (thread pools, allocator, library handles)
-    // without doubling a run that takes seconds at the default resolution.
-    if (s.warmup > 0) {
-      request.resolution_base = std::min<int64_t>(resolution, kMeshWarmupResolution);
-      (void)pipeline.make_shape(ids, request);
-    }
-    request.resolution_base = resolution;
-    std::vector<Shape> runs;
-    for (int64_t i = 0; i < s.mesh_repeat; ++i) {
-      synchronize(engine.device());
-      runs.push_back(pipeline.make_shape(ids, request));
-    }
-    const auto avg = [&](double ShapeReport::*field) {
-      double sum = 0;
-      for (const Shape& r : runs) sum += r.report.*field;
-      return sum / static_cast<double>(runs.size());
-    };
-    const Shape& last = runs.back();
-    const ShapeReport& r = last.report;
-    const double shape_ms = avg(&ShapeReport::total_ms);
-    const std::string mode = hierarchical ? "hierarchical" : "dense";
-    std::printf(
-        "  %-12s latents %.2f ms | occupancy %.2f ms (%lld of %lld points, %.1fx fewer) | "
-        "marching cubes %.2f ms (%zu faces) | post-process %.2f ms | encode %.2f ms -> %zu "
-        "faces | shape %.1f ms, object %.1f ms\n",
-        mode.c_str(), avg(&ShapeReport::latents_ms), avg(&ShapeReport::occupancy_ms),
-        static_cast<long long>(r.occupancy.points_evaluated),
-        static_cast<long long>(r.occupancy.dense_points),
-        static_cast<double>(r.occupancy.dense_points) /
-            static_cast<double>(std::max<int64_t>(1, r.occupancy.points_evaluated)),
-        avg(&ShapeReport::marching_cubes_ms), r.mesh.marching_cubes_faces,
-        avg(&ShapeReport::postprocess_ms), avg(&ShapeReport::encode_ms), last.mesh.face_count(),
-        shape_ms, tokens_ms + shape_ms);
-    if (!r.has_surface) {
-      std::printf(
-          "  note: the occupancy field does not cross level 0 (random weights), so the mesh "
-          "is empty and marching cubes has nothing to do\n");
-    }
-    by_mode.push_back(
-        {{"occupancy", mode},
-         {"occupancy_points", r.occupancy.points_evaluated},
-         {"dense_points", r.occupancy.dense_points},
-         {"points_per_level", r.occupancy.points_per_level},
-         {"latents_ms", avg(&ShapeReport::latents_ms)},
-         {"occupancy_ms", avg(&ShapeReport::occupancy_ms)},
-         {"marching_cubes_ms", avg(&ShapeReport::marching_cubes_ms)},
-         {"marching_cubes_faces", r.mesh.marching_cubes_faces},
-         {"postprocess_ms", avg(&ShapeReport::postprocess_ms)},
-         {"pipeline_ms", avg(&ShapeReport::marching_cubes_ms) + avg(&ShapeReport::postprocess_ms)},
-         {"encode_ms", avg(&ShapeReport::encode_ms)},
-         {"shape_ms", shape_ms},
-         {"object_ms", tokens_ms + shape_ms},
-         {"faces", last.mesh.face_count()},
-         {"file_bytes", last.encoded.size()}});
-  }
-  // The first mode's figures at the top level (the layout before modes), all of them below.
-  nlohmann::json out = by_mode.front();
-  out["resolution_base"] = resolution;
-  out["repeat"] = s.mesh_repeat;
-  out["grid_points_per_axis"] = n;
-  out["tokens_ms"] = tokens_ms;
-  out["by_occupancy"] = by_mode;
-  return out;
 }
 
 // --- output ----------------------------------------------------------------------------------
@@ -861,8 +509,8 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace cube3d
+}  // namespace cube3d::bench
 
 int main(int argc, char** argv) {
-  return cube3d::run_tool("cube3d-bench", cube3d::run, argc, argv);
+  return cube3d::run_tool("cube3d-bench", cube3d::bench::run, argc, argv);
 }

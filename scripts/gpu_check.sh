@@ -29,7 +29,8 @@
 #      engine_tests   90    20   cube3d_engine_tests --gtest_filter='CudaPath*:*GraphRunner*:*Golden*'
 #      bench_graph   120    60   graph-kv, buckets 1,4,16, 512 tokens, warmup 1, repeat 3
 #      bench_nocache  60    25   eager-nocache, bucket 1, 128 tokens, warmup 0, repeat 1
-#      bench_kv      120    45   eager-kv,graph-kv, bucket 1, 512 tokens, warmup 1, repeat 1
+#      bench_kv      120    45   eager-kv,graph-kv, bucket 1, 512 tokens, warmup 1, repeat 1,
+#                                then one object's shape at resolution 8, dense and hierarchical
 #      bench_unfused  60    20   graph-kv without the fused kernels, buckets 1 and 16
 #    The benches run v0.1-size random weights in bf16 with --strict and --commit from the
 #    manifest. Files in $OUT (8): gpu_check.log (everything, timestamped), env.txt,
@@ -575,22 +576,29 @@ run_step engine_tests 90 20 "$OUT/engine_tests.log" "$PACK/bin/cube3d_engine_tes
 
 # ---- 4, 5. the bench: graph-kv per bucket, then the ablation at bucket 1 ----------------------
 model=models/cube3d-v0.1.yaml device=cuda dtype=bfloat16 buckets=1,4,16 tokens=512 short=128
-extra=(--strict)
+extra=(--strict) mesh_resolution=8
 if ((SMOKE)); then
   model=models/demo.yaml device=cpu dtype=float32 buckets=1,2 tokens=16 short=8
-  extra=(--threads 1)
+  extra=(--threads 1) mesh_resolution=4
 fi
 [ -f "$model" ] || model=$PACK/src/$model
 bench=("$PACK/bin/cube3d-bench" --model-config "$model" --device "$device" --dtype "$dtype"
-  --mesh-resolution 0 --commit "$COMMIT" "${extra[@]}")
-run_step bench_graph 120 60 "$OUT/bench.log" "${bench[@]}" --log-level info --modes graph-kv \
-  --buckets "$buckets" --tokens "$tokens" --warmup 1 --repeat 3 --json "$OUT/bench_graph.json"
-run_step bench_nocache 60 25 "$OUT/bench.log" "${bench[@]}" --modes eager-nocache \
-  --buckets 1 --tokens "$short" --warmup 0 --repeat 1 --json "$OUT/bench_nocache.json"
+  --commit "$COMMIT" "${extra[@]}")
+no_mesh=(--mesh-resolution 0)
+run_step bench_graph 120 60 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" --log-level info \
+  --modes graph-kv --buckets "$buckets" --tokens "$tokens" --warmup 1 --repeat 3 \
+  --json "$OUT/bench_graph.json"
+run_step bench_nocache 60 25 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" \
+  --modes eager-nocache --buckets 1 --tokens "$short" --warmup 0 --repeat 1 \
+  --json "$OUT/bench_nocache.json"
+# With one whole object per occupancy mode (the shape pipeline on the GPU: latents, dense and
+# coarse-to-fine fields at resolution 8, marching cubes, GLB), after the ablation's rows.
 run_step bench_kv 120 45 "$OUT/bench.log" "${bench[@]}" --modes eager-kv,graph-kv \
-  --buckets 1 --tokens "$tokens" --warmup 1 --repeat 1 --json "$OUT/bench_ablation.json"
-run_step bench_unfused 60 20 "$OUT/bench.log" "${bench[@]}" --fused-kernels off --modes graph-kv \
-  --buckets "1,${buckets##*,}" --tokens "$tokens" --warmup 1 --repeat 1 \
+  --buckets 1 --tokens "$tokens" --warmup 1 --repeat 1 --mesh-resolution "$mesh_resolution" \
+  --occupancy both --json "$OUT/bench_ablation.json"
+run_step bench_unfused 60 20 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" \
+  --fused-kernels off --modes graph-kv --buckets "1,${buckets##*,}" --tokens "$tokens" \
+  --warmup 1 --repeat 1 \
   --json "$OUT/bench_unfused.json"
 
 # ---- 5b. a profile of one decode step: every kernel's duration (Nsight Compute) ----------------
@@ -604,7 +612,7 @@ else
   echo "### profile csv follows" >> "$OUT/bench.log"
   run_step profile 100 40 "$OUT/bench.log" "$NCU" --clock-control none --cache-control none \
     --nvtx --nvtx-include "cube3d.decode_step/" --metrics gpu__time_duration.sum --csv \
-    --print-units base "${bench[@]}" --modes eager-kv --buckets 1 --tokens 2 --warmup 0 --repeat 1
+    --print-units base "${bench[@]}" "${no_mesh[@]}" --modes eager-kv --buckets 1 --tokens 2 --warmup 0 --repeat 1
 fi
 
 # ---- 6. summary ------------------------------------------------------------------------------

@@ -93,23 +93,29 @@ ShapeModelConfig official_shape_defaults() {
   return shape;
 }
 
+// Fields that read one typed scalar into a config member.
+struct FieldMaker {
+  std::string_view source;
+  Field integer(std::string_view name, bool required, int64_t& out) const {
+    return Field{name, required, [&out, s = source](const YAML::Node& v, const std::string& k) {
+                   out = read_int(v, s, k);
+                 }};
+  }
+  Field real(std::string_view name, double& out) const {
+    return Field{name, false, [&out, s = source](const YAML::Node& v, const std::string& k) {
+                   out = read_float(v, s, k);
+                 }};
+  }
+  Field boolean(std::string_view name, bool& out) const {
+    return Field{name, false, [&out, s = source](const YAML::Node& v, const std::string& k) {
+                   out = read_bool(v, s, k);
+                 }};
+  }
+};
+
 GptConfig read_gpt(const YAML::Node& node, std::string_view source) {
   GptConfig gpt = official_gpt_defaults();
-  const auto int_field = [&](std::string_view name, bool required, int64_t& out) {
-    return Field{name, required, [&out, source](const YAML::Node& v, const std::string& k) {
-                   out = read_int(v, source, k);
-                 }};
-  };
-  const auto float_field = [&](std::string_view name, double& out) {
-    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
-                   out = read_float(v, source, k);
-                 }};
-  };
-  const auto bool_field = [&](std::string_view name, bool& out) {
-    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
-                   out = read_bool(v, source, k);
-                 }};
-  };
+  const FieldMaker field{source};
   // The dataclass field order.
   const Field fields[] = {
       // Where the official code finds its checkpoint; ours come from the command line.
@@ -117,19 +123,19 @@ GptConfig read_gpt(const YAML::Node& node, std::string_view source) {
             [source](const YAML::Node& v, const std::string& k) {
               if (!v.IsNull()) read_string(v, source, k);
             }},
-      int_field("n_layer", true, gpt.n_layer),
-      int_field("n_single_layer", false, gpt.n_single_layer),
-      float_field("rope_theta", gpt.rope_theta),
-      int_field("n_head", true, gpt.n_head),
-      int_field("n_embd", true, gpt.n_embd),
-      bool_field("bias", gpt.bias),
-      float_field("eps", gpt.eps),
-      int_field("shape_model_vocab_size", true, gpt.shape_model_vocab_size),
-      int_field("shape_model_embed_dim", true, gpt.shape_model_embed_dim),
-      int_field("text_model_embed_dim", true, gpt.text_model_embed_dim),
-      bool_field("use_pooled_text_embed", gpt.use_pooled_text_embed),
-      bool_field("encoder_with_cls_token", gpt.encoder_with_cls_token),
-      bool_field("use_bbox", gpt.use_bbox),
+      field.integer("n_layer", true, gpt.n_layer),
+      field.integer("n_single_layer", false, gpt.n_single_layer),
+      field.real("rope_theta", gpt.rope_theta),
+      field.integer("n_head", true, gpt.n_head),
+      field.integer("n_embd", true, gpt.n_embd),
+      field.boolean("bias", gpt.bias),
+      field.real("eps", gpt.eps),
+      field.integer("shape_model_vocab_size", true, gpt.shape_model_vocab_size),
+      field.integer("shape_model_embed_dim", true, gpt.shape_model_embed_dim),
+      field.integer("text_model_embed_dim", true, gpt.text_model_embed_dim),
+      field.boolean("use_pooled_text_embed", gpt.use_pooled_text_embed),
+      field.boolean("encoder_with_cls_token", gpt.encoder_with_cls_token),
+      field.boolean("use_bbox", gpt.use_bbox),
   };
   read_mapping(node, source, "gpt_model", fields);
   return gpt;
@@ -137,42 +143,30 @@ GptConfig read_gpt(const YAML::Node& node, std::string_view source) {
 
 ShapeModelConfig read_shape(const YAML::Node& node, std::string_view source) {
   ShapeModelConfig shape = official_shape_defaults();
-  const auto int_field = [&](std::string_view name, bool required, int64_t& out) {
-    return Field{name, required, [&out, source](const YAML::Node& v, const std::string& k) {
-                   out = read_int(v, source, k);
-                 }};
-  };
-  const auto bool_field = [&](std::string_view name, bool& out) {
-    return Field{name, false, [&out, source](const YAML::Node& v, const std::string& k) {
-                   out = read_bool(v, source, k);
-                 }};
-  };
+  const FieldMaker field{source};
   const Field fields[] = {
       Field{"checkpoint_path", false,
             [source](const YAML::Node& v, const std::string& k) {
               if (!v.IsNull()) read_string(v, source, k);
             }},
-      int_field("num_encoder_latents", true, shape.num_encoder_latents),
-      int_field("num_decoder_latents", false, shape.num_decoder_latents),
-      int_field("embed_dim", true, shape.embed_dim),
-      int_field("width", true, shape.width),
-      int_field("num_heads", true, shape.num_heads),
-      int_field("out_dim", false, shape.out_dim),
-      Field{"eps", false,
-            [&shape, source](const YAML::Node& v, const std::string& k) {
-              shape.eps = read_float(v, source, k);
-            }},
-      int_field("num_freqs", true, shape.num_freqs),
-      int_field("point_feats", false, shape.point_feats),
-      bool_field("embed_point_feats", shape.embed_point_feats),
-      int_field("num_encoder_layers", false, shape.num_encoder_layers),
+      field.integer("num_encoder_latents", true, shape.num_encoder_latents),
+      field.integer("num_decoder_latents", false, shape.num_decoder_latents),
+      field.integer("embed_dim", true, shape.embed_dim),
+      field.integer("width", true, shape.width),
+      field.integer("num_heads", true, shape.num_heads),
+      field.integer("out_dim", false, shape.out_dim),
+      field.real("eps", shape.eps),
+      field.integer("num_freqs", true, shape.num_freqs),
+      field.integer("point_feats", false, shape.point_feats),
+      field.boolean("embed_point_feats", shape.embed_point_feats),
+      field.integer("num_encoder_layers", false, shape.num_encoder_layers),
       Field{"encoder_cross_attention_levels", false,
             [&shape, source](const YAML::Node& v, const std::string& k) {
               shape.encoder_cross_attention_levels = read_int_list(v, source, k);
             }},
-      int_field("num_decoder_layers", true, shape.num_decoder_layers),
-      bool_field("encoder_with_cls_token", shape.encoder_with_cls_token),
-      int_field("num_codes", true, shape.num_codes),
+      field.integer("num_decoder_layers", true, shape.num_decoder_layers),
+      field.boolean("encoder_with_cls_token", shape.encoder_with_cls_token),
+      field.integer("num_codes", true, shape.num_codes),
   };
   read_mapping(node, source, "shape_model", fields);
   return shape;
