@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/engine/decode_runner.h"
 #include "cube3d/engine/graph_mode.h"
 #include "cube3d/engine/kv_cache.h"
@@ -22,10 +23,10 @@
 namespace cube3d {
 
 struct GenerationRequest {
-  at::Tensor text_hidden;    // [77, Dt]: CLIP last hidden state of the prompt
-  at::Tensor uncond_hidden;  // [77, Dt]: of the empty prompt (used when guidance > 0)
+  at::Tensor text_hidden;    // [S_text, Dt] (CLIP: 77): last hidden state of the prompt
+  at::Tensor uncond_hidden;  // [S_text, Dt]: of the empty prompt (used when guidance > 0)
   at::Tensor bbox;           // [3] normalised bounding box (use_bbox models) or undefined
-  double guidance_scale = 3.0;
+  double guidance_scale = kDefaultGuidanceScale;
   std::optional<double> top_p;  // unset: greedy
   uint64_t seed = 0;
 };
