@@ -193,7 +193,9 @@ int run(int argc, char** argv) {
   ShapeOptions shape_options;
   shape_options.occupancy.sampling.hierarchical =
       parse_occupancy_mode(args.get("--occupancy", "hierarchical"), "--occupancy");
-  shape_options.mesh.postprocess = !args.has("--no-postprocess");
+  // Clean-up and decimation only for a mesh that is written: without --mesh-out the field and
+  // its raw surface are all the run reports.
+  shape_options.mesh.postprocess = args.has("--mesh-out") && !args.has("--no-postprocess");
   ShapePipeline pipeline(*engine, shape_options);
   GenerationResult result;
   if (args.has("--prompt")) {

@@ -24,6 +24,7 @@
 #include "cube3d/model/clip_text_model.h"
 #include "cube3d/model/clip_tokenizer.h"
 #include "scoped_env.h"
+#include "temp_dir.h"
 
 namespace cube3d {
 namespace {
@@ -112,33 +113,7 @@ std::string many_words(int count) {
 
 using testing::ScopedEnv;
 
-// A fresh folder under /tmp, removed with the files written through it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/cube3d_text_encoder_XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) ::unlink(file.c_str());
-    if (!path_.empty()) ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Creates an empty file in the folder; returns its path.
-  std::string touch(const std::string& name) {
-    const std::string file = path_ + "/" + name;
-    std::ofstream(file, std::ios::binary).flush();
-    files_.push_back(file);
-    return file;
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
+using testing::TempDir;
 
 // --- encoding -----------------------------------------------------------------------------------
 
@@ -288,8 +263,8 @@ class TextEncoderResolveVocabTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(folder_.path().empty()) << "mkdtemp failed";
-    folder_.touch("vocab.json");
-    folder_.touch("merges.txt");
+    folder_.write("vocab.json", "");
+    folder_.write("merges.txt", "");
   }
   // A Hugging Face tokenizer folder: vocab.json and merges.txt (empty, enough for resolving).
   const std::string& hf_folder() const { return folder_.path(); }
@@ -337,7 +312,7 @@ TEST_F(TextEncoderResolveVocabTest, FolderWithoutMergesFallsBackToTheDefault) {
   const ScopedEnv env("CUBE3D_CLIP_VOCAB", nullptr);
   TempDir partial;
   ASSERT_FALSE(partial.path().empty()) << "mkdtemp failed";
-  partial.touch("vocab.json");
+  partial.write("vocab.json", "");
   EXPECT_EQ(TextEncoder::resolve_vocab("", partial.path()), kVocab);
 }
 

@@ -22,6 +22,8 @@
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/model/clip_vocab.h"
+#include "expect_error.h"
+#include "temp_dir.h"
 
 namespace cube3d {
 namespace {
@@ -81,56 +83,8 @@ const std::vector<std::string> kExtraPrompts = {
     "a wooden chair with four legs", "ΟΔΥΣΣΕΥΣ and İstanbul", "&copy2024 AT&T &#x1F409;",
     "<|endoftext|><|startoftext|>",  "x\u0345y \u017f's",     "tab\tnew\nline\u3000ideographic"};
 
-// Runs f, which must throw a cube3d::Error with this code and a message containing `needle`.
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "'" << e.what() << "' does not contain '" << needle << "'";
-  }
-}
-
-// A temporary folder, removed with the files written through it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/cube3d_clip_tokenizer_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) ::unlink(file.c_str());
-    ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& content) {
-    const std::string file = track(name);
-    std::ofstream(file, std::ios::binary) << content;
-    return file;
-  }
-  std::string write_gzip(const std::string& name, const std::string& content) {
-    const std::string file = track(name);
-    gzFile gz = gzopen(file.c_str(), "wb");
-    if (gz == nullptr) throw std::runtime_error("gzopen failed: " + file);
-    gzwrite(gz, content.data(), static_cast<unsigned>(content.size()));
-    gzclose(gz);
-    return file;
-  }
-
- private:
-  std::string track(const std::string& name) {
-    files_.push_back(path_ + "/" + name);
-    return files_.back();
-  }
-  std::string path_;
-  std::vector<std::string> files_;
-};
+using testing::expect_error;
+using testing::TempDir;
 
 std::string read_binary(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

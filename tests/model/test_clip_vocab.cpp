@@ -20,84 +20,18 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "expect_error.h"
 #include "scoped_env.h"
+#include "temp_dir.h"
 
 namespace cube3d {
 namespace {
 
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
-// Runs f, which must throw a cube3d::Error with this code and a message containing each needle.
-void expect_error(const std::function<void()>& f, ErrorCode code,
-                  const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needles.front() << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-          << "'" << e.what() << "' does not contain '" << needle << "'";
-    }
-  }
-}
-
-// A temporary folder; files and folders made through it are removed with it, deepest first.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/cube3d_clip_vocab_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
-      if (::unlink(it->c_str()) != 0) ::rmdir(it->c_str());
-    }
-    ::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Makes the folders of `relative` (a/b/c) under the temporary folder; returns its path.
-  std::string mkdirs(const std::string& relative) {
-    std::string path = path_;
-    size_t begin = 0;
-    while (begin < relative.size()) {
-      const size_t end = std::min(relative.find('/', begin), relative.size());
-      path += '/';
-      path.append(relative, begin, end - begin);
-      if (::mkdir(path.c_str(), 0755) == 0) made_.push_back(path);
-      begin = end + 1;
-    }
-    return path;
-  }
-  // Writes a file (its folders made first); returns its path.
-  std::string write(const std::string& relative, const std::string& content) {
-    if (const size_t slash = relative.rfind('/'); slash != std::string::npos) {
-      mkdirs(relative.substr(0, slash));
-    }
-    const std::string file = path_ + "/" + relative;
-    std::ofstream(file, std::ios::binary) << content;
-    made_.push_back(file);
-    return file;
-  }
-  std::string write_gzip(const std::string& relative, const std::string& content) {
-    const std::string file = write(relative, "");
-    gzFile gz = gzopen(file.c_str(), "wb");
-    if (gz == nullptr) throw std::runtime_error("gzopen failed: " + file);
-    gzwrite(gz, content.data(), static_cast<unsigned>(content.size()));
-    gzclose(gz);
-    return file;
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> made_;
-};
-
+using testing::expect_error;
 using testing::ScopedEnv;
+using testing::TempDir;
 
 // --- reading ------------------------------------------------------------------------------------
 
