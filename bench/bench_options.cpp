@@ -82,7 +82,8 @@ CliArgs make_args() {
       .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
       .option("--build-info", 0,
               "print one JSON line about this build (CUDA graph runner, torch) and exit")
-      .option("--commit", 1, "commit id to record in the JSON (default: $CUBE3D_COMMIT)", "S")
+      .option("--commit", 1, "commit id to record in the JSON (default: unknown)", "S")
+      .env("CUBE3D_COMMIT")
       .option("--json", 1, "write the results as JSON", "F")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;

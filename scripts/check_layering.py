@@ -63,11 +63,11 @@ LAYERS = [
 TORCH_CORE_HEADERS = {"cube3d/core/safetensors.h"}
 
 # Binaries that need no tensors: none may link libtorch.
-TORCH_FREE_BINARIES = ["cube3d-client", "cube3d_mesh_tool", "cube3d_mesh_tests",
-                       "cube3d_scheduler_tests", "cube3d_cli_tests"]
+TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",
+                       "cube3d_mesh_tests", "cube3d_scheduler_tests", "cube3d_cli_tests"]
 # Binaries we ship: none may carry the source tree's path.
-SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-generate", "cube3d-bench",
-                    "cube3d-tokenize"]
+SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
+                    "cube3d-bench", "cube3d-tokenize"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 

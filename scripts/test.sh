@@ -8,3 +8,6 @@ scripts/build.sh
 # Torch's intra-op threads would oversubscribe the cores when ctest runs tests in parallel.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" "$@"
+# ASan + UBSan over the unit and e2e tests, TSan over the scheduler (CUBE3D_SKIP_SANITIZERS=1
+# skips them for a quick local run; CI runs them).
+if [ "${CUBE3D_SKIP_SANITIZERS:-0}" != 1 ]; then scripts/sanitize.sh; fi

@@ -20,6 +20,8 @@ std::string_view to_string(ErrorCode code) {
       return "CANCELLED";
     case ErrorCode::kDeadlineExceeded:
       return "DEADLINE_EXCEEDED";
+    case ErrorCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
     case ErrorCode::kUnavailable:
       return "UNAVAILABLE";
   }
@@ -48,5 +50,8 @@ Error deadline_exceeded(const std::string& message) {
   return Error(ErrorCode::kDeadlineExceeded, message);
 }
 Error unavailable(const std::string& message) { return Error(ErrorCode::kUnavailable, message); }
+Error unauthenticated(const std::string& message) {
+  return Error(ErrorCode::kUnauthenticated, message);
+}
 
 }  // namespace cube3d

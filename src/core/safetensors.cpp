@@ -229,6 +229,27 @@ void check_no_overlap(const std::string& path,
   }
 }
 
+// The format leaves no holes: the tensors' ranges tile the data section exactly (as the
+// reference implementation requires). Bytes no tensor claims, between tensors or after the
+// last, are refused rather than silently ignored. Runs after check_no_overlap.
+void check_no_holes(const std::string& path, const std::map<std::string, SafetensorsEntry>& entries,
+                    uint64_t data_size) {
+  uint64_t covered = 0;
+  for (const SafetensorsEntry* entry : by_offset(entries)) {
+    if (entry->begin > covered) {
+      throw invalid_argument(
+          path + ": bytes [" + std::to_string(covered) + ", " + std::to_string(entry->begin) +
+          ") of the data section belong to no tensor (before '" + entry->name + "')");
+    }
+    covered = std::max(covered, entry->end);
+  }
+  if (covered != data_size) {
+    throw invalid_argument(path + ": " + std::to_string(data_size - covered) +
+                           " bytes after the last tensor's data belong to no tensor (trailing "
+                           "garbage, or a header that lists too few tensors)");
+  }
+}
+
 }  // namespace
 
 // The whole file, mapped MAP_PRIVATE with PROT_READ | PROT_WRITE, i.e. copy-on-write.
@@ -351,6 +372,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     }
   }
   check_no_overlap(path, entries);
+  check_no_holes(path, entries, data_size);
 
   std::map<std::string, size_t> slots;
   for (const auto& [name, entry] : entries) slots.emplace(name, slots.size());

@@ -4,6 +4,7 @@
 #include "cube3d/core/yaml_reader.h"
 
 #include <sys/stat.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <system_error>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/printable.h"
 #include "cube3d/core/suggest.h"
 
 namespace cube3d::yaml {
@@ -70,31 +72,72 @@ std::string read_config_file(const std::string& path, std::string_view what,
   return text.str();
 }
 
+namespace {
+
+// Discards the events: the parser is only asked how many documents there are.
+class DiscardEvents final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+[[noreturn]] void fail_syntax(std::string_view source, const YAML::Exception& e) {
+  // yaml-cpp's marks are 0-based; editors count from 1.
+  fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+                   std::to_string(e.mark.column + 1) + ": " + e.msg);
+}
+
+}  // namespace
+
 YAML::Node parse_single_document(const std::string& text, std::string_view source,
                                  std::string_view what) {
-  std::vector<YAML::Node> documents;
+  // Never YAML::LoadAll: with yaml-cpp 0.7.0 (Debian's; jbeder/yaml-cpp#1040) a line starting
+  // with ',' makes the parser produce documents without end, and LoadAll allocates about 1 GB/s
+  // until memory runs out. Count the documents instead, stopping at the second, then load the
+  // first alone.
+  int documents = 0;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DiscardEvents discard;
+    while (documents < 2 && parser.HandleNextDocument(discard)) ++documents;
   } catch (const YAML::Exception& e) {
-    // yaml-cpp's marks are 0-based; editors count from 1.
-    fail(source, "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + ": " + e.msg);
+    fail_syntax(source, e);
   }
   // Reading only the first document would drop the rest of the file without a word.
-  if (documents.size() > 1) {
-    fail(source, "holds " + std::to_string(documents.size()) + " YAML documents; a " +
-                     std::string(what) + " is one");
+  if (documents > 1) {
+    fail(source,
+         "holds more than one YAML document (a '---' line, or a line starting with ',', "
+         "begins another); a " +
+             std::string(what) + " is one");
   }
-  return documents.empty() ? YAML::Node() : documents.front();
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail_syntax(source, e);
+  }
 }
 
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
       return "null";
-    case YAML::NodeType::Scalar:
-      return is_string_scalar(node) ? "the string \"" + node.Scalar() + "\""
-                                    : "'" + node.Scalar() + "'";
+    case YAML::NodeType::Scalar: {
+      // Quoted back briefly, with control characters escaped: the "value" may be a whole
+      // line of some other file named by mistake (/etc/passwd), or terminal escapes.
+      const std::string shown = printable(node.Scalar());
+      return is_string_scalar(node) ? "the string \"" + shown + "\"" : "'" + shown + "'";
+    }
     case YAML::NodeType::Sequence:
       return "a list";
     case YAML::NodeType::Map:
@@ -190,8 +233,15 @@ std::vector<bool> read_mapping(const YAML::Node& node, std::string_view source,
                                const EntryReader& read, const UnknownKeyHint& hint) {
   const std::string prefix = section.empty() ? "" : std::string(section) + ".";
   if (!node.IsMap()) {
-    fail(source, (section.empty() ? std::string("the top level") : std::string(section)) +
-                     ": expected a mapping, got " + describe(node));
+    if (section.empty()) {
+      // Not a config at all (a path to some other file, say): name what it is, not its text.
+      const std::string what = node.IsScalar() ? "text (" + std::to_string(node.Scalar().size()) +
+                                                     " bytes) that is not key: value settings"
+                                               : describe(node);
+      fail(source, "the top level: expected a mapping of settings (key: value lines), got " + what +
+                       "; is this the right file?");
+    }
+    fail(source, std::string(section) + ": expected a mapping, got " + describe(node));
   }
   std::vector<bool> seen(names.size(), false);
   for (const auto& entry : node) {

@@ -53,7 +53,9 @@ void DecodeRunner::accept_logits(const at::Tensor& logits, const SamplingPlan& p
                             mixed.unsqueeze(1));
   }
   token_ids_.copy_(next);
-  positions_.add_(1);
+  // Stops at the scratch position T: a row that is done (or an idle slot of a continuous batch,
+  // stepping as padding) keeps writing only there, never past the buffers.
+  positions_.add_(1).clamp_max_(config_.total_tokens);
 }
 
 namespace {

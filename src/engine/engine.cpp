@@ -126,6 +126,20 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
   return engine;
 }
 
+std::unique_ptr<ContinuousDecoder> Engine::continuous_decoder(
+    const ContinuousDecodeOptions& options, const at::Tensor& uncond_hidden) {
+  at::Tensor uncond = uncond_hidden;
+  if (!uncond.defined()) {
+    if (!text_encoder_) {
+      throw failed_precondition(
+          "continuous decoding needs the empty prompt's condition: this engine has no text "
+          "encoder, so pass uncond_hidden");
+    }
+    uncond = text_encoder_->empty_prompt();
+  }
+  return std::make_unique<ContinuousDecoder>(*generator_, uncond, options);
+}
+
 at::Tensor Engine::decode_latents(const at::Tensor& ids) const {
   return decoder_->latents(ids.to(device_));
 }

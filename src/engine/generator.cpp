@@ -15,16 +15,15 @@
 #include "cube3d/engine/random_stream.h"
 
 namespace cube3d {
-namespace {
 
-// Progress and cancellation must follow completed work, not queued work: on a GPU the host
-// runs ahead of the device, so wait on an event recorded after the last queued step.
 void wait_for_queued_work(const at::Device& device) {
   if (device.is_cpu()) return;
   c10::Event done(device.type());
   done.record(at::accelerator::getCurrentStream(device.index()));
   done.synchronize();
 }
+
+namespace {
 
 std::string describe(const RunnerKey& key) {
   return "batch " + std::to_string(key.batch) + (key.cfg ? " with guidance" : " without guidance") +
@@ -107,7 +106,12 @@ void Generator::prepare(const CapturePlan& plan) {
   }
 }
 
-DecodeRunner& Generator::runner(const RunnerKey& key) {
+void Generator::validate_request(const GenerationRequest& request, size_t index) const {
+  const int64_t text_tokens = cache_.cond_len() - (gpt_.config().use_bbox ? 1 : 0);
+  validate(request, index, text_tokens, gpt_.config().text_model_embed_dim);
+}
+
+DecodeRunner& Generator::decode_runner(const RunnerKey& key) {
   auto it = runners_.find(key);
   if (it != runners_.end()) return *it->second;
   if (graphs_ != GraphMode::kOff) {
@@ -122,8 +126,8 @@ DecodeRunner& Generator::runner(const RunnerKey& key) {
   return *slot;
 }
 
-at::Tensor Generator::conditions(const std::vector<GenerationRequest>& requests, int64_t batch,
-                                 bool cfg) const {
+at::Tensor Generator::encode_conditions(const std::vector<GenerationRequest>& requests,
+                                        int64_t batch, bool cfg) const {
   const at::Device device = gpt_.weights().wte.device();
   const auto& ref = requests.front().text_hidden;
   const at::Tensor zeros_hidden = at::zeros(ref.sizes(), ref.options().dtype(at::kFloat));
@@ -193,9 +197,8 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
                            std::to_string(max_batch_));
   }
   bool cfg = false;
-  const int64_t text_tokens = cache_.cond_len() - (gpt_.config().use_bbox ? 1 : 0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    validate(requests[i], i, text_tokens, gpt_.config().text_model_embed_dim);
+    validate_request(requests[i], i);
     cfg = cfg || requests[i].guidance_scale > 0;
   }
 
@@ -211,7 +214,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
     return options.on_progress(done);
   };
   const auto start = SteadyClock::now();
-  DecodeRunner& r = runner({batch, cfg, options.record_logits});
+  DecodeRunner& r = decode_runner({batch, cfg, options.record_logits});
   const SingleStreamDecode mode = options.single_stream_decode;
   if (options.use_kv_cache && !r.captured(mode)) {
     throw not_captured({batch, cfg, options.record_logits}, " in mode " + to_string(mode), graphs_);
@@ -219,7 +222,7 @@ GenerationResult Generator::generate(const std::vector<GenerationRequest>& reque
   load_requests(r, requests);
   GenerationResult result;
   result.tokens = total_tokens_;
-  result.cond = conditions(requests, batch, cfg);
+  result.cond = encode_conditions(requests, batch, cfg);
   const at::Tensor bos = gpt_.embed(r.token_ids());  // [b, D]
   const at::Tensor bos_rows = (cfg ? at::cat({bos, bos}) : bos).unsqueeze(1);
 

@@ -39,16 +39,17 @@ int64_t KvCache::bytes() const {
   return static_cast<int64_t>(total);
 }
 
-KvState KvCache::view(int64_t rows) const {
-  if (rows <= 0 || rows > max_rows_) {
-    throw invalid_argument("KV cache view of " + std::to_string(rows) +
-                           " rows; the pool holds 1.." + std::to_string(max_rows_));
+KvState KvCache::rows_view(int64_t first, int64_t count) const {
+  if (first < 0 || count <= 0 || first + count > max_rows_) {
+    throw invalid_argument("KV cache view of rows [" + std::to_string(first) + ", " +
+                           std::to_string(first + count) + "); the pool holds rows [0, " +
+                           std::to_string(max_rows_) + ")");
   }
   KvState out;
   out.cond_len = state_.cond_len;
   for (size_t i = 0; i < state_.keys.size(); ++i) {
-    out.keys.push_back(state_.keys[i].narrow(0, 0, rows));
-    out.values.push_back(state_.values[i].narrow(0, 0, rows));
+    out.keys.push_back(state_.keys[i].narrow(0, first, count));
+    out.values.push_back(state_.values[i].narrow(0, first, count));
   }
   return out;
 }

@@ -134,8 +134,11 @@ std::string encode_ply(const Mesh& mesh) {
   const std::size_t header = out.size();
   out.resize(header + mesh.vertices.size() * sizeof(float) + mesh.face_count() * 13);
   char* p = out.data() + header;
-  std::memcpy(p, mesh.vertices.data(), mesh.vertices.size() * sizeof(float));
-  p += mesh.vertices.size() * sizeof(float);
+  // memcpy from an empty vector's null data() is undefined even for 0 bytes (UBSan).
+  if (!mesh.vertices.empty()) {
+    std::memcpy(p, mesh.vertices.data(), mesh.vertices.size() * sizeof(float));
+    p += mesh.vertices.size() * sizeof(float);
+  }
   for (std::size_t n = 0; n < mesh.indices.size(); n += 3) {
     *p++ = 3;
     std::memcpy(p, &mesh.indices[n], 3 * sizeof(uint32_t));

@@ -172,7 +172,7 @@ TensorSource safetensors_source(const std::string& path) {
 
 TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& source,
                              const WeightOptions& options) {
-  std::vector<std::string> missing, misshapen, unexpected, disagreeing;
+  std::vector<std::string> missing, misshapen, unexpected, disagreeing, nonfinite;
   std::set<std::string> claimed;
   TensorMap out;
   for (const auto& t : spec.tensors) {
@@ -211,6 +211,13 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
       }
       converted = convert(first, t.role, options);
     }
+    // NaN or infinite weights would run: every token 0, a mesh of garbage, exit 0.
+    if (!at::isfinite(converted).all().item<bool>()) {
+      const int64_t bad = converted.numel() - at::isfinite(converted).sum().item<int64_t>();
+      nonfinite.push_back(present.front() + " (" + std::to_string(bad) + " of " +
+                          std::to_string(converted.numel()) + " values)");
+      continue;
+    }
     // Every loaded temporary is gone: a copied tensor's source memory can go back now, so
     // loading onto a GPU needs host memory for one tensor at a time, not for the file.
     if (source.release) {
@@ -221,7 +228,8 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
   for (const auto& [name, shape] : source.shapes) {
     if (!claimed.count(name) && !ignored(spec, name)) unexpected.push_back(name);
   }
-  if (!missing.empty() || !misshapen.empty() || !unexpected.empty() || !disagreeing.empty()) {
+  if (!missing.empty() || !misshapen.empty() || !unexpected.empty() || !disagreeing.empty() ||
+      !nonfinite.empty()) {
     std::string message = spec.what + " checkpoint " + source.description + " does not match " +
                           spec.config_source + ":";
     if (!missing.empty()) {
@@ -238,6 +246,10 @@ TensorMap resolve_checkpoint(const CheckpointSpec& spec, const TensorSource& sou
     if (!disagreeing.empty()) {
       message += "\n  shared tensor stored under several names with different values: " +
                  join_limited(disagreeing);
+    }
+    if (!nonfinite.empty()) {
+      message += "\n  NaN or infinite values (" + std::to_string(nonfinite.size()) +
+                 "): " + join_limited(nonfinite);
     }
     throw invalid_argument(message);
   }

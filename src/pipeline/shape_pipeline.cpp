@@ -15,8 +15,7 @@ namespace cube3d {
 ShapePipeline::ShapePipeline(Engine& engine, ShapeOptions options)
     : engine_(engine), options_(std::move(options)) {}
 
-TokenBatch ShapePipeline::generate_tokens(const std::vector<PromptRequest>& prompts,
-                                          const GenerationOptions& options) {
+EncodedPrompts ShapePipeline::encode_prompts(const std::vector<PromptRequest>& prompts) const {
   const TextEncoder* text = engine_.text_encoder();
   if (!text) {
     throw failed_precondition(
@@ -28,12 +27,10 @@ TokenBatch ShapePipeline::generate_tokens(const std::vector<PromptRequest>& prom
   texts.reserve(prompts.size());
   for (const PromptRequest& p : prompts) texts.push_back(p.prompt);
   const std::vector<EncodedPrompt> encoded = text->encode(texts);
-  TokenBatch batch;
-  batch.text_encoding_ms = ms_since(start);
-
-  std::vector<GenerationRequest> requests;
-  requests.reserve(prompts.size());
-  batch.warnings.resize(prompts.size());
+  EncodedPrompts out;
+  out.text_encoding_ms = ms_since(start);
+  out.requests.reserve(prompts.size());
+  out.warnings.resize(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const PromptRequest& p = prompts[i];
     GenerationRequest g;
@@ -46,14 +43,23 @@ TokenBatch ShapePipeline::generate_tokens(const std::vector<PromptRequest>& prom
     g.guidance_scale = p.guidance_scale;
     g.top_p = p.top_p;
     g.seed = p.seed;
-    requests.push_back(std::move(g));
+    out.requests.push_back(std::move(g));
     if (encoded[i].truncated) {
-      batch.warnings[i].push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
-                                  " CLIP tokens, only the first " +
-                                  std::to_string(kClipMaxPromptTokens) + " are used");
+      out.warnings[i].push_back("prompt truncated: " + std::to_string(encoded[i].token_count) +
+                                " CLIP tokens, only the first " +
+                                std::to_string(kClipMaxPromptTokens) + " are used");
     }
   }
-  batch.generation = engine_.generate(requests, options);
+  return out;
+}
+
+TokenBatch ShapePipeline::generate_tokens(const std::vector<PromptRequest>& prompts,
+                                          const GenerationOptions& options) {
+  EncodedPrompts encoded = encode_prompts(prompts);
+  TokenBatch batch;
+  batch.text_encoding_ms = encoded.text_encoding_ms;
+  batch.warnings = std::move(encoded.warnings);
+  batch.generation = engine_.generate(encoded.requests, options);
   return batch;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@ namespace cube3d {
 namespace {
 
 constexpr const char* kShuttingDown = "server is shutting down";
+constexpr const char* kShutDownWhileRunning = "server shut down while the request was running";
 
 double milliseconds_between(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -37,15 +39,68 @@ void fail_unfinished(const std::vector<std::shared_ptr<Job>>& batch, const Error
   }
 }
 
-SchedulerConfig validated(SchedulerConfig config) {
+// Called from a catch block: the error that the jobs hit by an executor failure get (a
+// cube3d::Error keeps its code and message; anything else becomes INTERNAL), logged with `what`.
+Error executor_failure(const std::string& what) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    spdlog::warn("scheduler: {} failed: {} {}", what, to_string(e.code()), e.what());
+    return e;
+  } catch (const std::exception& e) {
+    spdlog::error("scheduler: {} failed: {}", what, e.what());
+    return internal_error(std::string("batch executor failed: ") + e.what());
+  } catch (...) {
+    spdlog::error("scheduler: {} failed with a non-standard exception", what);
+    return internal_error("batch executor failed with a non-standard exception");
+  }
+}
+
+// Checked before the worker starts, so that a misconfigured server fails at startup rather
+// than on its first request.
+SchedulerConfig validated(SchedulerConfig config, const BatchExecutor& executor) {
   validate_scheduler_config(config);
+  if (config.mode == BatchingMode::kContinuous && !executor.supports_continuous()) {
+    throw invalid_argument(
+        "batching.mode: continuous needs an executor that supports it (this one runs static "
+        "batches only; use batching.mode: static)");
+  }
   return config;
+}
+
+std::string joined_ids(const std::vector<std::shared_ptr<Job>>& jobs) {
+  std::string ids;
+  for (const auto& job : jobs) {
+    if (!ids.empty()) ids += ',';
+    ids += job->request().request_id;
+  }
+  return ids;
 }
 
 }  // namespace
 
+const char* to_string(BatchingMode mode) {
+  switch (mode) {
+    case BatchingMode::kContinuous:
+      return "continuous";
+    case BatchingMode::kStatic:
+      return "static";
+  }
+  return "?";
+}
+
+BatchingMode parse_batching_mode(const std::string& text, const std::string& field) {
+  if (text == "continuous") return BatchingMode::kContinuous;
+  if (text == "static") return BatchingMode::kStatic;
+  throw invalid_argument(field + ": '" + text + "' is not one of continuous, static");
+}
+
 void validate_scheduler_config(const SchedulerConfig& config) {
   validate_batch_buckets(config.batch_buckets);
+  if (config.max_joins_per_step < 1 || config.max_joins_per_step > kMaxBatchBucket) {
+    throw invalid_argument("max_joins_per_step: " + std::to_string(config.max_joins_per_step) +
+                           " is outside [1, " + std::to_string(kMaxBatchBucket) + "]");
+  }
   if (config.max_queue_delay_ms < 0 || config.max_queue_delay_ms > kMaxQueueDelayMs) {
     throw invalid_argument("max_queue_delay_ms: " + std::to_string(config.max_queue_delay_ms) +
                            " is outside [0, " + std::to_string(kMaxQueueDelayMs) + "]");
@@ -57,7 +112,7 @@ void validate_scheduler_config(const SchedulerConfig& config) {
 }
 
 Scheduler::Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch)
-    : config_(validated(std::move(config))),
+    : config_(validated(std::move(config), executor)),
       executor_(executor),
       on_batch_(std::move(on_batch)),
       largest_bucket_(config_.batch_buckets.back()),
@@ -181,53 +236,97 @@ void Scheduler::drop_cancelled_and_expired(SteadyClock::time_point now,
 }
 
 std::vector<std::shared_ptr<Job>> Scheduler::take_batch(int64_t count) {
+  // FIFO within a client; across clients, one job from each in turn, starting after the client
+  // served last (fair queueing). With one client (no API keys) this is plain FIFO.
   std::vector<std::shared_ptr<Job>> batch;
   batch.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    batch.push_back(std::move(queue_.front().job));
-    queue_.pop_front();
+  while (static_cast<int64_t>(batch.size()) < count && !queue_.empty()) {
+    auto pick = queue_.begin();
+    const std::string* next_client = nullptr;
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      const std::string& client = it->job->request().client;
+      // The first waiting job of the client that follows last_client_ in name order, or
+      // (wrapping around) of the first client.
+      if (client > last_client_ && (next_client == nullptr || client < *next_client)) {
+        next_client = &client;
+        pick = it;
+      }
+    }
+    if (next_client == nullptr) {
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        const std::string& client = it->job->request().client;
+        if (next_client == nullptr || client < *next_client) {
+          next_client = &client;
+          pick = it;
+        }
+      }
+    }
+    last_client_ = pick->job->request().client;
+    batch.push_back(std::move(pick->job));
+    queue_.erase(pick);
   }
   return batch;
 }
 
+bool Scheduler::reject_cancelled_and_expired(std::unique_lock<std::mutex>& lock,
+                                             SteadyClock::time_point now) {
+  std::vector<Rejected> rejected;
+  drop_cancelled_and_expired(now, rejected);
+  if (rejected.empty()) return false;
+  lock.unlock();
+  for (const auto& [job, error] : rejected) {
+    spdlog::debug("scheduler: request {} dropped: {}", job->request().request_id, error.what());
+    fail_quietly(*job, error);
+  }
+  lock.lock();
+  work_done_.notify_all();
+  return true;
+}
+
+bool Scheduler::waited_for_company(std::unique_lock<std::mutex>& lock,
+                                   SteadyClock::time_point now) {
+  const auto dispatch_at =
+      queue_.front().submitted + std::chrono::milliseconds(config_.max_queue_delay_ms);
+  const auto waiting = static_cast<int64_t>(queue_.size());
+  if (draining_ || waiting >= largest_bucket_ || now >= dispatch_at) return false;
+  // Wait for company, but wake for the earliest deadline so that it fails promptly.
+  const auto earliest_deadline =
+      std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+        return a.job->deadline() < b.job->deadline();
+      })->job->deadline();
+  wake_worker_.wait_until(lock, std::min(dispatch_at, earliest_deadline));
+  return true;
+}
+
+void Scheduler::add_in_flight(const std::vector<std::shared_ptr<Job>>& jobs) {
+  std::erase_if(in_flight_, [](const auto& job) { return job->finished(); });
+  in_flight_.insert(in_flight_.end(), jobs.begin(), jobs.end());
+}
+
 void Scheduler::run_worker() {
+  if (config_.mode == BatchingMode::kContinuous) {
+    run_continuous_worker();
+  } else {
+    run_static_worker();
+  }
+}
+
+void Scheduler::run_static_worker() {
   std::unique_lock lock(mutex_);
-  const auto max_delay = std::chrono::milliseconds(config_.max_queue_delay_ms);
   while (!stopping_) {
     const auto now = SteadyClock::now();
-    std::vector<Rejected> rejected;
-    drop_cancelled_and_expired(now, rejected);
-    if (!rejected.empty()) {
-      lock.unlock();
-      for (const auto& [job, error] : rejected) {
-        spdlog::debug("scheduler: request {} dropped: {}", job->request().request_id, error.what());
-        fail_quietly(*job, error);
-      }
-      lock.lock();
-      work_done_.notify_all();
-      continue;  // the queue may have changed meanwhile
-    }
+    if (reject_cancelled_and_expired(lock, now)) continue;  // the queue may have changed
     if (queue_.empty()) {
       wake_worker_.wait(lock);
       continue;
     }
-    const auto dispatch_at = queue_.front().submitted + max_delay;
-    const auto waiting = static_cast<int64_t>(queue_.size());
-    if (!draining_ && waiting < largest_bucket_ && now < dispatch_at) {
-      // Wait for company, but wake for the earliest deadline so that it fails promptly.
-      const auto earliest_deadline =
-          std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
-            return a.job->deadline() < b.job->deadline();
-          })->job->deadline();
-      wake_worker_.wait_until(lock, std::min(dispatch_at, earliest_deadline));
-      continue;
-    }
+    if (waited_for_company(lock, now)) continue;
 
+    const auto waiting = static_cast<int64_t>(queue_.size());
     const int64_t bucket = choose_bucket(waiting, config_.batch_buckets);
     const double oldest_wait_ms = milliseconds_between(queue_.front().submitted, now);
     const auto batch = take_batch(std::min(bucket, waiting));
-    std::erase_if(in_flight_, [](const auto& job) { return job->finished(); });
-    in_flight_.insert(in_flight_.end(), batch.begin(), batch.end());
+    add_in_flight(batch);
     executing_ = true;
     spdlog::debug("scheduler: batch bucket={} jobs={} oldest_wait_ms={:.1f} still_queued={}",
                   bucket, batch.size(), oldest_wait_ms, queue_.size());
@@ -236,6 +335,89 @@ void Scheduler::run_worker() {
     lock.lock();
     executing_ = false;
     work_done_.notify_all();
+  }
+}
+
+void Scheduler::run_continuous_worker() {
+  // Only this thread's admit/step/clear_slots change the slots, so the count read after each of
+  // them stays true until the next one: the executor is never asked under the lock.
+  int64_t active = executor_.active_slots();
+  std::unique_lock lock(mutex_);
+  executing_ = active > 0;
+  while (!stopping_) {
+    const auto now = SteadyClock::now();
+    if (reject_cancelled_and_expired(lock, now)) continue;  // the queue may have changed
+    const int64_t free = largest_bucket_ - active;
+    std::vector<std::shared_ptr<Job>> joining;
+    if (!queue_.empty() && free > 0) {
+      // Only a batch forming from nothing waits for company; with slots running, a waiting
+      // job joins at the next step, which is sooner than any company could make it.
+      if (active == 0 && waited_for_company(lock, now)) continue;
+      // Each join's prefill stalls the running rows, so joins between two steps are limited
+      // while rows run; with none running there is nothing to stall.
+      const int64_t budget = active > 0 ? config_.max_joins_per_step : largest_bucket_;
+      joining = take_batch(std::min({free, static_cast<int64_t>(queue_.size()), budget}));
+      add_in_flight(joining);
+    } else if (active == 0) {
+      wake_worker_.wait(lock);
+      continue;
+    }
+    const size_t still_queued = queue_.size();
+    executing_ = true;
+    lock.unlock();
+
+    if (!joining.empty()) {
+      if (spdlog::should_log(spdlog::level::debug)) {
+        spdlog::debug("scheduler: admitting jobs={} [{}] free_slots={} still_queued={}",
+                      joining.size(), joined_ids(joining), free, still_queued);
+      }
+      admit_jobs(joining);
+      active = executor_.active_slots();
+    }
+    if (active > 0) {
+      step_slots();
+      active = executor_.active_slots();
+    }
+
+    lock.lock();
+    executing_ = active > 0;
+    work_done_.notify_all();
+  }
+  lock.unlock();
+  // stop() delivers UNAVAILABLE to these (and to every other unfinished in-flight job) once
+  // this thread has been joined.
+  clear_slots_quietly();
+}
+
+void Scheduler::admit_jobs(const std::vector<std::shared_ptr<Job>>& jobs) {
+  try {
+    executor_.admit(jobs);
+  } catch (...) {
+    // The executor admitted none of them; the running slots go on.
+    fail_unfinished(jobs, executor_failure("admitting " + std::to_string(jobs.size()) + " jobs"));
+  }
+}
+
+void Scheduler::step_slots() {
+  std::optional<Error> error;
+  try {
+    executor_.step();
+    return;
+  } catch (...) {
+    error = executor_failure("decode step");
+  }
+  // The slots are as they were before the step, and their state is suspect: free them all.
+  fail_unfinished(clear_slots_quietly(), *error);
+}
+
+std::vector<std::shared_ptr<Job>> Scheduler::clear_slots_quietly() {
+  try {
+    return executor_.clear_slots();
+  } catch (...) {
+    // Nothing better to do: a throwing clear_slots breaks the executor's contract. The jobs
+    // keep their slots; stop() still fails whatever is unfinished.
+    executor_failure("clearing the decode slots");
+    return {};
   }
 }
 
@@ -250,23 +432,19 @@ void Scheduler::run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_
   }
   try {
     executor_.execute(batch, bucket);
-  } catch (const Error& e) {
-    spdlog::warn("scheduler: batch (bucket {}, {} jobs) failed: {} {}", bucket, jobs_in_batch,
-                 to_string(e.code()), e.what());
-    fail_unfinished(batch, e);
-  } catch (const std::exception& e) {
-    spdlog::error("scheduler: batch (bucket {}, {} jobs) failed: {}", bucket, jobs_in_batch,
-                  e.what());
-    fail_unfinished(batch, internal_error(std::string("batch executor failed: ") + e.what()));
   } catch (...) {
-    spdlog::error("scheduler: batch (bucket {}, {} jobs) failed with a non-standard exception",
-                  bucket, jobs_in_batch);
-    fail_unfinished(batch, internal_error("batch executor failed with a non-standard exception"));
+    fail_unfinished(batch, executor_failure("batch (bucket " + std::to_string(bucket) + ", " +
+                                            std::to_string(jobs_in_batch) + " jobs)"));
   }
 }
 
 void Scheduler::stop() {
   const std::lock_guard stop_lock(stop_mutex_);
+  // Static: the running batch (if any) is asked to stop early; the join below waits for it to
+  // return. Continuous: the worker returns after the admit/step in progress, so the jobs are
+  // cancelled only after the join; cancelled now, that step would fail its rows CANCELLED (the
+  // client's doing) instead of UNAVAILABLE (the server's, which clients retry).
+  const bool cancel_before_join = config_.mode == BatchingMode::kStatic;
   std::deque<QueuedJob> abandoned;
   std::vector<std::shared_ptr<Job>> running;
   {
@@ -274,12 +452,11 @@ void Scheduler::stop() {
     draining_ = true;
     stopping_ = true;
     abandoned.swap(queue_);
-    running = in_flight_;
+    if (cancel_before_join) running = in_flight_;
   }
   wake_worker_.notify_all();
   work_done_.notify_all();
   for (const auto& queued : abandoned) fail_quietly(*queued.job, unavailable(kShuttingDown));
-  // The running batch (if any) is asked to stop early; the join below waits for it to return.
   for (const auto& job : running) job->cancel();
   if (worker_.joinable()) worker_.join();
 
@@ -288,9 +465,14 @@ void Scheduler::stop() {
     const std::lock_guard lock(mutex_);
     left_running.swap(in_flight_);
   }
-  // An executor that stopped early may leave a cancelled job without an outcome; every
-  // accepted job gets exactly one.
-  fail_unfinished(left_running, unavailable("server shut down while the request was running"));
+  // An executor that stopped early may leave a cancelled job without an outcome, and a
+  // continuous worker leaves its cleared slots' jobs without one; every accepted job gets
+  // exactly one.
+  fail_unfinished(left_running, unavailable(kShutDownWhileRunning));
+  // Jobs past their slots may still be meshing on the executor's threads: stop that work.
+  if (!cancel_before_join) {
+    for (const auto& job : left_running) job->cancel();
+  }
 }
 
 }  // namespace cube3d

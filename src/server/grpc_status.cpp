@@ -20,6 +20,8 @@ grpc::StatusCode to_grpc_code(ErrorCode code) {
       return grpc::StatusCode::DEADLINE_EXCEEDED;
     case ErrorCode::kUnavailable:
       return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kUnauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
     case ErrorCode::kInternal:
       return grpc::StatusCode::INTERNAL;
   }

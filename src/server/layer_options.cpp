@@ -22,6 +22,7 @@ EngineOptions engine_options(const ServerConfig& config) {
 ExecutorOptions executor_options(const ServerConfig& config) {
   ExecutorOptions options;
   options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
+  options.batch_buckets = config.batching.batch_buckets;
   options.progress_interval_tokens = config.progress_interval_tokens;
   options.mesh_threads = config.mesh.mesh_threads;
   OccupancySamplingOptions& sampling = options.shape.occupancy.sampling;

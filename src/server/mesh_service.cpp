@@ -1,236 +1,96 @@
 #include "cube3d/server/mesh_service.h"
 
-#include <spdlog/spdlog.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/method_handler.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <memory>
-#include <mutex>
-#include <optional>
-
-#include "cube3d/server/grpc_status.h"
+#include <string>
 
 namespace cube3d {
 namespace {
 
-// How often a waiting handler looks at the client's cancellation and deadline.
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
+// gRPC keeps the method name's pointer: string literals, which live as long as the program.
+constexpr const char* kGenerateMeshMethod = "/cube3d.v1.MeshService/GenerateMesh";
+constexpr const char* kGenerateMeshStreamMethod = "/cube3d.v1.MeshService/GenerateMeshStream";
 
-// The outcome of one job, filled by scheduler/executor threads, read by the handler thread.
-struct Pending {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<JobProgress> progress;
-  std::optional<JobResult> result;
-  std::optional<Error> error;
-  bool done = false;
-};
-
-v1::Stage to_proto(JobStage stage) {
-  switch (stage) {
-    case JobStage::kQueued:
-      return v1::STAGE_QUEUED;
-    case JobStage::kTextEncoding:
-      return v1::STAGE_TEXT_ENCODING;
-    case JobStage::kDecoding:
-      return v1::STAGE_DECODING;
-    case JobStage::kMeshing:
-      return v1::STAGE_MESHING;
-    case JobStage::kDone:
-      return v1::STAGE_DONE;
-  }
-  return v1::STAGE_UNSPECIFIED;
-}
-
-SteadyClock::time_point steady_deadline(const grpc::ServerContext& context,
-                                        int64_t default_deadline_ms) {
+SteadyClock::time_point steady_deadline(const grpc::ServerContext& context) {
   const auto now_system = std::chrono::system_clock::now();
-  const auto now_steady = SteadyClock::now();
   const auto client = context.deadline();
   // gRPC reports "no deadline" as a time point far in the future.
-  if (client < now_system + std::chrono::hours(24 * 365)) {
-    return now_steady + std::chrono::duration_cast<SteadyClock::duration>(client - now_system);
+  if (client >= now_system + std::chrono::hours(24 * 365)) return SteadyClock::time_point::max();
+  return SteadyClock::now() +
+         std::chrono::duration_cast<SteadyClock::duration>(client - now_system);
+}
+
+CallContext call_of(grpc::ServerContext* context) {
+  CallContext call;
+  call.deadline = steady_deadline(*context);
+  call.transport = "grpc";
+  const auto& metadata = context->client_metadata();
+  if (const auto it = metadata.find("authorization"); it != metadata.end()) {
+    call.authorization.assign(it->second.data(), it->second.size());
   }
-  if (default_deadline_ms > 0) return now_steady + std::chrono::milliseconds(default_deadline_ms);
-  return SteadyClock::time_point::max();
+  call.add_trailer = [context](const std::string& key, const std::string& value) {
+    context->AddTrailingMetadata(key, value);
+  };
+  call.gone = [context]() -> std::optional<grpc::Status> {
+    if (!context->IsCancelled()) return std::nullopt;
+    // gRPC cancels a call whose deadline passed too, and its client sees DEADLINE_EXCEEDED:
+    // answer (and count) what the client sees.
+    if (std::chrono::system_clock::now() >= context->deadline()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the client's deadline passed");
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
+  };
+  return call;
 }
 
 }  // namespace
 
-MeshServiceImpl::MeshServiceImpl(ServiceOptions options, Metrics& metrics)
-    : options_(std::move(options)), metrics_(metrics) {}
+MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core) : core_(core) {
+  // What the generated MeshService::Service does, with the wire twin as the request type.
+  // grpc::Service takes ownership of the method objects (its API takes raw pointers).
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kGenerateMeshMethod, grpc::internal::RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<MeshServiceImpl, v1::wire::GenerateMeshRequest,
+                                           v1::GenerateMeshResponse, grpc::protobuf::MessageLite,
+                                           grpc::protobuf::MessageLite>(
+          [](MeshServiceImpl* service, grpc::ServerContext* context,
+             const v1::wire::GenerateMeshRequest* request, v1::GenerateMeshResponse* response) {
+            return service->GenerateMesh(context, request, response);
+          },
+          this)));
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kGenerateMeshStreamMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
+      new grpc::internal::ServerStreamingHandler<MeshServiceImpl, v1::wire::GenerateMeshRequest,
+                                                 v1::GenerateMeshEvent>(
+          [](MeshServiceImpl* service, grpc::ServerContext* context,
+             const v1::wire::GenerateMeshRequest* request,
+             grpc::ServerWriter<v1::GenerateMeshEvent>* writer) {
+            return service->GenerateMeshStream(context, request, writer);
+          },
+          this)));
+}
 
 grpc::Status MeshServiceImpl::GenerateMesh(grpc::ServerContext* context,
-                                           const v1::GenerateMeshRequest* request,
+                                           const v1::wire::GenerateMeshRequest* request,
                                            v1::GenerateMeshResponse* response) {
-  return run(context, *request, response, nullptr);
+  return core_.generate(*request, call_of(context), response, nullptr);
 }
 
 grpc::Status MeshServiceImpl::GenerateMeshStream(
-    grpc::ServerContext* context, const v1::GenerateMeshRequest* request,
+    grpc::ServerContext* context, const v1::wire::GenerateMeshRequest* request,
     grpc::ServerWriter<v1::GenerateMeshEvent>* writer) {
   v1::GenerateMeshEvent result_event;
-  const grpc::Status status =
-      run(context, *request, result_event.mutable_result(), [&](const JobProgress& p) {
+  const int64_t tokens = core_.options().tokens_per_shape;
+  const grpc::Status status = core_.generate(
+      *request, call_of(context), result_event.mutable_result(), [&](const JobProgress& p) {
         v1::GenerateMeshEvent event;
-        event.mutable_progress()->set_stage(to_proto(p.stage));
-        event.mutable_progress()->set_tokens_done(static_cast<uint32_t>(p.tokens_done));
-        // Stages before decoding know no token counts; the total is the model's T anyway.
-        const int64_t total = p.tokens_total > 0 ? p.tokens_total : options_.tokens_per_shape;
-        event.mutable_progress()->set_tokens_total(static_cast<uint32_t>(total));
-        if (p.stage == JobStage::kMeshing && p.levels_total > 0) {
-          event.mutable_progress()->set_points_done(static_cast<uint64_t>(p.points_done));
-          event.mutable_progress()->set_points_planned(static_cast<uint64_t>(p.points_planned));
-          event.mutable_progress()->set_levels_done(static_cast<uint32_t>(p.levels_done));
-          event.mutable_progress()->set_levels_total(static_cast<uint32_t>(p.levels_total));
-        }
+        *event.mutable_progress() = to_progress_event(p, tokens);
         writer->Write(event);  // a failed write means the client left; cancellation follows
       });
   if (status.ok()) writer->Write(result_event);
   return status;
-}
-
-grpc::Status MeshServiceImpl::run(grpc::ServerContext* context,
-                                  const v1::GenerateMeshRequest& request,
-                                  v1::GenerateMeshResponse* response,
-                                  const ProgressSink& on_progress) {
-  const auto start = SteadyClock::now();
-  std::string request_id = request.request_id();
-  const auto finish = [&](const grpc::Status& status, const JobResult* result) {
-    const std::string code = grpc_code_name(status.error_code());
-    metrics_.request_finished(code);
-    const double total_ms = ms_between(start, SteadyClock::now());
-    if (result) {
-      metrics_.observe_e2e_ms(total_ms);
-      spdlog::info(
-          "request {} OK bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
-          "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
-          request_id, result->batch_bucket, result->timings.queue_ms,
-          result->timings.text_encoding_ms, result->timings.prefill_ms, result->timings.tpot_ms,
-          result->timings.mesh_ms, total_ms, result->face_count);
-    } else {
-      spdlog::info("request {} {} after {:.1f} ms: {}", request_id.empty() ? "-" : request_id, code,
-                   total_ms, status.error_message());
-    }
-    return status;
-  };
-
-  JobRequest job_request;
-  try {
-    job_request = validate_request(request, options_.policy);
-  } catch (const Error& e) {
-    return finish(to_grpc_status(e), nullptr);
-  }
-  request_id = job_request.request_id;
-  if (options_.log_prompts) spdlog::info("request {} prompt: {}", request_id, job_request.prompt);
-
-  auto pending = std::make_shared<Pending>();
-  const auto deadline = steady_deadline(*context, options_.policy.limits.default_deadline_ms);
-  auto job = std::make_shared<Job>(
-      std::move(job_request), deadline,
-      [pending](const JobProgress& p) {
-        const std::lock_guard lock(pending->mutex);
-        pending->progress.push_back(p);
-        pending->changed.notify_all();
-      },
-      [pending](const JobResult* result, const Error* error) {
-        const std::lock_guard lock(pending->mutex);
-        if (result) pending->result = *result;
-        if (error) pending->error = *error;
-        pending->done = true;
-        pending->changed.notify_all();
-      });
-  Scheduler* const scheduler = scheduler_.load();
-  if (!scheduler) {
-    return finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                               "the model is still loading; retry when health reports SERVING"),
-                  nullptr);
-  }
-  try {
-    scheduler->submit(job);
-  } catch (const Error& e) {
-    return finish(to_grpc_status(e), nullptr);
-  }
-
-  std::unique_lock lock(pending->mutex);
-  for (;;) {
-    // Forward progress first, so that a job that finished before this loop started still
-    // streams its events (queued, decoding, ..., done) before its result.
-    while (!pending->progress.empty()) {
-      const JobProgress p = pending->progress.front();
-      pending->progress.pop_front();
-      if (on_progress) {
-        lock.unlock();
-        on_progress(p);
-        lock.lock();
-      }
-    }
-    if (pending->done) break;
-    // The handler answers at once; the job is flagged so that the scheduler drops it (queued)
-    // or the executor stops its batch when every request in it is gone.
-    if (context->IsCancelled()) {
-      job->cancel();
-      return finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call"),
-                    nullptr);
-    }
-    if (SteadyClock::now() >= deadline) {
-      job->cancel();
-      return finish(
-          grpc::Status(
-              grpc::StatusCode::DEADLINE_EXCEEDED,
-              "deadline exceeded after " +
-                  std::to_string(static_cast<int64_t>(ms_between(start, SteadyClock::now()))) +
-                  " ms"),
-          nullptr);
-    }
-    pending->changed.wait_for(lock, kPollInterval);
-  }
-  if (pending->error) return finish(to_grpc_status(*pending->error), nullptr);
-  const JobResult result = std::move(*pending->result);
-  lock.unlock();
-  const grpc::Status status = fill_response(result, response);
-  return finish(status, status.ok() ? &result : nullptr);
-}
-
-grpc::Status MeshServiceImpl::fill_response(const JobResult& result,
-                                            v1::GenerateMeshResponse* response) const {
-  response->set_request_id(result.request_id);
-  response->set_format(to_proto(result.format));
-  if (result.format == MeshFormat::kRaw) {
-    auto* raw = response->mutable_raw();
-    raw->mutable_vertices()->Add(result.vertices.begin(), result.vertices.end());
-    raw->mutable_indices()->Add(result.indices.begin(), result.indices.end());
-  } else {
-    response->set_encoded(result.encoded);
-  }
-  response->set_vertex_count(static_cast<uint32_t>(result.vertex_count));
-  response->set_face_count(static_cast<uint32_t>(result.face_count));
-  response->set_occupancy_points(static_cast<uint64_t>(result.occupancy_points));
-  for (const int64_t t : result.shape_tokens) response->add_shape_tokens(t);
-  response->set_batch_bucket(static_cast<uint32_t>(result.batch_bucket));
-  for (const auto& w : result.warnings) response->add_warnings(w);
-  auto* t = response->mutable_timings();
-  t->set_queue_ms(result.timings.queue_ms);
-  t->set_text_encoding_ms(result.timings.text_encoding_ms);
-  t->set_prefill_ms(result.timings.prefill_ms);
-  t->set_decode_ms(result.timings.decode_ms);
-  t->set_tpot_ms(result.timings.tpot_ms);
-  t->set_mesh_ms(result.timings.mesh_ms);
-  t->set_occupancy_ms(result.timings.occupancy_ms);
-  t->set_total_ms(result.timings.total_ms);
-
-  const size_t bytes = response->ByteSizeLong();
-  if (static_cast<int64_t>(bytes) > options_.policy.limits.max_message_bytes) {
-    response->Clear();
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "the mesh response is " + std::to_string(bytes) +
-                            " bytes, over the server's " +
-                            std::to_string(options_.policy.limits.max_message_bytes) +
-                            "-byte message limit; ask for less: a lower resolution_base, a smaller "
-                            "target_face_count, or an encoded format (GLB) instead of RAW");
-  }
-  return grpc::Status::OK;
 }
 
 }  // namespace cube3d

@@ -24,7 +24,9 @@ Metrics::Metrics(const std::string& listen, const std::vector<int64_t>& buckets)
                       .Add({});
   batch_size_ = &prometheus::BuildHistogram()
                      .Name("cube3d_batch_size")
-                     .Help("Requests per batch, by batch bucket")
+                     .Help(
+                         "Requests per batch (static batching) or per decode step "
+                         "(continuous batching), by batch bucket")
                      .Register(*registry_);
   prometheus::Histogram::BucketBoundaries sizes;
   for (int64_t b : buckets) sizes.push_back(static_cast<double>(b));
@@ -57,6 +59,26 @@ Metrics::Metrics(const std::string& listen, const std::vector<int64_t>& buckets)
                      .Help("Time to load and warm up the model")
                      .Register(*registry_)
                      .Add({});
+  active_slots_ = &prometheus::BuildGauge()
+                       .Name("cube3d_active_slots")
+                       .Help(
+                           "Requests holding a decode slot at the last step (continuous "
+                           "batching)")
+                       .Register(*registry_)
+                       .Add({});
+  admissions_ = &prometheus::BuildCounter()
+                     .Name("cube3d_admissions_total")
+                     .Help("Requests that joined the running batch (continuous batching)")
+                     .Register(*registry_)
+                     .Add({});
+  prefill_ = &prometheus::BuildHistogram()
+                  .Name("cube3d_prefill_duration_seconds")
+                  .Help(
+                      "Text encoding and prefill of the requests joining at one step, "
+                      "during which the running requests wait (continuous batching)")
+                  .Register(*registry_)
+                  .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.002, 0.005, 0.01, 0.02,
+                                                                   0.05, 0.1, 0.2, 0.5, 1, 2, 5});
   if (!listen.empty()) http_ = std::make_unique<MetricsHttpServer>(listen, registry_);
 }
 
@@ -78,5 +100,12 @@ void Metrics::observe_tpot_ms(double ms) { tpot_->Observe(ms); }
 void Metrics::observe_e2e_ms(double ms) { e2e_->Observe(ms); }
 void Metrics::tokens_generated(int64_t tokens) { tokens_->Increment(static_cast<double>(tokens)); }
 void Metrics::set_model_load_seconds(double seconds) { model_load_->Set(seconds); }
+
+void Metrics::jobs_admitted(int64_t jobs, double prefill_ms) {
+  admissions_->Increment(static_cast<double>(jobs));
+  prefill_->Observe(prefill_ms / 1000.0);
+}
+
+void Metrics::set_active_slots(int64_t slots) { active_slots_->Set(static_cast<double>(slots)); }
 
 }  // namespace cube3d

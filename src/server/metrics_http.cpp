@@ -7,7 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 #include "cube3d/core/error.h"
@@ -15,8 +21,14 @@
 namespace cube3d {
 namespace {
 
-constexpr int kPollMs = 200;            // how quickly the thread notices it should stop
-constexpr int kClientTimeoutMs = 2000;  // a scraper that sends nothing is dropped
+constexpr int kPollMs = 200;  // how quickly the acceptor notices it should stop
+// A scrape must have sent its whole request head within this time, however it dribbles it in
+// (a per-read timeout alone lets one byte every second hold the connection for ever); the
+// answer gets as long to drain.
+constexpr int kRequestDeadlineMs = 2000;
+// Scrapes answered at once, each on its own thread: one slow client cannot block the others.
+// Beyond this, new connections are closed at once (a scraper retries at its next interval).
+constexpr size_t kMaxConnections = 8;
 constexpr size_t kMaxRequestBytes = 8192;
 
 void split_host_port(const std::string& listen, std::string& host, std::string& port) {
@@ -84,27 +96,51 @@ MetricsHttpServer::MetricsHttpServer(const std::string& listen,
 MetricsHttpServer::~MetricsHttpServer() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
+  // Each connection ends within its deadline, so this wait is bounded (about 2 x 2 s).
+  for (Connection& c : connections_) c.thread.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
 void MetricsHttpServer::serve() {
   while (!stopping_) {
+    std::erase_if(connections_, [](Connection& c) {
+      if (!c.done->load()) return false;
+      c.thread.join();
+      return true;
+    });
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, kPollMs) <= 0) continue;
     const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
-    answer(client);
-    ::close(client);
+    if (connections_.size() >= kMaxConnections) {
+      ::close(client);
+      continue;
+    }
+    const timeval send_timeout{kRequestDeadlineMs / 1000, (kRequestDeadlineMs % 1000) * 1000};
+    ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections_.push_back({std::thread([this, client, done] {
+                              answer(client);
+                              ::close(client);
+                              done->store(true);
+                            }),
+                            done});
   }
 }
 
 void MetricsHttpServer::answer(int client) const {
-  // Read the request head (one scrape at a time; Prometheus scrapes are small and rare).
+  // Read the request head, within the deadline.
   std::string request;
   char buf[1024];
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestDeadlineMs);
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0 || stopping_) return;
     pollfd p{client, POLLIN, 0};
-    if (::poll(&p, 1, kClientTimeoutMs) <= 0) return;
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kPollMs))) <= 0) continue;
     const ssize_t n = ::recv(client, buf, sizeof(buf), 0);
     if (n <= 0) return;
     request.append(buf, static_cast<size_t>(n));

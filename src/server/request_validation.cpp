@@ -43,7 +43,8 @@ MeshFormat from_proto(v1::MeshFormat format) {
       break;
   }
   throw invalid_argument("format " + std::to_string(static_cast<int>(format)) +
-                         " is not one of RAW (0), OBJ (1), PLY (2), GLB (3)");
+                         " is not one of UNSPECIFIED (0, the server default), RAW (1), OBJ (2), "
+                         "PLY (3), GLB (4)");
 }
 
 v1::MeshFormat to_proto(MeshFormat format) {
@@ -68,7 +69,15 @@ std::string make_request_id() {
   return buf;
 }
 
-JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolicy& policy) {
+JobRequest validate_request(const v1::GenerateMeshRequest& request, const RequestPolicy& policy) {
+  v1::wire::GenerateMeshRequest wire;
+  if (!wire.ParseFromString(request.SerializeAsString())) {
+    throw internal_error("GenerateMeshRequest does not read as its wire twin");
+  }
+  return validate_request(wire, policy);
+}
+
+JobRequest validate_request(const v1::wire::GenerateMeshRequest& r, const RequestPolicy& policy) {
   JobRequest out;
 
   if (r.request_id().empty()) {
@@ -146,7 +155,8 @@ JobRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolic
     out.resolution_base = res;
   }
 
-  out.format = r.has_format() ? from_proto(r.format()) : policy.defaults.format;
+  out.format = r.has_format() && r.format() != v1::MESH_FORMAT_UNSPECIFIED ? from_proto(r.format())
+                                                                           : policy.defaults.format;
 
   if (r.has_target_face_count()) {
     const int64_t faces = r.target_face_count();

@@ -147,6 +147,23 @@ Key bool_key(std::string_view name, Access access) {
   return key;
 }
 
+template <class Access>
+Key batching_mode_key(std::string_view name, Access access) {
+  Key key = blank_key(name, Kind::kString);
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    const std::string text = read_string(v, where, std::string(name));
+    try {
+      access(c) = parse_batching_mode(text, std::string(name));
+    } catch (const Error& e) {
+      fail(where, e.what());
+    }
+  };
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << std::string(to_string(access(c)));
+  };
+  return key;
+}
+
 // on | off | emulate; the booleans of earlier configs still read as on / off.
 template <class Access>
 Key graph_mode_key(std::string_view name, Access access) {
@@ -200,6 +217,14 @@ const std::vector<Key>& keys() {
       path_key(
           "tls.key_file", [](auto& c) -> auto& { return c.tls.key_file; }),
       path_key(
+          "tls.client_ca_file", [](auto& c) -> auto& { return c.tls.client_ca_file; }),
+      string_key(
+          "tls.client_certificates", [](auto& c) -> auto& { return c.tls.client_certificates; }),
+      path_key(
+          "auth.api_keys_file", [](auto& c) -> auto& { return c.auth.api_keys_file; }),
+      bool_key(
+          "reflection", [](auto& c) -> auto& { return c.reflection; }),
+      path_key(
           "model.config", [](auto& c) -> auto& { return c.model.config; }, true),
       path_key(
           "model.gpt_weights", [](auto& c) -> auto& { return c.model.gpt_weights; }),
@@ -217,6 +242,8 @@ const std::vector<Key>& keys() {
           "single_stream_decode", [](auto& c) -> auto& { return c.single_stream_decode; }),
       graph_mode_key(
           "cuda_graphs", [](auto& c) -> auto& { return c.cuda_graphs; }),
+      batching_mode_key(
+          "batching.mode", [](auto& c) -> auto& { return c.batching.mode; }),
       int_list_key(
           "batching.batch_buckets", [](auto& c) -> auto& { return c.batching.batch_buckets; }),
       int_key(
@@ -224,6 +251,9 @@ const std::vector<Key>& keys() {
           [](auto& c) -> auto& { return c.batching.max_queue_delay_ms; }),
       int_key(
           "batching.max_queue_size", [](auto& c) -> auto& { return c.batching.max_queue_size; }),
+      int_key(
+          "batching.max_joins_per_step",
+          [](auto& c) -> auto& { return c.batching.max_joins_per_step; }),
       int_key(
           "limits.max_prompt_bytes", [](auto& c) -> auto& { return c.limits.max_prompt_bytes; }),
       int_key(
@@ -267,6 +297,8 @@ const std::vector<Key>& keys() {
           "mesh.mesh_threads", [](auto& c) -> auto& { return c.mesh.mesh_threads; }),
       string_key(
           "metrics_listen", [](auto& c) -> auto& { return c.metrics_listen; }),
+      string_key(
+          "http_listen", [](auto& c) -> auto& { return c.http_listen; }),
       string_key(
           "log_level", [](auto& c) -> auto& { return c.log_level; }),
       bool_key(
@@ -451,9 +483,10 @@ void set_key(ServerConfig& config, const std::string& name, const std::string& v
 
 bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
-    return std::tie(c.listen, c.tls, c.model, c.device, c.dtype, c.single_stream_decode,
-                    c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh, c.metrics_listen,
-                    c.log_level, c.log_prompts, c.drain_grace_seconds, c.progress_interval_tokens);
+    return std::tie(c.listen, c.tls, c.auth, c.reflection, c.model, c.device, c.dtype,
+                    c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
+                    c.metrics_listen, c.http_listen, c.log_level, c.log_prompts,
+                    c.drain_grace_seconds, c.progress_interval_tokens);
   };
   return settings(*this) == settings(other);
 }

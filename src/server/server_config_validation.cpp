@@ -43,6 +43,7 @@ constexpr int64_t kMaxOccupancyDilation = 8;
 
 constexpr std::array<std::string_view, 2> kDtypes = {"float32", "bfloat16"};
 constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
+constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
 constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
 constexpr std::array<std::string_view, 2> kOccupancyModes = {"hierarchical", "dense"};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
@@ -126,6 +127,16 @@ void validate_server_config(const ServerConfig& c) {
     check_file(where, "tls.cert_file", c.tls.cert_file, ReadableKind::kFile);
     check_file(where, "tls.key_file", c.tls.key_file, ReadableKind::kFile);
   }
+  if (!c.tls.client_ca_file.empty()) {
+    if (!c.tls.enabled()) {
+      fail(where, "tls.client_ca_file: client certificates need TLS (tls.cert_file, tls.key_file)");
+    }
+    check_file(where, "tls.client_ca_file", c.tls.client_ca_file, ReadableKind::kFile);
+  }
+  check_word(where, "tls.client_certificates", c.tls.client_certificates, kClientCertificates);
+  if (!c.auth.api_keys_file.empty()) {
+    check_file(where, "auth.api_keys_file", c.auth.api_keys_file, ReadableKind::kFile);
+  }
 
   if (c.model.config.empty()) fail(where, "model.config: must name the model YAML file");
   check_file(where, "model.config", c.model.config, ReadableKind::kFile);
@@ -169,6 +180,8 @@ void validate_server_config(const ServerConfig& c) {
               kMaxQueueDelayMs);
   check_range(where, "batching.max_queue_size", c.batching.max_queue_size, 1,
               std::numeric_limits<int64_t>::max());
+  check_range(where, "batching.max_joins_per_step", c.batching.max_joins_per_step, 1,
+              kMaxBatchBucket);
 
   const LimitsConfig& limits = c.limits;
   check_range(where, "limits.max_prompt_bytes", limits.max_prompt_bytes, 1, kMaxPromptBytes);
@@ -227,6 +240,18 @@ void validate_server_config(const ServerConfig& c) {
     if (listeners_collide(metrics, listen)) {
       fail(where, "metrics_listen ('" + c.metrics_listen + "') uses the port of listen ('" +
                       c.listen + "')");
+    }
+  }
+  if (!c.http_listen.empty()) {
+    const HostPort http = check_address(where, "http_listen", c.http_listen);
+    if (listeners_collide(http, listen)) {
+      fail(where,
+           "http_listen ('" + c.http_listen + "') uses the port of listen ('" + c.listen + "')");
+    }
+    if (!c.metrics_listen.empty() &&
+        listeners_collide(http, check_address(where, "metrics_listen", c.metrics_listen))) {
+      fail(where, "http_listen ('" + c.http_listen + "') uses the port of metrics_listen ('" +
+                      c.metrics_listen + "')");
     }
   }
   check_word(where, "log_level", c.log_level, kLogLevels);

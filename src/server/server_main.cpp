@@ -6,6 +6,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -20,22 +22,54 @@
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/api_keys.h"
 #include "cube3d/server/engine_executor.h"
+#include "cube3d/server/http_gateway.h"
 #include "cube3d/server/layer_options.h"
 #include "cube3d/server/mesh_service.h"
 #include "cube3d/server/metrics.h"
 #include "cube3d/server/server_config.h"
+#include "cube3d/server/signal_watcher.h"
 
 namespace cube3d {
 namespace {
 
+// Health answers for the whole server ("") and for the service by name, as probes configured
+// either way expect.
+void set_serving(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kMeshServiceName, serving);
+}
+
+// Linking gRPC's reflection library registers its plugin with every ServerBuilder (a static
+// initializer), so `reflection: false` has to take it out of the builder again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins,
+                  [](const auto& plugin) { return plugin->name() == "proto_server_reflection"; });
+  }
+};
+
 CliArgs make_args() {
-  CliArgs args("cube3d-server", "Serve Cube 3D text-to-mesh generation over gRPC.");
+  CliArgs args("cube3d-server",
+               "Serve Cube 3D text-to-mesh generation over gRPC.\nSettings: the config file, "
+               "then CUBE3D_* variables, then flags (the last wins).");
+  // The main keys also come from CUBE3D_* variables (containers, systemd units); precedence:
+  // config file < environment < flags.
   args.option("--config", 1, "server YAML (required), e.g. models/demo-server.yaml", "F")
+      .env("CUBE3D_CONFIG")
       .option("--print-config", 0, "print the effective config (after overrides) and exit")
       .option("--listen", 1, "override listen", "HOST:PORT")
+      .env("CUBE3D_LISTEN")
       .option("--metrics-listen", 1, "override metrics_listen ('' = off)", "HOST:PORT")
+      .env("CUBE3D_METRICS_LISTEN")
+      .option("--http-listen", 1, "override http_listen ('' = off)", "HOST:PORT")
+      .env("CUBE3D_HTTP_LISTEN")
       .option("--log-level", 1, "override log_level", "L")
+      .env("CUBE3D_LOG_LEVEL")
       .option("--device", 1, "override device", "D")
       .option("--dtype", 1, "override dtype", "T")
       .option("--batch-buckets", 1, "override batching.batch_buckets, e.g. 1,2,4,8", "LIST")
@@ -46,12 +80,9 @@ CliArgs make_args() {
 }
 
 int run(int argc, char** argv) {
-  // Signals are taken by one thread with sigwait; block them before any thread exists.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken by one thread from here on, before any other thread exists: SIGTERM
+  // during start-up exits at once, SIGHUP reloads the API keys.
+  SignalWatcher signals;
 
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -59,11 +90,14 @@ int run(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
-  if (!args.has("--config")) throw invalid_argument("--config is required");
+  if (!args.has("--config")) {
+    throw invalid_argument("--config is required (or set CUBE3D_CONFIG)");
+  }
   std::vector<ConfigOverride> overrides;
   const std::pair<const char*, const char*> flag_keys[] = {
       {"--listen", "listen"},
       {"--metrics-listen", "metrics_listen"},
+      {"--http-listen", "http_listen"},
       {"--log-level", "log_level"},
       {"--device", "device"},
       {"--dtype", "dtype"},
@@ -88,18 +122,46 @@ int run(int argc, char** argv) {
   const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
-  MeshServiceImpl service(service_options(config, model_config), metrics);
+  MeshServiceCore core(service_options(config, model_config), metrics);
+  MeshServiceImpl service(core);
+  // API keys: loaded before the port opens (a bad file stops the start), re-read on SIGHUP.
+  std::unique_ptr<ApiKeys> api_keys;
+  if (!config.auth.api_keys_file.empty()) {
+    api_keys = std::make_unique<ApiKeys>(load_api_keys(config.auth.api_keys_file));
+    core.use_api_keys(api_keys.get());
+    spdlog::info("API keys: {} from {}", api_keys->size(), config.auth.api_keys_file);
+    signals.on_reload([&api_keys, path = config.auth.api_keys_file] {
+      try {
+        api_keys->replace(load_api_keys(path));
+        spdlog::info("SIGHUP: API keys reloaded: {} from {}", api_keys->size(), path);
+      } catch (const std::exception& e) {
+        spdlog::error("SIGHUP: kept the current API keys: {}", e.what());
+      }
+    });
+  }
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (config.tls.enabled()) {
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({read_file(config.tls.key_file, "TLS key"),
                                       read_file(config.tls.cert_file, "TLS certificate")});
+    if (!config.tls.client_ca_file.empty()) {
+      // mTLS: client certificates must chain to these roots.
+      ssl.pem_root_certs = read_file(config.tls.client_ca_file, "TLS client CA");
+      ssl.client_certificate_request =
+          config.tls.client_certificates == "optional"
+              ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
     credentials = grpc::SslServerCredentials(ssl);
   }
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(config.listen, credentials, &bound_port);
+  // gRPC sets SO_REUSEPORT by default: a second server on a busy port would start, say
+  // "serving" and silently split the traffic with the first. One process per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.limits.max_message_bytes));
   // Responses are checked against the limit by the service (with a helpful message); the
@@ -108,12 +170,23 @@ int run(int argc, char** argv) {
       static_cast<int>(std::min<int64_t>(config.limits.max_message_bytes + (1 << 20), INT32_MAX)));
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    throw invalid_argument("listen " + config.listen + ": cannot listen on this address");
+    throw unavailable("listen " + config.listen +
+                      ": cannot listen on this address: the port is in use by another process "
+                      "(is another cube3d-server running?) or the host is not an address of "
+                      "this machine");
   }
   // The default health service starts out SERVING; not yet.
-  server->GetHealthCheckService()->SetServingStatus(false);
+  set_serving(*server, false);
   spdlog::info("listening on {} (port {}); loading {}", config.listen, bound_port,
                model_config.source);
+  // The HTTP/JSON front door over the same core, also before the model loads: /healthz
+  // answers and /readyz says 503 until the scheduler is attached.
+  std::unique_ptr<HttpGateway> http;
+  if (!config.http_listen.empty()) {
+    http = std::make_unique<HttpGateway>(config.http_listen, core, metrics,
+                                         http_gateway_options(config));
+    spdlog::info("HTTP on {}", config.http_listen);
+  }
 
   const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options(config));
   if (!engine->text_encoder()) {
@@ -127,6 +200,13 @@ int run(int argc, char** argv) {
     metrics.observe_tpot_ms(tpot);
     metrics.tokens_generated(tokens);
   };
+  executor_setup.on_admitted = [&metrics](int64_t jobs, double prefill_ms) {
+    metrics.jobs_admitted(jobs, prefill_ms);
+  };
+  executor_setup.on_step = [&metrics](int64_t bucket, int64_t slots) {
+    metrics.decode_step(bucket, slots);
+  };
+  executor_setup.on_active_slots = [&metrics](int64_t slots) { metrics.set_active_slots(slots); };
   EngineExecutor executor(*engine, std::move(executor_setup));
   executor.warm_up(config.batching.batch_buckets);
   metrics.set_model_load_seconds(ms_since(load_start) / 1000.0);
@@ -134,11 +214,14 @@ int run(int argc, char** argv) {
   Scheduler scheduler(scheduler_config(config), executor, [&metrics](int64_t bucket, int64_t jobs) {
     metrics.batch_started(bucket, jobs);
   });
-  service.attach(&scheduler);
-  server->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("cube3d-server serving {} on {} (port {}), buckets up to {}, metrics {}",
-               model_config.source, config.listen, bound_port, config.batching.batch_buckets.back(),
-               config.metrics_listen.empty() ? "off" : config.metrics_listen);
+  signals.serving();  // a stop signal now drains (before: exits at once)
+  core.attach(&scheduler);
+  set_serving(*server, true);
+  spdlog::info(
+      "cube3d-server serving {} on {} (port {}), {} batching, buckets up to {}, metrics {}",
+      model_config.source, config.listen, bound_port, to_string(config.batching.mode),
+      config.batching.batch_buckets.back(),
+      config.metrics_listen.empty() ? "off" : config.metrics_listen);
 
   std::thread queue_gauge([&] {
     while (!scheduler.draining()) {
@@ -147,12 +230,12 @@ int run(int argc, char** argv) {
     }
   });
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = signals.wait_for_stop();
   spdlog::info("signal {}: draining (grace {} s)", signal_number, config.drain_grace_seconds);
   const auto drain_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
-  server->GetHealthCheckService()->SetServingStatus(false);
+  set_serving(*server, false);
+  if (http) http->set_draining(true);
   scheduler.begin_drain();
   // The scheduler cancels what is still running when the grace runs out; mesh work stops at
   // its next check (between occupancy chunks), so the wait after it is short.
@@ -160,9 +243,12 @@ int run(int argc, char** argv) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       drain_deadline - std::chrono::steady_clock::now());
   drained = executor.wait_idle(std::max(left, std::chrono::milliseconds(2000))) && drained;
-  // Handlers are done or answering now; give them a moment to send their last bytes.
+  // Handlers are done or answering now; give them a moment to send their last bytes (the HTTP
+  // gateway's stop() waits for its calls to finish writing).
+  if (http) http->stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   queue_gauge.join();
+  signals.on_reload({});  // the keys go before the watcher does
   spdlog::info("stopped ({})", drained ? "all work finished" : "grace period ran out");
   return 0;
 }

@@ -83,10 +83,18 @@ at::Tensor require(const SafetensorsFile& file, const std::string& name,
   if (!file.contains(name)) {
     throw invalid_argument(file.path() + ": missing tensor " + name);
   }
-  at::Tensor t = file.tensor(name).to(at::kFloat);
-  if (t.sizes() != at::IntArrayRef(shape)) {
-    throw invalid_argument(file.path() + ": tensor " + name + " has the wrong shape");
+  const at::Tensor stored = file.tensor(name);
+  if (!stored.is_floating_point()) {
+    throw invalid_argument(file.path() + ": tensor " + name + " is stored as " +
+                           std::string(c10::toString(stored.scalar_type())) +
+                           ", expected a floating-point dtype");
   }
+  if (stored.sizes() != at::IntArrayRef(shape)) {
+    throw invalid_argument(file.path() + ": tensor " + name + " has shape " +
+                           c10::str(stored.sizes()) + ", expected " +
+                           c10::str(at::IntArrayRef(shape)));
+  }
+  at::Tensor t = stored.to(at::kFloat);
   if (!at::isfinite(t).all().item<bool>()) {
     throw invalid_argument(file.path() + ": tensor " + name + " holds NaN or infinite values");
   }

@@ -2,7 +2,12 @@
 // kind of error, each checking the error code and that the message names the key at fault.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cube3d/core/error.h"
@@ -459,6 +464,74 @@ TEST(ModelConfigErrors, CrossAttentionLevelOutOfRange) {
   expect_invalid(
       with("encoder_cross_attention_levels: [0]", "encoder_cross_attention_levels: [0, 2]"),
       {"shape_model.encoder_cross_attention_levels[1]"});
+}
+
+}  // namespace
+}  // namespace cube3d
+
+// --- hostile input (issue 15) ---------------------------------------------------------------
+
+namespace cube3d {
+namespace {
+
+// yaml-cpp 0.7.0 turns a line starting with ',' into documents without end; YAML::LoadAll then
+// allocated about 1 GB/s until memory ran out. The child runs under a 1 GiB address-space limit
+// and a 20 s alarm, so that a regression fails this test instead of exhausting CI's memory.
+[[noreturn]] void parse_in_bounded_child(const std::string& yaml) {
+  const rlimit limit{1ull << 30, 1ull << 30};
+  setrlimit(RLIMIT_AS, &limit);
+  alarm(20);
+  try {
+    (void)parse_model_config(yaml, "comma.yaml");
+  } catch (const Error& e) {
+    std::fputs(e.what(), stderr);  // matched by the death test
+    std::_Exit(0);
+  }
+  std::_Exit(4);
+}
+
+TEST(ModelConfigHostile, LineStartingWithACommaIsABoundedError) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan reserves terabytes of shadow address space, which the 1 GiB RLIMIT_AS forbids; the
+  // plain build runs this test.
+  GTEST_SKIP() << "needs an address-space limit, which ASan's shadow memory cannot live with";
+#endif
+  for (const std::string& yaml : {std::string(", x\n"), std::string(",\n")}) {
+    EXPECT_EXIT(parse_in_bounded_child(yaml), ::testing::ExitedWithCode(0),
+                "comma.yaml: holds more than one YAML document")
+        << yaml;
+  }
+  // After valid settings the same line is a syntax error (also bounded).
+  EXPECT_EXIT(parse_in_bounded_child(valid_yaml() + ", stray\n"), ::testing::ExitedWithCode(0),
+              "comma.yaml: YAML syntax error");
+}
+
+TEST(ModelConfigHostile, SomeOtherFileIsNotEchoed) {
+  const std::string passwd =
+      "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n";
+  try {
+    (void)parse_model_config(passwd, "/etc/passwd");
+    ADD_FAILURE() << "parsed";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find("root"), std::string::npos) << message;
+    EXPECT_NE(message.find("/etc/passwd"), std::string::npos) << message;
+    EXPECT_NE(message.find("not key: value settings"), std::string::npos) << message;
+  }
+}
+
+TEST(ModelConfigHostile, QuotedValuesAreShortAndEscaped) {
+  const std::string value = "\x1b[31mred" + std::string(100, 'x');
+  try {
+    (void)parse_model_config(with("n_head: 4", "n_head: \"" + value + "\""), "esc.yaml");
+    ADD_FAILURE() << "parsed";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+    EXPECT_NE(message.find("\\x1b[31mred"), std::string::npos) << message;
+    EXPECT_NE(message.find("(108 bytes)"), std::string::npos) << message;
+    EXPECT_LT(message.size(), 200u) << message;
+  }
 }
 
 }  // namespace

@@ -463,6 +463,22 @@ TEST_F(SafetensorsTest, RejectsOverlappingRanges) {
                  {"'outer'", "'inner'", "overlap"});
 }
 
+TEST_F(SafetensorsTest, RejectsBytesThatBelongToNoTensor) {
+  // After the last tensor: accepted silently before (a truncated header, or garbage).
+  const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  expect_invalid(write_raw(safetensors_bytes(header, std::string(8, '\0') + "junk")),
+                 {"4 bytes after the last tensor"});
+  // Between two tensors.
+  const std::string gap = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                          R"("b":{"dtype":"U8","shape":[2],"data_offsets":[5,7]}})";
+  expect_invalid(write_raw(safetensors_bytes(gap, std::string(7, '\0'))),
+                 {"bytes [2, 5)", "before 'b'"});
+  // Exactly tiled (with an empty tensor at the end) is fine.
+  const std::string tiled = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                            R"("e":{"dtype":"U8","shape":[0],"data_offsets":[2,2]}})";
+  EXPECT_NO_THROW(SafetensorsFile::open(write_raw(safetensors_bytes(tiled, "ab"), "ok.st")));
+}
+
 TEST_F(SafetensorsTest, RejectsNonStringMetadata) {
   const std::string header = R"({"__metadata__":{"format":"pt","epoch":3},)"
                              R"("w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";

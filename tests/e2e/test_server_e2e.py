@@ -68,14 +68,16 @@ syntax = "proto3";
 package grpc.reflection.v1alpha;
 message ServerReflectionRequest {
   string host = 1;
-  oneof message_request { string list_services = 7; }
+  oneof message_request { string file_containing_symbol = 4; string list_services = 7; }
 }
+message FileDescriptorResponse { repeated bytes file_descriptor_proto = 1; }
 message ServiceResponse { string name = 1; }
 message ListServiceResponse { repeated ServiceResponse service = 1; }
 message ErrorResponse { int32 error_code = 1; string error_message = 2; }
 message ServerReflectionResponse {
   string valid_host = 1;
   oneof message_response {
+    FileDescriptorResponse file_descriptor_response = 4;
     ListServiceResponse list_services_response = 6;
     ErrorResponse error_response = 7;
   }
@@ -149,9 +151,6 @@ def free_ports(n):
 def make_request(prompt="a small wooden chair", **fields):
     """A GenerateMeshRequest; resolution_base defaults to RES (cheap meshing)."""
     fields.setdefault("resolution_base", RES)
-    # `prompt` is declared bytes (so that invalid UTF-8 reaches the server's validation).
-    if isinstance(prompt, str):
-        prompt = prompt.encode()
     return pb.GenerateMeshRequest(prompt=prompt, **fields)
 
 
@@ -289,11 +288,11 @@ class ServerProcess:
     def stub(self):
         return pb_grpc.MeshServiceStub(self.channel)
 
-    def health(self, timeout=5):
-        """The overall health status name, or the RPC error's code name."""
+    def health(self, timeout=5, service=""):
+        """The health status name of `service` ("" = the server), or the RPC error's code name."""
         try:
             status = health_grpc.HealthStub(self.channel).Check(
-                health_pb.HealthCheckRequest(), timeout=timeout).status
+                health_pb.HealthCheckRequest(service=service), timeout=timeout).status
             return health_pb.HealthCheckResponse.ServingStatus.Name(status)
         except grpc.RpcError as e:
             return e.code().name
@@ -513,7 +512,7 @@ class MainServerTest(ServerTestCase):
                 self.assertEqual(len(mesh.faces), r.face_count)
                 self.assertEqual(len(mesh.vertices), r.vertex_count)
         # Without a format the server's default (GLB) applies.
-        default = self.generate(pb.GenerateMeshRequest(prompt="a teapot".encode(), resolution_base=RES))
+        default = self.generate(pb.GenerateMeshRequest(prompt="a teapot", resolution_base=RES))
         self.assertEqual(default.format, pb.MESH_FORMAT_GLB)
         self.assertEqual(default.encoded[:4], b"glTF")
 
@@ -521,7 +520,7 @@ class MainServerTest(ServerTestCase):
     def test_invalid_arguments_name_the_field(self):
         long_prompt = "x" * (self.MAX_PROMPT_BYTES + 1)
         cases = [
-            ("empty prompt", pb.GenerateMeshRequest(prompt="".encode(), resolution_base=RES), "prompt"),
+            ("empty prompt", pb.GenerateMeshRequest(prompt="", resolution_base=RES), "prompt"),
             ("prompt over the limit", make_request(long_prompt), "prompt"),
             ("NaN guidance", make_request(guidance_scale=float("nan")), "guidance_scale"),
             ("negative guidance", make_request(guidance_scale=-1.0), "guidance_scale"),
@@ -556,6 +555,23 @@ class MainServerTest(ServerTestCase):
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
         self.assertIn("prompt", details)
         self.assert_still_serving()
+
+    def test_rejected_request_ids_cannot_forge_or_flood_the_log(self):
+        forged = "x\n[2026-01-01 00:00:00.000] [info] request forged OK \x1b[31m"
+        huge = "y" * (8 << 20)
+        before = len(self.server.log())
+        stub = self.server.stub()
+        for request_id in (forged, huge, huge, huge):
+            code, details = rpc_code(lambda: stub.GenerateMesh(
+                make_request(request_id=request_id), timeout=60))
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+            self.assertIn("request_id", details)
+        time.sleep(0.5)
+        added = self.server.log()[before:]
+        self.assertNotIn("\n[2026-01-01 00:00:00.000] [info] request forged OK", added)
+        self.assertNotIn("\x1b", added)
+        self.assertIn("x\\x0a[2026-01-01", added)  # the id, escaped
+        self.assertLess(len(added), 10_000, "rejected ids were logged in full")
 
     def _send_raw_request(self, payload):
         """Sends serialized GenerateMeshRequest bytes as they are (no Python-side checks)."""
@@ -710,7 +726,7 @@ class MainServerTest(ServerTestCase):
         self.assertGreater(metric_value(samples, "cube3d_model_load_seconds"), 0)
         # Errors are counted by status too.
         rpc_code(lambda: self.server.stub().GenerateMesh(
-            pb.GenerateMeshRequest(prompt="".encode()), timeout=30))
+            pb.GenerateMeshRequest(prompt=""), timeout=30))
         samples = self.server.metrics()
         self.assertGreaterEqual(
             metric_value(samples, "cube3d_requests_total", status="INVALID_ARGUMENT"), 1)
@@ -720,6 +736,33 @@ class MainServerTest(ServerTestCase):
         with self.assertRaises(urllib.error.HTTPError) as cm:
             self.server.http_get("/other")
         self.assertEqual(cm.exception.code, 404)
+
+    def test_a_slow_metrics_client_neither_blocks_scrapes_nor_holds_on(self):
+        import socket
+        drippers = [socket.create_connection((HOST, self.server.metrics_port), timeout=10)
+                    for _ in range(3)]
+        try:
+            for d in drippers:
+                d.sendall(b"G")
+            start = time.monotonic()
+            status, body = self.server.http_get("/metrics", timeout=5)
+            self.assertEqual(status, 200)
+            self.assertLess(time.monotonic() - start, 1.5, "a scrape waited for slow clients")
+            # A byte every 1.5 s does not keep a connection: it is closed within the 2 s
+            # deadline for the whole request head.
+            time.sleep(1.0)
+            for d in drippers:
+                d.sendall(b"E")
+            for d in drippers:
+                d.settimeout(5)
+                try:
+                    self.assertEqual(d.recv(100), b"", "the server kept a dribbling client")
+                except ConnectionResetError:
+                    pass  # closed with our bytes unread: a reset, as good as a close
+            self.assertLess(time.monotonic() - start, 4.5)
+        finally:
+            for d in drippers:
+                d.close()
 
     def _raw_http(self, request_bytes):
         with socket.create_connection((HOST, self.server.metrics_port), timeout=10) as s:
@@ -763,6 +806,62 @@ class MainServerTest(ServerTestCase):
             if names:
                 break
         self.assertIn("cube3d.v1.MeshService", names, errors)
+
+    def test_reflection_serves_the_public_api(self):
+        # What grpcurl and JSON transcoders read: the client's messages (string prompt), not the
+        # server's wire twin.
+        from google.protobuf import descriptor_pb2
+        method = self.server.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=refl_pb.ServerReflectionRequest.SerializeToString,
+            response_deserializer=refl_pb.ServerReflectionResponse.FromString)
+        responses = list(method(iter([refl_pb.ServerReflectionRequest(
+            file_containing_symbol="cube3d.v1.MeshService")]), timeout=30))
+        files = [descriptor_pb2.FileDescriptorProto.FromString(b) for r in responses
+                 for b in r.file_descriptor_response.file_descriptor_proto]
+        api = [f for f in files if f.name == "cube3d/v1/mesh_service.proto"]
+        self.assertEqual(len(api), 1, [f.name for f in files])
+        request = next(m for m in api[0].message_type if m.name == "GenerateMeshRequest")
+        prompt = next(f for f in request.field if f.name == "prompt")
+        self.assertEqual(prompt.type, descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+        formats = next(e for e in api[0].enum_type if e.name == "MeshFormat")
+        self.assertEqual(formats.value[0].name, "MESH_FORMAT_UNSPECIFIED")
+        self.assertEqual(formats.value[0].number, 0)
+
+    # 12. the API as JSON clients and health probes use it
+    def test_json_mapping_of_a_request_reaches_the_server_as_text(self):
+        from google.protobuf import json_format
+        request = json_format.Parse('{"prompt": "a red car", "resolutionBase": 4, '
+                                    '"returnShapeTokens": true}', pb.GenerateMeshRequest())
+        from_json = self.generate(request)
+        direct = self.generate(make_request("a red car", return_shape_tokens=True))
+        self.assertEqual(list(from_json.shape_tokens), list(direct.shape_tokens))
+        self.assertEqual(from_json.format, pb.MESH_FORMAT_GLB)
+        # The answer round-trips through the JSON mapping too.
+        again = json_format.Parse(json_format.MessageToJson(from_json), pb.GenerateMeshResponse())
+        self.assertEqual(again, from_json)
+
+    def test_unspecified_format_is_the_servers_default(self):
+        response = self.generate(make_request("a teapot", format=pb.MESH_FORMAT_UNSPECIFIED))
+        self.assertEqual(response.format, pb.MESH_FORMAT_GLB)
+        self.assertEqual(response.encoded[:4], b"glTF")
+
+    def test_a_second_server_on_the_same_port_refuses_to_start(self):
+        # gRPC's default SO_REUSEPORT would let it start and split the traffic silently.
+        proc = subprocess.run(
+            [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", self.server.address,
+             "--metrics-listen", ""],
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=SOURCE)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"listen {self.server.address}", proc.stderr)
+        self.assertIn("in use", proc.stderr)
+        self.assertNotIn("serving", proc.stdout + proc.stderr)
+        self.assert_still_serving()
+
+    def test_health_answers_for_the_service_name(self):
+        self.assertEqual(self.server.health(service=""), "SERVING")
+        self.assertEqual(self.server.health(service="cube3d.v1.MeshService"), "SERVING")
+        self.assertEqual(self.server.health(service="no.such.Service"), "NOT_FOUND")
 
     # 11. the C++ client
     def _client(self, *args, timeout=180):
@@ -924,6 +1023,139 @@ class QueueOverflowTest(ServerTestCase):
             metric_value(samples, "cube3d_requests_total", status="RESOURCE_EXHAUSTED"),
             exhausted_total)
         # The server recovers: a request after the burst succeeds.
+        self.assert_still_serving()
+
+
+# --- 8. continuous batching: arrivals join the running batch ----------------------------------
+
+def _mixed_requests(tag):
+    """Greedy, sampled and unguided requests: every kind of neighbour."""
+    return [make_request(f"{tag} chair", return_shape_tokens=True),
+            make_request(f"{tag} lamp", top_p=0.9, seed=11, return_shape_tokens=True),
+            make_request(f"{tag} table", guidance_scale=0.0, return_shape_tokens=True),
+            make_request(f"{tag} sword", top_p=0.8, seed=5, guidance_scale=1.5,
+                         return_shape_tokens=True),
+            make_request(f"{tag} barrel", return_shape_tokens=True),
+            make_request(f"{tag} tree", guidance_scale=0.0, top_p=0.95, seed=3,
+                         return_shape_tokens=True)]
+
+
+class ContinuousBatchingTest(ServerTestCase):
+    """batching.mode: continuous (the default) with one join per step and no queue delay: a
+    burst is admitted one request per decode step while the first ones run, and every request
+    still gets the tokens (and mesh bytes) it gets alone."""
+
+    SERVER_ARGS = ["--max-queue-delay-ms", "0", "--set", "batching.max_joins_per_step=1"]
+
+    def test_joiners_get_the_tokens_they_get_alone(self):
+        requests = _mixed_requests("continuous")
+        alone = []
+        for r in requests:
+            response = self.generate(r)
+            self.assertEqual(response.batch_bucket, 1, "a request alone ran next to another")
+            alone.append(response)
+        for attempt in range(3):
+            outcomes = self.generate_all(requests)
+            for code, detail in outcomes:
+                self.assertEqual(code, grpc.StatusCode.OK, detail)
+            together = [r for _, r in outcomes]
+            for i, (a, t) in enumerate(zip(alone, together)):
+                self.assertEqual(list(t.shape_tokens), list(a.shape_tokens),
+                                 f"request {i}: tokens differ after joining (bucket "
+                                 f"{t.batch_bucket}, queued {t.timings.queue_ms:.1f} ms)")
+                self.assertEqual(t.encoded, a.encoded, f"request {i}: GLB bytes differ")
+            # One join per step: the first admitted ran while the others joined it.
+            first = min(together, key=lambda r: r.timings.queue_ms)
+            if first.batch_bucket >= 4:
+                break
+        else:
+            self.fail("the burst never joined a running request: buckets "
+                      f"{[r.batch_bucket for r in together]}, queue ms "
+                      f"{[round(r.timings.queue_ms, 1) for r in together]}")
+
+    def test_continuous_metrics(self):
+        self.generate_all([make_request(f"metrics {i}") for i in range(3)])
+        samples = self.server.metrics()
+        self.assertGreaterEqual(metric_value(samples, "cube3d_admissions_total"), 3)
+        self.assertGreaterEqual(metric_value(samples, "cube3d_prefill_duration_seconds_count"), 1)
+        self.assertIsNotNone(metric_value(samples, "cube3d_active_slots"))
+        # Every decode step is one batch-size observation of its bucket.
+        self.assertGreaterEqual(metric_value(samples, "cube3d_batch_size_count"), TOKENS - 1)
+        self.wait_for_metrics(lambda m: metric_value(m, "cube3d_active_slots") == 0,
+                              "no active slot after the requests finished")
+
+
+class StaticBatchingTest(ServerTestCase):
+    """batching.mode: static still forms whole batches, with the same tokens as continuous."""
+
+    SERVER_ARGS = ["--max-queue-delay-ms", "200", "--set", "batching.mode=static"]
+
+    def test_static_batches_give_the_same_tokens(self):
+        requests = _mixed_requests("continuous")
+        alone = [self.generate(r) for r in requests]
+        outcomes = self.generate_all(requests)
+        for code, detail in outcomes:
+            self.assertEqual(code, grpc.StatusCode.OK, detail)
+        together = [r for _, r in outcomes]
+        self.assertGreater(max(r.batch_bucket for r in together), 1, "nothing was batched")
+        for i, (a, t) in enumerate(zip(alone, together)):
+            self.assertEqual(list(t.shape_tokens), list(a.shape_tokens), f"request {i}")
+        self.assertIn("static batching", self.server.log())
+
+
+class ContinuousOverloadTest(ServerTestCase):
+    """Twice what the slots and queue hold, with deadlines and cancellations mixed in: every
+    request is answered OK, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED or (cancelled by its client)
+    CANCELLED; nothing hangs; the status counts in /metrics equal what the clients saw."""
+
+    SERVER_ARGS = ["--batch-buckets", "1,2,4", "--set", "batching.max_queue_size=4",
+                   "--max-queue-delay-ms", "0"]
+
+    def test_overload_answers_everyone_and_metrics_agree(self):
+        def counts():
+            samples = self.server.metrics()
+            return {code: metric_value(samples, "cube3d_requests_total", status=code) or 0
+                    for code in ("OK", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED")}
+
+        before = counts()
+        stub = self.server.stub()
+        n = 16  # twice the 4 slots + 4 queue places
+        futures = []
+        for i in range(n):
+            timeout = 0.3 if i % 5 == 1 else RPC_TIMEOUT_S
+            futures.append(stub.GenerateMesh.future(make_request(f"overload {i}"),
+                                                    timeout=timeout))
+        seen = {}
+        # Two streams cancelled by their clients once the server answered (QUEUED, or a refusal).
+        for i in range(2):
+            call = stub.GenerateMeshStream(make_request(f"overload stream {i}"),
+                                           timeout=RPC_TIMEOUT_S)
+            code, _ = rpc_code(lambda: next(call))
+            call.cancel()
+            if code == grpc.StatusCode.OK:
+                seen["CANCELLED"] = seen.get("CANCELLED", 0) + 1
+            else:
+                self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                seen[code.name] = seen.get(code.name, 0) + 1
+        for f in futures:
+            code, detail = rpc_code(lambda: f.result(timeout=RPC_TIMEOUT_S + 30))
+            self.assertIn(code, (grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 grpc.StatusCode.DEADLINE_EXCEEDED), detail)
+            if code == grpc.StatusCode.OK:
+                self.assert_mesh(detail)
+                self.count_ok()
+            seen[code.name] = seen.get(code.name, 0) + 1
+        self.assertGreater(seen.get("OK", 0), 0)
+        self.assertGreater(seen.get("RESOURCE_EXHAUSTED", 0), 0, seen)
+        # The server's counts catch up with the clients' (a cancelled stream's handler answers
+        # a moment after its client left).
+        def agree(samples):
+            now = {code: (metric_value(samples, "cube3d_requests_total", status=code) or 0)
+                   - before[code] for code in before}
+            return all(now[code] == seen.get(code, 0) for code in before)
+        self.wait_for_metrics(agree, f"the client-side counts {seen} (before: {before})")
+        self.wait_for_metrics(lambda m: metric_value(m, "cube3d_active_slots") == 0,
+                              "the slots emptied")
         self.assert_still_serving()
 
 

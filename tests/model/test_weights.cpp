@@ -22,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -222,6 +223,29 @@ TEST_F(WeightsTest, ResolveReportsEveryProblemInOneError) {
   const std::string shape_line = line_with(message, reshaped);
   EXPECT_TRUE(contains(shape_line, "[32, 128]")) << "actual shape not reported: " << message;
   EXPECT_TRUE(contains(shape_line, "[64, 64]")) << "expected shape not reported: " << message;
+}
+
+TEST_F(WeightsTest, NanOrInfiniteWeightsAreRefusedNamingTheTensors) {
+  // Accepted silently before: every token 0, a mesh written, exit 0.
+  const ModelConfig config = golden_config("tiny_v01");
+  TensorMap tensors = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
+  const std::string with_nan = "transformer.dual_blocks.0.post_1.c_proj.weight";
+  const std::string with_inf = "lm_head.weight";
+  tensors[with_nan] = tensors.at(with_nan).clone();
+  tensors[with_nan].view(-1)[3] = std::numeric_limits<float>::quiet_NaN();
+  tensors[with_inf] = tensors.at(with_inf).clone();
+  tensors[with_inf].view(-1)[0] = std::numeric_limits<float>::infinity();
+  tensors[with_inf].view(-1)[1] = -std::numeric_limits<float>::infinity();
+  const std::string file = path("nan_gpt.safetensors");
+  write_safetensors(file, tensors);
+
+  const Error e = expect_error(
+      [&] { resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {}); });
+  const std::string message = e.what();
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  EXPECT_TRUE(contains(line_with(message, with_nan), "NaN or infinite")) << message;
+  EXPECT_TRUE(contains(message, with_nan + " (1 of ")) << message;
+  EXPECT_TRUE(contains(message, with_inf + " (2 of ")) << message;
 }
 
 TEST_F(WeightsTest, MissingFileIsNotFoundNamingThePath) {

@@ -95,6 +95,43 @@ TEST(BucketPolicy, SchedulerConfigValidationNamesTheField) {
   config = SchedulerConfig{};
   config.batch_buckets = {2, 1};
   expect_rejected(config, "batch_buckets");
+  config = SchedulerConfig{};
+  config.max_joins_per_step = 0;
+  expect_rejected(config, "max_joins_per_step");
+  config.max_joins_per_step = kMaxBatchBucket + 1;
+  expect_rejected(config, "max_joins_per_step");
+}
+
+TEST(BucketPolicy, MaxJoinsPerStepAcceptsOneUpToTheBucketLimit) {
+  SchedulerConfig config;
+  for (const int64_t joins : {int64_t{1}, int64_t{2}, kMaxBatchBucket}) {
+    config.max_joins_per_step = joins;
+    EXPECT_NO_THROW(validate_scheduler_config(config)) << joins;
+  }
+}
+
+TEST(BucketPolicy, BatchingModeDefaultsToContinuousAndRoundTripsThroughItsName) {
+  EXPECT_EQ(SchedulerConfig{}.mode, BatchingMode::kContinuous);
+  for (const auto mode : {BatchingMode::kContinuous, BatchingMode::kStatic}) {
+    EXPECT_EQ(parse_batching_mode(to_string(mode), "batching.mode"), mode) << to_string(mode);
+  }
+  EXPECT_STREQ(to_string(BatchingMode::kContinuous), "continuous");
+  EXPECT_STREQ(to_string(BatchingMode::kStatic), "static");
+}
+
+TEST(BucketPolicy, UnknownBatchingModeNamesTheFieldAndTheChoices) {
+  for (const std::string text : {"", "Static", "dynamic", "continuous "}) {
+    try {
+      parse_batching_mode(text, "batching.mode");
+      ADD_FAILURE() << "accepted '" << text << "'";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(message.find("batching.mode"), std::string::npos) << message;
+      EXPECT_NE(message.find("continuous"), std::string::npos) << message;
+      EXPECT_NE(message.find("static"), std::string::npos) << message;
+    }
+  }
 }
 
 }  // namespace

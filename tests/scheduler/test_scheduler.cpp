@@ -1,6 +1,6 @@
-// The scheduler against a fake executor that records its batches, can hold a batch until it is
-// released (or its jobs are cancelled, like the real one), and can throw. Waits use condition
-// variables with generous timeouts; the few timing checks leave wide margins.
+// The scheduler in static mode against a fake executor that records its batches, can hold a batch
+// until it is released (or its jobs are cancelled, like the real one), and can throw. Waits use
+// condition variables with generous timeouts; the few timing checks leave wide margins.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -202,9 +202,11 @@ class FakeExecutor : public BatchExecutor {
   size_t succeed_first_ = 0;
 };
 
+// Static batching: these tests drive execute() (continuous mode: test_continuous_scheduler.cpp).
 SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
                             int64_t max_queue_size = 64) {
   SchedulerConfig config;
+  config.mode = BatchingMode::kStatic;
   config.batch_buckets = std::move(buckets);
   config.max_queue_delay_ms = max_queue_delay_ms;
   config.max_queue_size = max_queue_size;

@@ -1,14 +1,18 @@
-// The MeshService handler without a network: a real scheduler over a fake executor, calls made
-// directly on the service object. Covers what the end-to-end tests cannot reach cheaply: the
-// response size limit, and the answers before the model is ready.
+// The service core without a network: a real scheduler over a fake executor, calls made
+// directly on the core (what the gRPC and HTTP front doors call). Covers what the end-to-end tests
+// cannot reach cheaply: the response size limit, and the answers before the model is ready.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cube3d/scheduler/scheduler.h"
-#include "cube3d/server/mesh_service.h"
+#include "cube3d/server/mesh_service_core.h"
 #include "cube3d/server/metrics.h"
 
 namespace cube3d {
@@ -20,8 +24,15 @@ class FakeExecutor final : public BatchExecutor {
   int64_t vertices = 3;
   std::optional<Error> error;
 
+  bool hold = false;  // keep the jobs without an outcome (a long generation)
+  std::vector<std::shared_ptr<Job>> held;
+
   void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
     for (const auto& job : jobs) {
+      if (hold) {
+        held.push_back(job);
+        continue;
+      }
       if (error) {
         job->fail(*error);
         continue;
@@ -46,16 +57,21 @@ class MeshServiceTest : public ::testing::Test {
     ServiceOptions options;
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
-    service_ = std::make_unique<MeshServiceImpl>(options, metrics_);
+    service_ = std::make_unique<MeshServiceCore>(options, metrics_);
     SchedulerConfig config;
+    config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
     config.batch_buckets = {1, 2};
     config.max_queue_delay_ms = 0;
     scheduler_ = std::make_unique<Scheduler>(config, executor_);
   }
 
-  grpc::Status call(const v1::GenerateMeshRequest& request, v1::GenerateMeshResponse* response) {
-    grpc::ServerContext context;
-    return service_->GenerateMesh(&context, &request, response);
+  grpc::Status call(const v1::GenerateMeshRequest& request, v1::GenerateMeshResponse* response,
+                    const CallContext& context = {}) {
+    return service_->generate(to_wire(request), context, response, {});
+  }
+
+  grpc::Status call_with(const CallContext& context, v1::GenerateMeshResponse* response) {
+    return call(request(v1::MESH_FORMAT_GLB), response, context);
   }
 
   static v1::GenerateMeshRequest request(v1::MeshFormat format) {
@@ -67,7 +83,7 @@ class MeshServiceTest : public ::testing::Test {
 
   Metrics metrics_;
   FakeExecutor executor_;
-  std::unique_ptr<MeshServiceImpl> service_;
+  std::unique_ptr<MeshServiceCore> service_;
   std::unique_ptr<Scheduler> scheduler_;
 };
 
@@ -118,6 +134,61 @@ TEST_F(MeshServiceTest, ExecutorErrorsKeepTheirStatus) {
   const grpc::Status status = call(request(v1::MESH_FORMAT_GLB), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("CLIP"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, ACallerThatLeftGetsTheStatusItsTransportSaysAndTheJobIsCancelled) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  int polls = 0;
+  CallContext call;
+  call.gone = [&polls]() -> std::optional<grpc::Status> {
+    if (++polls < 3) return std::nullopt;
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client closed the connection");
+  };
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call_with(call, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(status.error_message(), "the client closed the connection");
+  ASSERT_EQ(executor_.held.size(), 1u);
+  EXPECT_TRUE(executor_.held.front()->cancelled());
+}
+
+TEST_F(MeshServiceTest, TheCallersDeadlineIsDeadlineExceeded) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  CallContext call;
+  call.deadline = SteadyClock::now() + std::chrono::milliseconds(50);
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call_with(call, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_EQ(executor_.held.size(), 1u);
+  EXPECT_TRUE(executor_.held.front()->cancelled());
+}
+
+TEST_F(MeshServiceTest, WithApiKeysACallNeedsAKnownKeyWithinItsLimits) {
+  service_->attach(scheduler_.get());
+  ApiKeys keys({{"studio-a", sha256("key-a"), /*requests_per_minute=*/1, {}}});
+  service_->use_api_keys(&keys);
+  v1::GenerateMeshResponse response;
+  CallContext context;
+  EXPECT_EQ(call_with(context, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  context.authorization = "Bearer wrong";
+  EXPECT_EQ(call_with(context, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  context.authorization = "Bearer key-a";
+  std::map<std::string, std::string> trailers;
+  context.add_trailer = [&](const std::string& k, const std::string& v) { trailers[k] = v; };
+  const grpc::Status ok = call_with(context, &response);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  const grpc::Status over = call_with(context, &response);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("requests_per_minute"), std::string::npos);
+  EXPECT_EQ(trailers["retry-after"], "60");
+  // An unauthenticated caller learns nothing about its request: no validation ran.
+  v1::GenerateMeshRequest bad = request(v1::MESH_FORMAT_GLB);
+  bad.set_top_p(7.0f);
+  EXPECT_EQ(call(bad, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  service_->use_api_keys(nullptr);
 }
 
 }  // namespace

@@ -455,8 +455,63 @@ TEST(RequestValidationTest, EachProtoFormatIsPassedThroughValidation) {
   }
 }
 
+TEST(RequestValidationTest, UnspecifiedFormatMeansTheServersDefault) {
+  RequestPolicy policy;
+  policy.defaults.format = MeshFormat::kObj;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_format(v1::MESH_FORMAT_UNSPECIFIED);
+  EXPECT_EQ(validate_request(request, policy).format, MeshFormat::kObj);
+  request.clear_format();
+  EXPECT_EQ(validate_request(request, policy).format, MeshFormat::kObj);
+}
+
+// The server reads the wire twin (prompt as bytes): invalid UTF-8 that a client's runtime
+// would never build reaches validation and is named there.
+TEST(RequestValidationTest, InvalidUtf8ReachesValidationThroughTheWireTwin) {
+  v1::wire::GenerateMeshRequest wire;
+  wire.set_prompt(
+      std::string("ab\xff"
+                  "cd"));
+  try {
+    validate_request(wire, RequestPolicy{});
+    ADD_FAILURE() << "invalid UTF-8 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("prompt is not valid UTF-8 (byte offset 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same bytes do not parse as the client's message (proto3 string): why the twin exists.
+  v1::GenerateMeshRequest client;
+  EXPECT_FALSE(client.ParseFromString(wire.SerializeAsString()));
+}
+
+// The twin and the client's message stay field for field the same (only prompt's type
+// differs), so that every client field reaches the server.
+TEST(RequestValidationTest, WireTwinMatchesTheClientMessage) {
+  const auto* ours = v1::wire::GenerateMeshRequest::descriptor();
+  const auto* theirs = v1::GenerateMeshRequest::descriptor();
+  ASSERT_EQ(ours->field_count(), theirs->field_count());
+  for (int i = 0; i < theirs->field_count(); ++i) {
+    const auto* a = theirs->field(i);
+    const auto* b = ours->FindFieldByNumber(a->number());
+    ASSERT_NE(b, nullptr) << a->name();
+    EXPECT_EQ(a->name(), b->name());
+    EXPECT_EQ(a->has_presence(), b->has_presence()) << a->name();
+    EXPECT_EQ(a->is_repeated(), b->is_repeated()) << a->name();
+    if (a->name() == "prompt") {
+      EXPECT_EQ(a->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
+      EXPECT_EQ(b->type(), google::protobuf::FieldDescriptor::TYPE_BYTES);
+    } else {
+      EXPECT_EQ(a->type(), b->type()) << a->name();
+      EXPECT_EQ(a->message_type(), b->message_type()) << a->name();
+      EXPECT_EQ(a->enum_type(), b->enum_type()) << a->name();
+    }
+  }
+}
+
 TEST(RequestValidationTest, FromProtoRejectsUnknownValues) {
-  for (const int value : {-1, 4, 9}) {
+  for (const int value : {-1, 0, 5, 9}) {
     SCOPED_TRACE(value);
     try {
       from_proto(static_cast<v1::MeshFormat>(value));

@@ -141,6 +141,8 @@ TEST(ServerConfig, DemoServerYamlLoadsWithTheDocumentedValues) {
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(config.batching.max_queue_delay_ms, 10);
   EXPECT_EQ(config.batching.max_queue_size, 64);
+  EXPECT_EQ(config.batching.mode, BatchingMode::kContinuous);
+  EXPECT_EQ(config.batching.max_joins_per_step, 2);
   EXPECT_EQ(config.defaults.resolution_base, 6);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
   EXPECT_FALSE(config.defaults.top_p.has_value());
@@ -324,7 +326,10 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("mesh.occupancy"), at("mesh.occupancy_coarsest_resolution_base"));
   EXPECT_LT(at("mesh.occupancy_coarsest_resolution_base"), at("mesh.occupancy_dilation"));
   EXPECT_LT(at("mesh.occupancy_dilation"), at("mesh.postprocess"));
-  EXPECT_EQ(keys.size(), 38u);
+  // The batching section: mode first, the continuous-mode budget after the queue keys.
+  EXPECT_LT(at("batching.mode"), at("batching.batch_buckets"));
+  EXPECT_LT(at("batching.max_queue_size"), at("batching.max_joins_per_step"));
+  EXPECT_EQ(keys.size(), 45u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -389,6 +394,11 @@ TEST(ServerConfigErrors, BadListenAddress) {
   // One port for both listeners would fail at bind time with a vaguer message.
   expect_invalid("listen: \"127.0.0.1:7000\"\nmetrics_listen: \"0.0.0.0:7000\"\n",
                  {"metrics_listen", "port of listen"});
+  expect_invalid("http_listen: \"localhost\"\n", {"http_listen"});
+  expect_invalid("listen: \"127.0.0.1:7000\"\nhttp_listen: \"0.0.0.0:7000\"\n",
+                 {"http_listen", "port of listen"});
+  expect_invalid("metrics_listen: \"127.0.0.1:7001\"\nhttp_listen: \"0.0.0.0:7001\"\n",
+                 {"http_listen", "port of metrics_listen"});
   EXPECT_EQ(parse(std::string(kMinimal) + "listen: \"[::1]:50051\"\n").listen, "[::1]:50051");
   EXPECT_EQ(parse(std::string(kMinimal) + "listen: \"localhost:1\"\n").listen, "localhost:1");
 }
@@ -409,6 +419,9 @@ TEST(ServerConfigErrors, BadBatchingNumbers) {
   expect_invalid("batching:\n  max_queue_delay_ms: 60001\n",
                  {"batching.max_queue_delay_ms (60001)"});
   expect_invalid("batching:\n  max_queue_size: 0\n", {"batching.max_queue_size (0)"});
+  expect_invalid("batching:\n  max_joins_per_step: 0\n", {"batching.max_joins_per_step (0)"});
+  expect_invalid("batching:\n  mode: dynamic\n",
+                 {"batching.mode", "'dynamic'", "continuous", "static"});
 }
 
 TEST(ServerConfigErrors, BadSamplingDefaults) {
@@ -580,17 +593,20 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
 
   ServerConfig config;
   config.listen = "[::1]:123";
-  config.tls = {cert, key};
+  config.tls = {cert, key, cert, "optional"};
+  config.auth.api_keys_file = key;
+  config.reflection = false;
   config.model = {kDemoModel, gpt, shape, clip, vocab};
   config.device = "cuda:3";
   config.dtype = "bfloat16";
   config.single_stream_decode = "reference";
   config.cuda_graphs = "emulate";
-  config.batching = {{3, 5, 200}, 0, 7};
+  config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9};
   config.limits = {1, 10, 2, 1 << 20, 5, 0};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
   config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
   config.metrics_listen = "";
+  config.http_listen = "127.0.0.1:8080";
   config.log_level = "critical";
   config.log_prompts = true;
   config.drain_grace_seconds = 0;
@@ -678,6 +694,7 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   apply_override(config, "metrics_listen", "");
   apply_override(config, "batching.max_queue_delay_ms", "20");
   apply_override(config, "batching.batch_buckets", "1,2,4");
+  apply_override(config, "batching.mode", "static");
   apply_override(config, "device", "cuda:0");
   apply_override(config, "log_level", "debug");
   apply_override(config, "cuda_graphs", "false");
@@ -691,6 +708,7 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.metrics_listen, "");
   EXPECT_EQ(config.batching.max_queue_delay_ms, 20);
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(config.batching.mode, BatchingMode::kStatic);
   EXPECT_EQ(config.device, "cuda:0");
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.cuda_graphs, "off");

@@ -18,6 +18,7 @@ enum class ErrorCode {
   kCancelled,           // the caller went away; its work was dropped
   kDeadlineExceeded,    // the request's deadline passed before it could finish
   kUnavailable,         // the server cannot take work now (shutting down); retry elsewhere
+  kUnauthenticated,     // no credentials, or credentials the server does not know
 };
 
 std::string_view to_string(ErrorCode code);
@@ -41,5 +42,6 @@ Error internal_error(const std::string& message);
 Error cancelled(const std::string& message);
 Error deadline_exceeded(const std::string& message);
 Error unavailable(const std::string& message);
+Error unauthenticated(const std::string& message);
 
 }  // namespace cube3d

@@ -11,6 +11,7 @@
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/model_config.h"
+#include "cube3d/engine/continuous_decoder.h"
 #include "cube3d/engine/generator.h"
 #include "cube3d/engine/text_encoder.h"
 #include "cube3d/model/shape_decoder.h"
@@ -81,6 +82,12 @@ class Engine {
   // Prepares (captures) more decode variants after load. Safe between batches and from a
   // progress callback; generate() in a graph mode accepts only prepared variants.
   void prepare(const CapturePlan& plan) { generator_->prepare(plan); }
+  // Continuous decoding on this engine's generator and KV cache (continuous_decoder.h); while
+  // it holds active slots, generate() must not run. The shared unconditional condition is the
+  // text encoder's empty prompt, or `uncond_hidden` [S_text, Dt] (required without a text
+  // encoder).
+  std::unique_ptr<ContinuousDecoder> continuous_decoder(const ContinuousDecodeOptions& options,
+                                                        const at::Tensor& uncond_hidden = {});
 
   // --- tokens -> shape ------------------------------------------------------------------------
   // Latents [n, T, W] on the engine's device for token ids [n, T] (on any device).

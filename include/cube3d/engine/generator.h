@@ -76,6 +76,11 @@ struct CapturePlan {
   bool record_logits = false;  // runners that keep every step's logits (--dump, tests)
 };
 
+// Progress and cancellation must follow completed work, not queued work: on a GPU the host
+// runs ahead of the device, so this waits on an event recorded after the last queued work of
+// the current stream. Returns at once on the CPU.
+void wait_for_queued_work(const at::Device& device);
+
 class Generator {
  public:
   // Preallocates the KV cache for max_batch requests (2x rows with guidance) once.
@@ -98,11 +103,20 @@ class Generator {
   // mode, generate() refuses a variant or mode that was not prepared.
   void prepare(const CapturePlan& plan);
 
+  // --- the pieces continuous decoding (continuous_decoder.h) drives --------------------------
+  const ShapeGpt& gpt() const { return gpt_; }
+  // The runner of a variant: prepared by prepare(), or (eager only) created on first use. In a
+  // graph mode an unprepared variant is failed_precondition.
+  DecodeRunner& decode_runner(const RunnerKey& key);
+  // invalid_argument naming the request (by `index`) and the field at fault.
+  void validate_request(const GenerationRequest& request, size_t index) const;
+  // Encoded conditions [rows, S, D] on the device for `batch` rows of requests (padding rows
+  // zero): [cond (batch) ; uncond (batch)] with cfg, [cond (batch)] without.
+  at::Tensor encode_conditions(const std::vector<GenerationRequest>& requests, int64_t batch,
+                               bool cfg) const;
+
  private:
-  DecodeRunner& runner(const RunnerKey& key);
   void load_requests(DecodeRunner& runner, const std::vector<GenerationRequest>& requests);
-  at::Tensor conditions(const std::vector<GenerationRequest>& requests, int64_t batch,
-                        bool cfg) const;
 
   const ShapeGpt& gpt_;
   int64_t max_batch_;

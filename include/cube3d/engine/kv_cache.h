@@ -25,7 +25,12 @@ class KvCache {
   int64_t bytes() const;
 
   // The first `rows` rows of every layer's cache (views, no copy). Throws if rows > max_rows.
-  KvState view(int64_t rows) const;
+  KvState view(int64_t rows) const { return rows_view(0, rows); }
+  // Rows [first, first + count) of every layer's cache (views, no copy): one slot's or a few
+  // joining slots' rows in continuous batching. Throws unless they lie inside the pool.
+  KvState rows_view(int64_t first, int64_t count) const;
+  // The pool itself (views of every row), for moving rows between slots in place.
+  const KvState& pool() const { return state_; }
 
  private:
   int64_t max_rows_;

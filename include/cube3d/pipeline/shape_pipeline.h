@@ -35,6 +35,12 @@ struct PromptRequest {
   std::optional<std::array<float, 3>> bounding_box;  // normalised (use_bbox models)
 };
 
+struct EncodedPrompts {
+  std::vector<GenerationRequest> requests;         // CLIP conditions and sampling parameters
+  double text_encoding_ms = 0;                     // the whole group's CLIP encoding
+  std::vector<std::vector<std::string>> warnings;  // per request (e.g. the prompt was truncated)
+};
+
 struct TokenBatch {
   GenerationResult generation;                     // ids [n, T] on the CPU, timings
   double text_encoding_ms = 0;                     // the whole batch's CLIP encoding
@@ -77,8 +83,12 @@ class ShapePipeline {
   const Engine& engine() const { return engine_; }
   const ShapeOptions& options() const { return options_; }
 
-  // CLIP-encodes the prompts (failed_precondition when the engine has no text encoder) and
-  // generates their tokens as one batch. Not thread-safe (the engine's KV cache).
+  // CLIP-encodes the prompts: failed_precondition when the engine has no text encoder.
+  // Thread-safe.
+  EncodedPrompts encode_prompts(const std::vector<PromptRequest>& prompts) const;
+
+  // encode_prompts, then their tokens as one static batch. Not thread-safe (the engine's KV
+  // cache).
   TokenBatch generate_tokens(const std::vector<PromptRequest>& prompts,
                              const GenerationOptions& options);
 

@@ -23,6 +23,9 @@ namespace cube3d {
 // Already validated by the server: in range, finite, UTF-8.
 struct JobRequest {
   std::string request_id;
+  // Who asked (the API key's name; empty without API keys): the scheduler takes waiting jobs
+  // from each client in turn, so one client's flood delays the others by at most its share.
+  std::string client;
   std::string prompt;
   double guidance_scale = kDefaultGuidanceScale;
   std::optional<double> top_p;  // unset: greedy

@@ -1,7 +1,9 @@
 // The request scheduler: one FIFO queue shared by every gRPC thread and one worker thread that
-// groups waiting jobs into batch buckets (Triton-style dynamic batching) and drives the
-// BatchExecutor. It also owns admission control (queue limit, deadlines, shutdown) so that the
-// server only maps the cube3d::Error codes it throws or delivers to gRPC statuses.
+// drives the BatchExecutor, either forming whole batches in buckets (static mode, Triton-style
+// dynamic batching) or letting waiting jobs join a running batch of decode slots between two
+// tokens (continuous mode, iteration-level scheduling). It also owns admission control (queue
+// limit, deadlines, shutdown) so that the server only maps the cube3d::Error codes it throws or
+// delivers to gRPC statuses.
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,12 +25,29 @@ namespace cube3d {
 
 // Plain data: the server config's `batching:` section is this struct (no copy, one set of
 // defaults).
+// continuous: iteration-level scheduling, a request joins the running batch at the next token
+// and leaves it as soon as its tokens are done. static: a batch runs all of its tokens before
+// the next one forms (Triton's dynamic batcher, the official code's one prompt at a time).
+enum class BatchingMode { kContinuous, kStatic };
+const char* to_string(BatchingMode mode);
+// "continuous" | "static"; invalid_argument naming `field` and the choices otherwise.
+BatchingMode parse_batching_mode(const std::string& text, const std::string& field);
+
 struct SchedulerConfig {
-  // Batch sizes the executor runs; strictly increasing, each in [1, kMaxBatchBucket].
+  BatchingMode mode = BatchingMode::kContinuous;
+  // Batch sizes the executor runs; strictly increasing, each in [1, kMaxBatchBucket]. In
+  // continuous mode the largest is the number of decode slots and each step runs the smallest
+  // bucket that holds the active slots.
   std::vector<int64_t> batch_buckets{1, 2, 4, 8};
   // How long the OLDEST waiting job may wait for company before a batch is formed anyway.
-  // 0 dispatches at once. A full largest bucket is dispatched without waiting.
+  // 0 dispatches at once. A full largest bucket is dispatched without waiting. In continuous
+  // mode it applies only to forming a batch when no slot is running; later arrivals join at
+  // the next step.
   int64_t max_queue_delay_ms = 5;
+  // Continuous mode, the prefill budget: how many waiting jobs may join between two decode
+  // steps while other slots are running (each join's prefill delays the running rows by about
+  // one step's time or more). With no slot running, a whole largest bucket may join at once.
+  int64_t max_joins_per_step = 2;
   // Jobs accepted but not yet handed to the executor; one more is refused (RESOURCE_EXHAUSTED)
   // so that clients back off instead of piling up behind a busy GPU.
   int64_t max_queue_size = 64;
@@ -44,22 +64,35 @@ void validate_scheduler_config(const SchedulerConfig& config);
 // wakes at the earliest queued deadline so that such a job fails promptly while the GPU idles.
 // A job that is already running is the executor's to stop.
 //
+// Continuous mode, one worker iteration: drop cancelled/expired queued jobs; admit waiting jobs
+// FIFO into the free slots (largest bucket - active slots), at most max_joins_per_step of them
+// while other slots run, a whole largest bucket when none does; then run one decode step if
+// any slot is active, and loop without sleeping while slots are active. With no slot active,
+// the oldest job waits up to max_queue_delay_ms for company, as a static batch would.
+//
 // Outcomes: every job that submit accepts gets exactly one outcome through Job::succeed/fail,
 // from the executor or from the scheduler (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, or the
 // executor's exception). A job that submit refuses (it throws) gets none: the caller reports
 // the thrown error itself.
 class Scheduler {
  public:
-  // Called on the worker thread before each batch runs (for the "batch size per bucket"
-  // metric); must be quick and must not call back into the scheduler's drain/stop.
+  // Called on the worker thread before each STATIC batch runs (for the "batch size per bucket"
+  // metric); must be quick and must not call back into the scheduler's drain/stop. Continuous
+  // mode never calls it: each step's bucket is the executor's choice, so the executor reports
+  // its own metrics.
   using BatchObserver = std::function<void(int64_t bucket, int64_t jobs_in_batch)>;
 
   // Validates `config` (invalid_argument) and starts the worker thread. `executor` must outlive
-  // the scheduler; it is only called from the worker thread, one batch at a time.
+  // the scheduler; it is only called from the worker thread, one batch (or one admit/step) at a
+  // time, except for supports_continuous(), asked here. Continuous mode with an executor that
+  // does not support it throws invalid_argument.
   Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch = {});
   // Stops like drain(0): queued jobs fail UNAVAILABLE, running jobs are cancelled, and the worker
-  // is joined. Never waits for more than the running batch, which must honour cancellation.
-  // Like drain(), it must not run on the worker thread (inside the executor or a callback).
+  // is joined. Never waits for more than the running batch, which must honour cancellation
+  // (static), or the admit/step in progress (continuous: the worker then clears the slots, and
+  // their jobs fail UNAVAILABLE before they are cancelled, so that a step cannot report them
+  // CANCELLED). Like drain(), it must not run on the worker thread (inside the executor or a
+  // callback).
   ~Scheduler();
 
   Scheduler(const Scheduler&) = delete;
@@ -101,13 +134,29 @@ class Scheduler {
     Error error;
   };
 
-  // The worker loop: drop cancelled/expired jobs, wait for company or a full largest bucket
-  // (waking at the earliest deadline), then run up to the largest bucket in FIFO order.
-  void run_worker();
+  void run_worker();  // the loop of config_.mode, below
+  // Static: drop cancelled/expired jobs, wait for company or a full largest bucket (waking at
+  // the earliest deadline), then run up to the largest bucket in FIFO order.
+  void run_static_worker();
+  // Continuous: see the class comment.
+  void run_continuous_worker();
   // Lock held. Moves cancelled and expired jobs from the queue to `rejected`.
   void drop_cancelled_and_expired(SteadyClock::time_point now, std::vector<Rejected>& rejected);
-  std::vector<std::shared_ptr<Job>> take_batch(int64_t count);  // lock held; FIFO
+  // Lock held. Fails (with the lock released meanwhile) the queued jobs that were cancelled or
+  // expired; returns whether there were any (then the queue may have changed).
+  bool reject_cancelled_and_expired(std::unique_lock<std::mutex>& lock,
+                                    SteadyClock::time_point now);
+  // Lock held, queue not empty, nothing running. When the oldest job may still wait for company
+  // (not draining, less than a largest bucket waiting, its delay not over), waits until its
+  // delay ends, the earliest queued deadline or a wake-up, and returns true.
+  bool waited_for_company(std::unique_lock<std::mutex>& lock, SteadyClock::time_point now);
+  std::vector<std::shared_ptr<Job>> take_batch(int64_t count);        // lock held; fair FIFO
+  void add_in_flight(const std::vector<std::shared_ptr<Job>>& jobs);  // lock held
   void run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_t bucket);
+  // Continuous, lock not held: admit() or fail `jobs`; step() or clear the slots and fail them.
+  void admit_jobs(const std::vector<std::shared_ptr<Job>>& jobs);
+  void step_slots();
+  std::vector<std::shared_ptr<Job>> clear_slots_quietly();
   bool idle_locked() const;  // nothing queued, running or admitting
   void stop();
 
@@ -120,8 +169,10 @@ class Scheduler {
   std::condition_variable wake_worker_;
   std::condition_variable work_done_;  // a batch returned or an accepted job reached the queue
   std::deque<QueuedJob> queue_;
-  int64_t admitting_ = 0;  // accepted by submit, reporting kQueued, not yet in queue_
+  std::string last_client_;  // fair queueing: the client whose job was taken last
+  int64_t admitting_ = 0;    // accepted by submit, reporting kQueued, not yet in queue_
   std::vector<std::shared_ptr<Job>> in_flight_;  // handed to the executor; pruned when finished
+  // Static: a batch is running. Continuous: an admit/step is in progress or a slot is active.
   bool executing_ = false;
   bool draining_ = false;
   bool stopping_ = false;

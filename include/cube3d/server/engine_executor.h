@@ -1,7 +1,8 @@
-// The scheduler's BatchExecutor over the shape pipeline. A batch runs text encoding and token
-// generation on the scheduler's worker thread; each request's shape (latents, occupancy field,
-// marching cubes, clean-up, encoding) then runs on a small pool of mesh threads, so the next
-// batch can start decoding while the last one is meshed.
+// The scheduler's BatchExecutor over the shape pipeline. Token generation runs on the
+// scheduler's worker thread: a whole static batch in execute(), or, in continuous mode, the
+// joiners' text encoding and prefill in admit() and one token for every slot in step(). Each
+// request's shape (latents, occupancy field, marching cubes, clean-up, encoding) then runs on a
+// small pool of mesh threads, so decoding goes on while finished requests are meshed.
 #pragma once
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,12 +24,22 @@ namespace cube3d {
 
 struct ExecutorOptions {
   SingleStreamDecode single_stream_decode = SingleStreamDecode::kCausal;
+  // Continuous mode: the decode buckets (the scheduler's batch_buckets); empty: the engine's
+  // max_batch alone.
+  std::vector<int64_t> batch_buckets;
+  // Decoding progress is reported every this many tokens (static) or steps (continuous: all
+  // slots at once, so that a GPU waits for its queued work once per interval, not per slot).
   int64_t progress_interval_tokens = 32;
   int64_t mesh_threads = 2;
   ShapeOptions shape;  // occupancy and mesh stages; a request's target_faces overrides
                        // shape.mesh.simplification's
   // Observers for metrics (may be empty).
   std::function<void(double ttft_ms, double tpot_ms, int64_t tokens)> on_generated;
+  // Continuous mode: jobs that joined and their text encoding + prefill time; every decode
+  // step's bucket and the slots it ran; the active slots whenever they change.
+  std::function<void(int64_t jobs, double prefill_ms)> on_admitted;
+  std::function<void(int64_t bucket, int64_t slots)> on_step;
+  std::function<void(int64_t active_slots)> on_active_slots;
 };
 
 class EngineExecutor final : public BatchExecutor {
@@ -38,6 +50,12 @@ class EngineExecutor final : public BatchExecutor {
   EngineExecutor& operator=(const EngineExecutor&) = delete;
 
   void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override;
+
+  bool supports_continuous() const override { return true; }
+  int64_t active_slots() const override;
+  void admit(const std::vector<std::shared_ptr<Job>>& jobs) override;
+  void step() override;
+  std::vector<std::shared_ptr<Job>> clear_slots() override;
 
   // Creates every bucket's decode runners and runs one small batch end to end, so that the
   // first client request pays for nothing. Called once before the server reports SERVING.
@@ -50,9 +68,28 @@ class EngineExecutor final : public BatchExecutor {
   void mesh_worker();
   void post(std::function<void()> task);
   void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, JobResult result);
+  // Continuous mode: hands a slot whose tokens are done to the mesh threads.
+  void retire(ContinuousDecoder::SlotId id);
+  void report_active_slots() const;
+  // Made at warm-up (its shared unconditional prefix is one prefill), or on first use.
+  ContinuousDecoder& continuous_decoder();
+
+  // A job holding a continuous decode slot.
+  struct SlotJob {
+    std::shared_ptr<Job> job;
+    SteadyClock::time_point admitted;
+    SteadyClock::time_point first_token;
+    double text_encoding_ms = 0;
+    double prefill_ms = 0;
+    int64_t largest_bucket = 0;  // of the steps it ran in (reported as batch_bucket)
+    std::vector<std::string> warnings;
+  };
 
   ExecutorOptions options_;
+  Engine& engine_;
   ShapePipeline pipeline_;
+  std::unique_ptr<ContinuousDecoder> decoder_;  // made on the first admission
+  std::map<ContinuousDecoder::SlotId, SlotJob> slot_jobs_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::function<void()>> tasks_;

@@ -1,49 +1,41 @@
-// The gRPC MeshService: validates each request, hands it to the scheduler as a Job, waits for
-// its outcome (watching the client's deadline and cancellation), and answers with the mesh or
-// a status. Every error a client can cause maps to a status here, never to a crash.
+// The gRPC front door of MeshService: cube3d.v1.MeshService/GenerateMesh and
+// GenerateMeshStream over the one service core (mesh_service_core.h).
+//
+// The methods are registered by hand rather than through the generated MeshService::Service so
+// that the server reads the request as its wire twin (prompt as bytes,
+// proto/cube3d/v1/wire/request_wire.proto): invalid UTF-8 then gets INVALID_ARGUMENT naming
+// `prompt` instead of protobuf's parse failure. The method paths, and the descriptors that
+// reflection serves (found by the service's name), are those of the public
+// cube3d/v1/mesh_service.proto.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <functional>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/impl/service_type.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
 
-#include "cube3d/scheduler/job.h"
-#include "cube3d/scheduler/scheduler.h"
-#include "cube3d/server/metrics.h"
-#include "cube3d/server/request_validation.h"
-#include "cube3d/v1/mesh_service.grpc.pb.h"
+#include "cube3d/server/mesh_service_core.h"
+#include "cube3d/v1/mesh_service.pb.h"
+#include "cube3d/v1/wire/request_wire.pb.h"
 
 namespace cube3d {
 
-struct ServiceOptions {
-  // Also the deadline for requests without one and the largest response (policy.limits).
-  RequestPolicy policy;
-  bool log_prompts = false;
-  int64_t tokens_per_shape = 0;  // T, for progress events
-};
+// The full name clients and health checks use.
+inline constexpr const char* kMeshServiceName = "cube3d.v1.MeshService";
 
-class MeshServiceImpl final : public v1::MeshService::Service {
+class MeshServiceImpl final : public grpc::Service {
  public:
-  // The service answers UNAVAILABLE ("loading") until a scheduler is attached: the server
-  // listens (and reports NOT_SERVING) while the model loads and warms up.
-  MeshServiceImpl(ServiceOptions options, Metrics& metrics);
-  void attach(Scheduler* scheduler) { scheduler_.store(scheduler); }
+  explicit MeshServiceImpl(MeshServiceCore& core);
 
-  grpc::Status GenerateMesh(grpc::ServerContext* context, const v1::GenerateMeshRequest* request,
-                            v1::GenerateMeshResponse* response) override;
+  grpc::Status GenerateMesh(grpc::ServerContext* context,
+                            const v1::wire::GenerateMeshRequest* request,
+                            v1::GenerateMeshResponse* response);
   grpc::Status GenerateMeshStream(grpc::ServerContext* context,
-                                  const v1::GenerateMeshRequest* request,
-                                  grpc::ServerWriter<v1::GenerateMeshEvent>* writer) override;
+                                  const v1::wire::GenerateMeshRequest* request,
+                                  grpc::ServerWriter<v1::GenerateMeshEvent>* writer);
 
  private:
-  using ProgressSink = std::function<void(const JobProgress&)>;
-  grpc::Status run(grpc::ServerContext* context, const v1::GenerateMeshRequest& request,
-                   v1::GenerateMeshResponse* response, const ProgressSink& on_progress);
-  grpc::Status fill_response(const JobResult& result, v1::GenerateMeshResponse* response) const;
-
-  ServiceOptions options_;
-  std::atomic<Scheduler*> scheduler_{nullptr};
-  Metrics& metrics_;
+  MeshServiceCore& core_;
 };
 
 }  // namespace cube3d

@@ -31,6 +31,11 @@ class Metrics {
   void observe_e2e_ms(double ms);
   void tokens_generated(int64_t tokens);
   void set_model_load_seconds(double seconds);
+  // Continuous batching: jobs that joined the running batch and their text encoding + prefill
+  // time; each decode step (a batch-size observation for its bucket); the active slots.
+  void jobs_admitted(int64_t jobs, double prefill_ms);
+  void decode_step(int64_t bucket, int64_t slots) { batch_started(bucket, slots); }
+  void set_active_slots(int64_t slots);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
@@ -46,6 +51,9 @@ class Metrics {
   prometheus::Histogram* e2e_;
   prometheus::Counter* tokens_;
   prometheus::Gauge* model_load_;
+  prometheus::Gauge* active_slots_;
+  prometheus::Counter* admissions_;
+  prometheus::Histogram* prefill_;
   std::mutex mutex_;  // guards lazily created label children
 };
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace cube3d {
 
@@ -26,9 +27,16 @@ class MetricsHttpServer {
 
  private:
   void serve();
-  void answer(int client) const;
+  void answer(int client) const;  // on the connection's thread
+
+  // One thread per scrape being answered; reaped by the acceptor once done.
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<Connection> connections_;  // the acceptor thread's (and the destructor's)
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};

@@ -24,8 +24,19 @@ namespace cube3d {
 struct TlsConfig {
   std::string cert_file;  // PEM certificate chain
   std::string key_file;   // PEM private key
+  // mTLS: PEM roots that client certificates must chain to; empty: none asked for.
+  std::string client_ca_file;
+  // With client_ca_file: "required" (a call without a valid client certificate is refused at
+  // the handshake) or "optional" (asked for, checked when sent).
+  std::string client_certificates = "required";
   bool enabled() const { return !cert_file.empty(); }
   bool operator==(const TlsConfig&) const = default;
+};
+
+// Who may call: API keys with per-key quotas (api_keys.h). Empty: no keys asked for.
+struct AuthConfig {
+  std::string api_keys_file;
+  bool operator==(const AuthConfig&) const = default;
 };
 
 struct ModelFiles {
@@ -58,6 +69,10 @@ struct MeshConfig {
 struct ServerConfig {
   std::string listen = "0.0.0.0:50051";
   TlsConfig tls;
+  AuthConfig auth;
+  // gRPC server reflection (what grpcurl lists and describes with); off hides the API's shape
+  // from anonymous callers.
+  bool reflection = true;
   ModelFiles model;
   std::string device = "cpu";                   // cpu | cuda | cuda:N
   std::string dtype = "float32";                // float32 | bfloat16
@@ -68,6 +83,8 @@ struct ServerConfig {
   RequestDefaults defaults;
   MeshConfig mesh;
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no metrics endpoint
+  // The HTTP/JSON front door (POST /v1/meshes:generate, health, metrics), host:port; empty: off.
+  std::string http_listen;
   std::string log_level = "info";  // trace | debug | info | warn | error | critical | off
   bool log_prompts = false;
   int64_t drain_grace_seconds = 30;

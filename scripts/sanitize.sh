@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The sanitizer stage of scripts/test.sh (also runnable alone, after scripts/setup.sh):
+#   1. ASan + UBSan: builds the project into build-asan/ and runs the unit tests and the e2e
+#      suites under it (a finding aborts the test that hit it, so ctest fails);
+#   2. TSan: the scheduler tests (torch-free, so every line that runs is instrumented).
+# TSan is not run over the server and engine tests: libtorch and its OpenMP runtime are not
+# instrumented, so TSan reports their internal synchronisation as races (and the interceptors
+# clash with libgomp), which would bury real findings in noise.
+# ASAN_OPTIONS=detect_leaks=0: libtorch's static registries are never freed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
+TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+TORCH_ROOT=$("${PYTHON:-python3}" -c "import os, torch; print(os.path.dirname(torch.__file__))")
+configure() {  # build folder, then extra CMake arguments
+  local dir=$1 generator=()
+  shift
+  if command -v ninja >/dev/null && [ ! -f "$dir/Makefile" ]; then generator=(-G Ninja); fi
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DTORCH_ROOT="$TORCH_ROOT" -DPython3_EXECUTABLE="$(command -v "${PYTHON:-python3}")" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON "$@" >/dev/null
+}
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+
+# Host code only (no CUDA: nvcc takes no sanitizer and the kernels cannot run here), and only
+# what the selected tests run: the test binaries, the server, the clients and cube3d-generate.
+echo "sanitize: ASan + UBSan build in $ASAN_DIR"
+configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined
+cmake --build "$ASAN_DIR" -j "$(nproc)" --target cube3d_core_tests cube3d_cli_tests \
+  cube3d_mesh_tests cube3d_model_tests cube3d_engine_tests cube3d_pipeline_tests \
+  cube3d_scheduler_tests cube3d_server_tests cube3d-server cube3d-client cube3d-loadgen \
+  cube3d-generate >/dev/null
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The unit tests and the e2e suites; not the command-line tool checks (tools.*, mesh.files,
+# e2e.cli: flag parsing and file formats, covered by the main run, and they need every binary)
+# nor the fuzzers (sanitized builds of their own).
+ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$(nproc)" \
+  -E '^(tools\..*|mesh\.files|fuzz\..*|e2e\.cli)$'
+
+echo "sanitize: TSan build of the scheduler tests in $TSAN_DIR"
+configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread
+cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests -j "$(nproc)" >/dev/null
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  "$TSAN_DIR/bin/cube3d_scheduler_tests" --gtest_repeat=3 --gtest_brief=1
+echo "sanitize: done"

@@ -1,0 +1,320 @@
+"""The command-line conventions of every binary, end to end (issue 14):
+
+  * --version on every binary: "<tool> <version> (<git revision>)", exit 0;
+  * --opt=value as well as --opt value, and the last of a repeated option wins;
+  * cube3d-server's CUBE3D_* variables (config file < environment < flags), seen through
+    --print-config, and listed by --help;
+  * cube3d-client as a tool people keep: --tls / --ca / --server-name against a TLS server, the
+    default output file and where it went, a clear error for a URL given as --server, the reason
+    of a failed write, and progress without '\\r' when stderr is a pipe.
+
+Reuses test_server_e2e's helpers (ServerProcess, free_ports, the gRPC stubs). Run by ctest
+(tests/CMakeLists.txt, test e2e.cli):
+
+    CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_cli_e2e
+"""
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import grpc
+
+import test_server_e2e as e2e
+
+BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
+            "cube3d-bench", "cube3d-tokenize"]
+SERVER_ENV = ["CUBE3D_CONFIG", "CUBE3D_LISTEN", "CUBE3D_METRICS_LISTEN", "CUBE3D_HTTP_LISTEN",
+              "CUBE3D_LOG_LEVEL"]
+RUN_TIMEOUT_S = 120
+# The demo model's T (tokens per shape): the last progress line shows it done.
+TOKENS = e2e.TOKENS
+
+
+def binary(name):
+    return os.path.join(e2e.BIN_DIR, name)
+
+
+def clean_env(**extra):
+    """The environment without proxies (loopback only) and without the server's CUBE3D_*
+    variables, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
+           and k not in SERVER_ENV}
+    env.update(extra)
+    return env
+
+
+def run(name, *args, env=None, cwd=None, timeout=RUN_TIMEOUT_S):
+    return subprocess.run([binary(name), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else clean_env(), cwd=cwd or e2e.SOURCE,
+                          stdin=subprocess.DEVNULL)
+
+
+def project_version():
+    with open(os.path.join(e2e.SOURCE, "CMakeLists.txt")) as f:
+        m = re.search(r"project\([^)]*VERSION\s+([0-9.]+)", f.read())
+    return m.group(1)
+
+
+def parse_printed_config(text):
+    """--print-config's YAML -> {"dotted.key": "value"}: the scalars, quotes removed. Two levels
+    are all the config has; no YAML package needed."""
+    values, section = {}, None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        nested = line[0] == " "
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if not nested:
+            section = key if value == "" else None
+        name = f"{section}.{key}" if nested else key
+        if value:
+            values[name] = value.strip('"')
+    return values
+
+
+def setUpModule():
+    missing = [name for name in BINARIES if not os.access(binary(name), os.X_OK)]
+    if missing:
+        raise RuntimeError(f"missing in CUBE3D_BIN_DIR={e2e.BIN_DIR}: {', '.join(missing)} "
+                           "(build every target)")
+    e2e.setUpModule()  # the gRPC stubs the server helpers use (health checks)
+
+
+def tearDownModule():
+    e2e.tearDownModule()
+
+
+class VersionTest(unittest.TestCase):
+    def test_every_binary(self):
+        version = project_version()
+        revisions = set()
+        for name in BINARIES:
+            with self.subTest(binary=name):
+                proc = run(name, "--version")
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                m = re.fullmatch(rf"{re.escape(name)} (\S+) \((\S+)\)\n", proc.stdout)
+                self.assertIsNotNone(m, repr(proc.stdout))
+                self.assertEqual(m.group(1), version)
+                revisions.add(m.group(2))
+                self.assertEqual(proc.stderr, "")
+        self.assertEqual(len(revisions), 1, revisions)  # one build, one revision
+        revision = revisions.pop()
+        described = subprocess.run(["git", "describe", "--always"], cwd=e2e.SOURCE,
+                                   capture_output=True, text=True)
+        if described.returncode == 0:
+            # Built from this checkout (maybe at an earlier commit): a revision, never "unknown".
+            self.assertRegex(revision, r"^[0-9A-Za-z._-]+$")
+            self.assertNotEqual(revision, "unknown")
+
+    def test_version_beats_missing_required_options(self):
+        # No --config, no --prompt: --version needs neither.
+        for name in ("cube3d-server", "cube3d-client", "cube3d-generate"):
+            with self.subTest(binary=name):
+                self.assertEqual(run(name, "--version").returncode, 0)
+
+
+class ServerFlagsTest(unittest.TestCase):
+    """cube3d-server's flags and CUBE3D_* variables, through --print-config."""
+
+    def print_config(self, *args, **env):
+        proc = run("cube3d-server", *args, "--print-config", env=clean_env(**env))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return parse_printed_config(proc.stdout)
+
+    def test_equals_form(self):
+        config = self.print_config("--config=models/demo-server.yaml", "--listen=127.0.0.1:7001",
+                                   "--set=batching.max_queue_delay_ms=7")
+        self.assertEqual(config["listen"], "127.0.0.1:7001")
+        self.assertEqual(config["batching.max_queue_delay_ms"], "7")
+
+    def test_the_last_listen_wins(self):
+        config = self.print_config("--config", e2e.DEMO_CONFIG, "--listen", "127.0.0.1:7001",
+                                   "--listen=127.0.0.1:7002")
+        self.assertEqual(config["listen"], "127.0.0.1:7002")
+
+    def test_environment_over_file_and_flags_over_environment(self):
+        file_config = self.print_config("--config", e2e.DEMO_CONFIG)
+        env = {"CUBE3D_LISTEN": "127.0.0.1:7101", "CUBE3D_METRICS_LISTEN": "127.0.0.1:7102",
+               "CUBE3D_LOG_LEVEL": "debug"}
+        from_env = self.print_config("--config", e2e.DEMO_CONFIG, **env)
+        self.assertNotEqual(file_config["listen"], "127.0.0.1:7101")
+        self.assertEqual(from_env["listen"], "127.0.0.1:7101")
+        self.assertEqual(from_env["metrics_listen"], "127.0.0.1:7102")
+        self.assertEqual(from_env["log_level"], "debug")
+        flagged = self.print_config("--config", e2e.DEMO_CONFIG, "--listen", "127.0.0.1:7201",
+                                    "--log-level=warn", **env)
+        self.assertEqual(flagged["listen"], "127.0.0.1:7201")
+        self.assertEqual(flagged["log_level"], "warn")
+        self.assertEqual(flagged["metrics_listen"], "127.0.0.1:7102")  # no flag: still the env
+
+    def test_config_from_the_environment(self):
+        config = self.print_config(CUBE3D_CONFIG=e2e.DEMO_CONFIG)
+        self.assertIn("listen", config)
+        proc = run("cube3d-server", "--print-config")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--config is required", proc.stderr)
+        self.assertIn("CUBE3D_CONFIG", proc.stderr)
+
+    def test_http_listen(self):
+        config = self.print_config("--config", e2e.DEMO_CONFIG,
+                                   CUBE3D_HTTP_LISTEN="127.0.0.1:7301")
+        self.assertEqual(config["http_listen"], "127.0.0.1:7301")
+        config = self.print_config("--config", e2e.DEMO_CONFIG, "--http-listen=127.0.0.1:7302",
+                                   CUBE3D_HTTP_LISTEN="127.0.0.1:7301")
+        self.assertEqual(config["http_listen"], "127.0.0.1:7302")
+
+    def test_help_names_the_variables(self):
+        proc = run("cube3d-server", "--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for flag, variable in (("--config", "CUBE3D_CONFIG"), ("--listen", "CUBE3D_LISTEN"),
+                               ("--metrics-listen", "CUBE3D_METRICS_LISTEN"),
+                               ("--http-listen", "CUBE3D_HTTP_LISTEN"),
+                               ("--log-level", "CUBE3D_LOG_LEVEL")):
+            # The option's entry: its line and the wrapped lines under it.
+            entry = re.search(rf"^  {re.escape(flag)} .*(?:\n {{20,}}\S.*)*", proc.stdout,
+                              re.M)
+            self.assertIsNotNone(entry, proc.stdout)
+            self.assertIn(f"[env: {variable}]", entry.group(0), proc.stdout)
+        self.assertIn("--version", proc.stdout)
+
+    def test_errors_name_the_option(self):
+        proc = run("cube3d-server", "--config", e2e.DEMO_CONFIG, "--lisen", "x")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("unknown option '--lisen' (did you mean --listen?)", proc.stderr)
+        proc = run("cube3d-server", "--config", e2e.DEMO_CONFIG, "--print-config=maybe")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--print-config", proc.stderr)
+
+
+class ClientTest(unittest.TestCase):
+    """cube3d-client's own errors: no server needed."""
+
+    def test_url_as_server(self):
+        for url in ("http://localhost:1", "https://localhost:1"):
+            with self.subTest(url=url):
+                proc = run("cube3d-client", "--server", url, "--prompt", "x", "--no-progress")
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn("gRPC takes HOST:PORT", proc.stderr)
+                self.assertIn("use --tls for TLS", proc.stderr)
+
+    def test_help_explains_server_and_output(self):
+        proc = run("cube3d-client", "--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for needle in ("HOST:PORT", "[IPV6]:PORT", "unix:PATH", "default mesh.glb", "--tls",
+                       "--ca", "--server-name"):
+            self.assertIn(needle, proc.stdout)
+
+    def test_missing_output_folder_fails_before_connecting(self):
+        # Port 1: nothing listens; the folder check comes first and names the reason.
+        proc = run("cube3d-client", "--server", f"{e2e.HOST}:1", "--prompt", "x",
+                   "--out", "/nonexistent-cube3d/mesh.glb", "--no-progress")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("/nonexistent-cube3d", proc.stderr)
+        self.assertIn("No such file or directory", proc.stderr)
+
+
+class TlsServerProcess(e2e.ServerProcess):
+    """A ServerProcess whose port speaks TLS: its health checks go over TLS too."""
+
+    def __init__(self, cert, key, log_dir):
+        super().__init__(["--set", f"tls.cert_file={cert}", "--set", f"tls.key_file={key}"],
+                         log_dir)
+        self.cert = cert
+
+    def wait_serving(self, timeout=e2e.STARTUP_TIMEOUT_S):
+        self.close_channel()
+        with open(self.cert, "rb") as f:
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        self.channel = grpc.secure_channel(
+            self.address, credentials,
+            options=e2e.CHANNEL_OPTIONS + [("grpc.ssl_target_name_override", "localhost")])
+        super().wait_serving(timeout)
+
+
+class ClientAgainstTlsServerTest(unittest.TestCase):
+    """One TLS demo server; its certificate names only DNS:localhost (no IP), so connecting by
+    IP needs --server-name localhost."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="cube3d-cli-e2e-")
+        cls.cert = os.path.join(cls.tmp.name, "cert.pem")
+        key = os.path.join(cls.tmp.name, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", key, "-out", cls.cert, "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost"],
+                       check=True, capture_output=True, timeout=60)
+        cls.server = TlsServerProcess(cls.cert, key, cls.tmp.name)
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.server.kill()
+            cls.tmp.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop()
+        finally:
+            cls.tmp.cleanup()
+
+    def setUp(self):
+        self.work = tempfile.TemporaryDirectory(prefix="cube3d-cli-client-")
+        self.addCleanup(self.work.cleanup)
+
+    def client(self, *args):
+        return run("cube3d-client", "--server", self.server.address, "--prompt", "a lamp",
+                   "--resolution-base=4", "--timeout-ms", "120000", *args, cwd=self.work.name)
+
+    def assert_ok(self, proc):
+        self.assertEqual(proc.returncode, 0, f"{proc.stdout}\n{proc.stderr}\nserver log:\n"
+                                             f"{self.server.log_tail(40)}")
+
+    def test_tls_with_ca_and_server_name_and_the_default_output(self):
+        proc = self.client("--tls", "--ca", self.cert, "--server-name", "localhost")
+        self.assert_ok(proc)
+        written = os.path.join(self.work.name, "mesh.glb")  # the default --out
+        self.assertTrue(os.path.getsize(written) > 0)
+        self.assertIn(f"wrote {written} (", proc.stdout)
+        self.assertRegex(proc.stdout, r"\d+ vertices, \d+ faces \(request \w+, bucket \d+\)")
+        # stderr is a pipe: plain progress lines, no '\r', ending with every token done.
+        self.assertNotIn("\r", proc.stderr)
+        self.assertIn("progress:", proc.stderr)
+        self.assertIn(f"{TOKENS}/{TOKENS}", proc.stderr)
+        self.assertLess(proc.stderr.count("\n"), 20, proc.stderr)  # lines, not a flood
+
+    def test_ca_implies_tls_and_the_name_must_match(self):
+        out = os.path.join(self.work.name, "by-ca.obj")
+        proc = self.client("--ca=" + self.cert, "--server-name=localhost", "--out", out,
+                           "--no-progress")
+        self.assert_ok(proc)
+        self.assertTrue(os.path.exists(out))
+        self.assertEqual(proc.stderr, "")  # --no-progress: nothing on stderr
+        # By IP, without --server-name: the certificate (DNS:localhost only) does not match.
+        proc = self.client("--ca", self.cert, "--out", out, "--no-progress",
+                           "--timeout-ms", "10000")
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"cube3d-client: (UNAVAILABLE|DEADLINE_EXCEEDED):")
+
+    def test_plaintext_client_fails_against_tls(self):
+        proc = self.client("--no-progress", "--timeout-ms", "10000")
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+
+    def test_failed_write_says_why(self):
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        full = os.path.join(self.work.name, "full.glb")
+        os.symlink("/dev/full", full)  # every write: ENOSPC
+        proc = self.client("--tls", "--ca", self.cert, "--server-name", "localhost",
+                           "--out", full, "--no-progress")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn(f"cannot write {full}: No space left on device", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,169 @@
+"""cube3d-loadgen end to end: one real cube3d-server on the demo model (test_server_e2e's
+helpers start and stop it), driven by cube3d-loadgen in a closed loop, an open loop and with an
+impossible deadline; the tests read the --json report (and the --per-request-csv file). Run by
+ctest (tests/CMakeLists.txt, test e2e.loadgen):
+
+    CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_loadgen_e2e
+
+Requests ask for resolution_base 4 (a 17^3 grid), so a run of six takes seconds on two cores.
+"""
+import csv
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import test_server_e2e as e2e
+
+LOADGEN_BIN = os.path.join(e2e.BIN_DIR, "cube3d-loadgen")
+RUN_TIMEOUT_S = 300  # one cube3d-loadgen run, generously (a loaded 2-core machine)
+
+
+def setUpModule():
+    if not os.access(LOADGEN_BIN, os.X_OK):
+        raise RuntimeError(f"{LOADGEN_BIN} is missing: build the cube3d-loadgen target "
+                           f"(CUBE3D_BIN_DIR={e2e.BIN_DIR})")
+    e2e.setUpModule()  # the gRPC stubs the server helpers use (health checks)
+
+
+def tearDownModule():
+    e2e.tearDownModule()
+
+
+def loadgen_env():
+    """The environment without proxy settings: the server is on loopback."""
+    return {k: v for k, v in os.environ.items()
+            if k.lower() not in ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")}
+
+
+def run_loadgen(*args):
+    return subprocess.run([LOADGEN_BIN, *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S, env=loadgen_env(), stdin=subprocess.DEVNULL)
+
+
+class LoadgenTest(e2e.ServerTestCase):
+    """One demo server for every run (the e2e.server defaults: dynamic batching)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="cube3d-loadgen-e2e-")
+        self.addCleanup(self.tmp.cleanup)
+
+    def loadgen(self, *args, expect_rc=0):
+        """Runs cube3d-loadgen against the server; returns (JSON report, per-request rows)."""
+        json_path = os.path.join(self.tmp.name, "report.json")
+        csv_path = os.path.join(self.tmp.name, "requests.csv")
+        proc = run_loadgen("--server", self.server.address, "--resolution-base", str(e2e.RES),
+                           "--json", json_path, "--per-request-csv", csv_path, *args)
+        self.assertEqual(proc.returncode, expect_rc,
+                         f"cube3d-loadgen {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}")
+        self.assertIn("e2e_ms", proc.stdout)  # the table
+        with open(json_path) as f:
+            report = json.load(f)
+        with open(csv_path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return report, rows
+
+    def assert_latencies_consistent(self, report, rows, ok):
+        lat = report["latency_ms"]
+        for name in ("queue", "ttft", "e2e"):
+            s = lat[name]
+            self.assertEqual(s["count"], ok, name)
+            self.assertLessEqual(s["p50"], s["p90"], name)
+            self.assertLessEqual(s["p90"], s["p99"], name)
+            self.assertLessEqual(s["p99"], s["max"], name)
+            self.assertGreaterEqual(s["p50"], 0.0, name)
+        # ttft <= e2e request by request, hence for every order statistic too.
+        for key in ("p50", "p90", "p99", "max"):
+            self.assertLessEqual(lat["ttft"][key], lat["e2e"][key], key)
+        for row in rows:
+            self.assertEqual(row["status"], "OK", row)
+            self.assertLessEqual(float(row["ttft_ms"]), float(row["e2e_ms"]), row)
+            self.assertGreaterEqual(float(row["queue_ms"]), 0.0, row)
+        # The server's queue time is part of what the client waited.
+        self.assertLessEqual(lat["queue"]["max"], lat["e2e"]["max"])
+
+    def test_closed_loop(self):
+        report, rows = self.loadgen("--concurrency", "2", "--requests", "6", "--warmup", "1")
+        self.assertEqual(report["config"]["mode"], "closed")
+        self.assertEqual(report["config"]["concurrency"], 2)
+        self.assertEqual(report["config"]["warmup"], 1)
+        self.assertEqual(report["config"]["server"], self.server.address)
+        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {}})
+        self.assertEqual([int(r["index"]) for r in rows], list(range(6)))
+        self.assert_latencies_consistent(report, rows, 6)
+        self.assertGreater(report["wall_s"], 0)
+        self.assertAlmostEqual(report["throughput_ok_rps"], 6 / report["wall_s"], places=6)
+        self.assertIn("linear", report["percentile_method"])
+
+    def test_open_loop(self):
+        report, rows = self.loadgen("--rate", "2", "--requests", "6", "--arrival-seed", "5")
+        self.assertEqual(report["config"]["mode"], "open")
+        self.assertEqual(report["config"]["rate_rps"], 2)
+        self.assertEqual(report["config"]["arrival_seed"], 5)
+        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {}})
+        self.assert_latencies_consistent(report, rows, 6)
+        # Sent on the schedule, in order, whatever the server's answers took.
+        offsets = [float(r["send_offset_s"]) for r in rows]
+        self.assertEqual(offsets, sorted(offsets))
+        self.assertGreater(report["offered_rps"], 0)
+
+    def test_impossible_deadline_counts_deadline_exceeded(self):
+        report, rows = self.loadgen("--concurrency", "2", "--requests", "4", "--deadline-ms", "1")
+        self.assertEqual(report["requests"],
+                         {"sent": 4, "ok": 0, "failed": 4, "errors": {"DEADLINE_EXCEEDED": 4}})
+        self.assertEqual([r["status"] for r in rows], ["DEADLINE_EXCEEDED"] * 4)
+        self.assertEqual(report["latency_ms"]["e2e"]["count"], 0)
+        self.assertIsNone(report["latency_ms"]["e2e"]["p50"])
+        self.assertEqual(report["throughput_ok_rps"], 0)
+        # The server shrugs the abandoned requests off.
+        self.assertEqual(self.server.health(), "SERVING")
+
+
+class LoadgenCliTest(unittest.TestCase):
+    """Exit codes without a server: 2 for usage errors, 1 when nothing answers."""
+
+    def test_usage_errors_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            empty = os.path.join(tmp, "empty.txt")
+            with open(empty, "w") as f:
+                f.write("\n  \n")
+            cases = [
+                ([], "--concurrency"),  # no load shape (and no bound)
+                (["--concurrency", "2"], "--requests"),
+                (["--rate", "1", "--concurrency", "2", "--requests", "1"], "--rate"),
+                (["--rate", "0", "--requests", "1"], "--rate"),
+                (["--concurrency", "1", "--requests", "1", "--prompts", empty], empty),
+                (["--concurrency", "1", "--requests", "1", "--prompts",
+                  os.path.join(tmp, "missing.txt")], "missing.txt"),
+                (["--concurrency", "1", "--requests", "1", "--format", "stl"], "--format"),
+                (["--bogus"], "--bogus"),
+            ]
+            for args, named in cases:
+                with self.subTest(args=args):
+                    proc = run_loadgen(*args)
+                    self.assertEqual(proc.returncode, 2, proc.stderr)
+                    self.assertIn(named, proc.stderr)
+
+    def test_help_exits_0(self):
+        proc = run_loadgen("--help")
+        self.assertEqual(proc.returncode, 0)
+        for flag in ("--rate", "--concurrency", "--requests", "--duration", "--warmup",
+                     "--deadline-ms", "--json", "--per-request-csv"):
+            self.assertIn(flag, proc.stdout)
+
+    def test_unreachable_server_exits_1(self):
+        dead_port = e2e.free_ports(1)[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            json_path = os.path.join(tmp, "report.json")
+            proc = run_loadgen("--server", f"{e2e.HOST}:{dead_port}", "--concurrency", "2",
+                               "--requests", "3", "--json", json_path)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("unreachable", proc.stderr)
+            with open(json_path) as f:
+                report = json.load(f)
+            self.assertEqual(report["requests"]["errors"], {"UNAVAILABLE": 3})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,394 @@
+"""The server as the open internet meets it: API keys with per-key quotas and fair queueing,
+SIGHUP reloads, reflection off, mutual TLS, and SIGTERM while the model loads.
+
+Run by ctest (e2e.security); needs cube3d-server built (CUBE3D_BIN_DIR, default build/bin)."""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_server_e2e as base  # noqa: E402
+from test_server_e2e import (DEMO_CONFIG, HOST, SERVER_BIN, SOURCE, STARTUP_TIMEOUT_S,  # noqa: E402
+                             ServerTestCase, free_ports, make_request, rpc_code)
+
+
+def setUpModule():
+    base.setUpModule()
+
+
+def tearDownModule():
+    base.tearDownModule()
+
+
+def keys_yaml(entries):
+    lines = ["keys:"]
+    for name, secret, extra in entries:
+        lines.append(f"  - name: {name}")
+        lines.append(f"    sha256: {hashlib.sha256(secret.encode()).hexdigest()}")
+        for k, v in extra.items():
+            lines.append(f"    {k}: {v}")
+    return "\n".join(lines) + "\n"
+
+
+def bearer(secret):
+    return (("authorization", f"Bearer {secret}"),)
+
+
+class ApiKeysTest(ServerTestCase):
+    """auth.api_keys_file with three keys; one request at a time (bucket 1) so that the order
+    in which waiting requests are taken shows."""
+
+    KEYS = [("studio-a", "key-a", {"max_concurrent": 8}),
+            ("studio-b", "key-b", {}),
+            ("limited", "key-limited", {"requests_per_minute": 2})]
+
+    @classmethod
+    def setUpClass(cls):
+        cls._keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-keys-")
+        cls.keys_path = os.path.join(cls._keys_dir.name, "keys.yaml")
+        with open(cls.keys_path, "w") as f:
+            f.write(keys_yaml(cls.KEYS))
+        cls.SERVER_ARGS = ["--batch-buckets", "1", "--max-queue-delay-ms", "0",
+                           "--set", f"auth.api_keys_file={cls.keys_path}",
+                           "--set", "reflection=false"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls._keys_dir.cleanup()
+
+    def call(self, secret, prompt="a key probe", timeout=120, **fields):
+        metadata = bearer(secret) if secret is not None else None
+        return rpc_code(lambda: self.server.stub().GenerateMesh(
+            make_request(prompt, **fields), timeout=timeout, metadata=metadata))
+
+    def test_no_key_or_an_unknown_key_is_unauthenticated(self):
+        for secret in (None, "wrong", ""):
+            code, details = self.call(secret)
+            self.assertEqual(code, grpc.StatusCode.UNAUTHENTICATED, details)
+            self.assertNotIn("key-a", details)
+        # Streams too, and before any validation of the request.
+        code, _ = rpc_code(lambda: list(self.server.stub().GenerateMeshStream(
+            make_request("x", top_p=9.0), timeout=30)))
+        self.assertEqual(code, grpc.StatusCode.UNAUTHENTICATED)
+        # Health stays open.
+        self.assertEqual(self.server.health(), "SERVING")
+        code, response = self.call("key-b")
+        self.assertEqual(code, grpc.StatusCode.OK, response)
+        self.count_ok()
+        self.assertNotIn("key-b", self.server.log(), "a key was logged")
+        self.assertIn("key studio-b", self.server.log())
+
+    def test_over_requests_per_minute_is_resource_exhausted_with_retry_after(self):
+        stub = self.server.stub()
+        codes, retry_after = [], None
+        for _ in range(3):
+            try:
+                stub.GenerateMesh(make_request("limited"), timeout=120,
+                                  metadata=bearer("key-limited"))
+                codes.append("OK")
+            except grpc.RpcError as e:
+                codes.append(e.code().name)
+                trailers = dict(e.trailing_metadata() or ())
+                retry_after = trailers.get("retry-after")
+                self.assertIn("requests_per_minute", e.details())
+        self.assertEqual(codes, ["OK", "OK", "RESOURCE_EXHAUSTED"])
+        self.assertIsNotNone(retry_after)
+        self.assertGreater(int(retry_after), 0)
+        self.assertLessEqual(int(retry_after), 30)
+
+    def test_two_keys_flooding_both_make_progress(self):
+        stub = self.server.stub()
+        finished = []
+        lock = threading.Lock()
+
+        def send(secret, tag):
+            future = stub.GenerateMesh.future(make_request(f"flood {tag}"), timeout=300,
+                                              metadata=bearer(secret))
+            future.add_done_callback(lambda f: (lock.acquire(), finished.append(tag),
+                                                lock.release()))
+            return future
+
+        flood = [send("key-a", f"a{i}") for i in range(6)]
+        time.sleep(0.3)  # a's flood is queued first
+        others = [send("key-b", f"b{i}") for i in range(2)]
+        for f in flood + others:
+            self.assertEqual(rpc_code(lambda: f.result(timeout=360))[0], grpc.StatusCode.OK)
+        # Taken in turn: b's two requests do not wait behind all six of a's.
+        self.assertLess(finished.index("b1"), finished.index("a5"), finished)
+        self.assertLess(finished.index("b0"), finished.index("a4"), finished)
+
+    def test_client_and_loadgen_send_the_key(self):
+        out = os.path.join(self._keys_dir.name, "keyed.glb")
+        client = [os.path.join(base.BIN_DIR, "cube3d-client"), "--server", self.server.address,
+                  "--prompt", "a keyed lamp", "--resolution-base", "4", "--out", out]
+        denied = subprocess.run(client, capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(denied.returncode, 0)
+        self.assertIn("UNAUTHENTICATED", denied.stderr)
+        allowed = subprocess.run(client + ["--api-key", "key-b"], capture_output=True, text=True,
+                                 timeout=120)
+        self.assertEqual(allowed.returncode, 0, allowed.stderr)
+        self.count_ok()
+        report = os.path.join(self._keys_dir.name, "load.json")
+        load = subprocess.run(
+            [os.path.join(base.BIN_DIR, "cube3d-loadgen"), "--server", self.server.address,
+             "--concurrency", "1", "--requests", "2", "--resolution-base", "4", "--json", report],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "CUBE3D_API_KEY": "key-b"})
+        self.assertEqual(load.returncode, 0, load.stderr)
+        import json
+        with open(report) as f:
+            self.assertEqual(json.load(f)["requests"]["ok"], 2)
+        self.count_ok(2)
+
+    def test_reflection_can_be_switched_off(self):
+        method = self.server.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=base.refl_pb.ServerReflectionRequest.SerializeToString,
+            response_deserializer=base.refl_pb.ServerReflectionResponse.FromString)
+        code, _ = rpc_code(lambda: list(method(
+            iter([base.refl_pb.ServerReflectionRequest(list_services="*")]), timeout=30)))
+        self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED)
+
+    def test_sighup_reloads_the_keys_without_dropping_requests(self):
+        stub = self.server.stub()
+        running = stub.GenerateMeshStream(make_request("across the reload"), timeout=300,
+                                          metadata=bearer("key-a"))
+        first = next(running)  # accepted (QUEUED) before the reload
+        self.assertEqual(first.WhichOneof("event"), "progress")
+        with open(self.keys_path, "w") as f:
+            f.write(keys_yaml(self.KEYS + [("late", "key-late", {})]))
+        self.server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        code = None
+        while time.monotonic() < deadline:
+            code, _ = self.call("key-late", "after the reload")
+            if code == grpc.StatusCode.OK:
+                break
+            time.sleep(0.3)
+        self.assertEqual(code, grpc.StatusCode.OK, self.server.log_tail())
+        events = list(running)
+        self.assertEqual(events[-1].WhichOneof("event"), "result")
+        self.assertIn("reloaded", self.server.log())
+        # A broken file keeps the keys in force.
+        with open(self.keys_path, "w") as f:
+            f.write("keys: [oops\n")
+        self.server.proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        self.assertEqual(self.call("key-late", "still works")[0], grpc.StatusCode.OK)
+        with open(self.keys_path, "w") as f:
+            f.write(keys_yaml(self.KEYS))
+
+
+class SoakTest(ServerTestCase):
+    """Repeated bursts at about twice what the slots and the queue hold, mixing deadlines,
+    cancellations, bad input and several keys (with and without a key): every request is
+    answered, /metrics counts exactly what the clients saw, and the server's memory does not
+    grow from burst to burst."""
+
+    KEYS = [("k1", "soak-1", {"max_concurrent": 6}), ("k2", "soak-2", {}), ("k3", "soak-3", {})]
+    BURST = 80
+
+    @classmethod
+    def setUpClass(cls):
+        cls._keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-soak-")
+        path = os.path.join(cls._keys_dir.name, "keys.yaml")
+        with open(path, "w") as f:
+            f.write(keys_yaml(cls.KEYS))
+        cls.SERVER_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
+                           "--set", "batching.max_queue_size=8",
+                           "--set", f"auth.api_keys_file={path}"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls._keys_dir.cleanup()
+
+    def rss_kib(self):
+        with open(f"/proc/{self.server.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def counts(self):
+        samples = self.server.metrics()
+        return {l["status"]: v for n, l, v in samples if n == "cube3d_requests_total"}
+
+    def burst(self, round_index):
+        stub = self.server.stub()
+        futures, streams, seen = [], [], {}
+        for i in range(self.BURST):
+            kind = i % 10
+            secret = ("soak-1", "soak-2", "soak-3")[i % 3]
+            request = make_request(f"soak {round_index}.{i}")
+            timeout = 120
+            if kind == 1:
+                timeout = 1.5  # some expire while queued or decoding
+            elif kind == 2:
+                request = make_request("bad", top_p=5.0)
+            elif kind == 3:
+                secret = "not-a-key" if i % 2 else None
+            metadata = bearer(secret) if secret else None
+            if kind == 4:
+                streams.append(stub.GenerateMeshStream(request, timeout=120, metadata=metadata))
+                continue
+            futures.append(stub.GenerateMesh.future(request, timeout=timeout, metadata=metadata))
+        for call in streams:  # cancelled by their clients once the server answered
+            code, _ = rpc_code(lambda: next(call))
+            call.cancel()
+            name = "CANCELLED" if code == grpc.StatusCode.OK else code.name
+            seen[name] = seen.get(name, 0) + 1
+        allowed = {"OK", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
+                   "UNAUTHENTICATED"}
+        for f in futures:
+            code, detail = rpc_code(lambda: f.result(timeout=300))
+            self.assertIn(code.name, allowed, detail)
+            seen[code.name] = seen.get(code.name, 0) + 1
+        return seen
+
+    def test_bursts_are_answered_counted_and_leave_no_growth(self):
+        before = self.counts()
+        seen, rss = {}, []
+        for round_index in range(3):
+            for code, n in self.burst(round_index).items():
+                seen[code] = seen.get(code, 0) + n
+            self.wait_for_metrics(lambda m: metric_active(m) == 0, "the slots emptied")
+            rss.append(self.rss_kib())
+        self.assertEqual(sum(seen.values()), 3 * self.BURST)
+        for code in ("OK", "INVALID_ARGUMENT", "UNAUTHENTICATED", "RESOURCE_EXHAUSTED"):
+            self.assertGreater(seen.get(code, 0), 0, seen)
+
+        def agree(samples):
+            now = {l["status"]: v for n, l, v in samples if n == "cube3d_requests_total"}
+            return all(now.get(c, 0) - before.get(c, 0) == seen.get(c, 0)
+                       for c in set(seen) | set(now))
+        self.wait_for_metrics(agree, f"the clients' counts {seen}")
+        # Memory: the third burst adds little to the second (caches and pools are warm).
+        self.assertLess(rss[2], rss[1] * 1.15 + 20_000, f"RSS per burst (KiB): {rss}")
+        self.assert_still_serving_with_key()
+
+    def assert_still_serving_with_key(self):
+        response = self.server.stub().GenerateMesh(make_request("after the soak"), timeout=120,
+                                                   metadata=bearer("soak-2"))
+        self.assertGreater(response.face_count, 0)
+
+
+def metric_active(samples):
+    return base.metric_value(samples, "cube3d_active_slots")
+
+
+class MutualTlsTest(unittest.TestCase):
+    """tls.client_ca_file with client_certificates: required."""
+
+    def test_client_certificate_required(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-mtls-") as tmp:
+            def make_cert(name, cn):
+                cert, key = os.path.join(tmp, f"{name}.pem"), os.path.join(tmp, f"{name}.key")
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                                "-keyout", key, "-out", cert, "-days", "1", "-subj", f"/CN={cn}",
+                                "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                               check=True, capture_output=True, timeout=60)
+                with open(cert, "rb") as c, open(key, "rb") as k:
+                    return cert, key, c.read(), k.read()
+
+            server_cert, server_key, server_pem, _ = make_cert("server", "localhost")
+            client_cert, _, client_pem, client_key_pem = make_cert("client", "studio-a")
+            port, metrics_port = free_ports(2)
+            log_path = os.path.join(tmp, "server.log")
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{port}",
+                     "--metrics-listen", f"{HOST}:{metrics_port}",
+                     "--set", f"tls.cert_file={server_cert}", "--set", f"tls.key_file={server_key}",
+                     "--set", f"tls.client_ca_file={client_cert}"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            with_cert = grpc.secure_channel(f"localhost:{port}", grpc.ssl_channel_credentials(
+                root_certificates=server_pem, private_key=client_key_pem,
+                certificate_chain=client_pem), options=base.CHANNEL_OPTIONS)
+            without = grpc.secure_channel(f"localhost:{port}", grpc.ssl_channel_credentials(
+                root_certificates=server_pem), options=base.CHANNEL_OPTIONS)
+            try:
+                health = base.health_grpc.HealthStub(with_cert)
+                deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                serving = False
+                while time.monotonic() < deadline and proc.poll() is None and not serving:
+                    try:
+                        serving = health.Check(base.health_pb.HealthCheckRequest(),
+                                               timeout=2).status == 1
+                    except grpc.RpcError:
+                        time.sleep(0.2)
+                with open(log_path, errors="replace") as f:
+                    self.assertTrue(serving, f.read()[-3000:])
+                response = base.pb_grpc.MeshServiceStub(with_cert).GenerateMesh(
+                    make_request("a lamp"), timeout=120)
+                self.assertGreater(response.face_count, 0)
+                code, _ = rpc_code(lambda: base.pb_grpc.MeshServiceStub(without).GenerateMesh(
+                    make_request("a lamp"), timeout=10))
+                self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+            finally:
+                with_cert.close()
+                without.close()
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=90)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    raise
+
+
+class SignalsDuringStartUpTest(unittest.TestCase):
+    def test_sigterm_while_the_model_loads_exits_promptly(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-") as tmp:
+            # A model slow enough to load that the signal lands during loading.
+            with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
+                model_yaml = f.read()
+            import re
+            for key, value in (("n_embd", "1024"), ("n_layer", "12"), ("width", "512"),
+                               ("num_decoder_layers", "8")):
+                model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
+            model_path = os.path.join(tmp, "slow.yaml")
+            with open(model_path, "w") as f:
+                f.write(model_yaml)
+            port, metrics_port = free_ports(2)
+            log_path = os.path.join(tmp, "server.log")
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{port}",
+                     "--metrics-listen", f"{HOST}:{metrics_port}",
+                     "--set", f"model.config={model_path}"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            try:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    with open(log_path, errors="replace") as f:
+                        if "loading" in f.read():
+                            break
+                    time.sleep(0.02)
+                sent = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=20)
+                took = time.monotonic() - sent
+                with open(log_path, errors="replace") as f:
+                    log_text = f.read()
+                self.assertLess(took, 5.0, log_text)
+                self.assertNotIn("cube3d-server serving", log_text)
+                self.assertIn("during start-up", log_text)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,819 @@
+// The scheduler in continuous mode against a fake executor that keeps its slots in a vector and
+// generates one "token" per slot per step (the first at admission). It records every admission
+// and every job's admit/done/drop in order, can hold its steps until released, and can throw
+// from admit or step. Assertions are about order (who was admitted before whom finished), not
+// durations; waits use condition variables with generous timeouts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cube3d/core/error.h"
+#include "cube3d/scheduler/batch_executor.h"
+#include "cube3d/scheduler/job.h"
+#include "cube3d/scheduler/scheduler.h"
+
+namespace cube3d {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kNoDeadline = SteadyClock::time_point::max();
+constexpr auto kLongWait = 5s;  // for things that should happen at once: only hit on failure
+constexpr int64_t kTokensPerJob = 5;
+// Never finishes on its own: the job holds its slot until cancelled or cleared.
+constexpr int64_t kEndless = std::numeric_limits<int64_t>::max();
+
+struct Outcome {
+  bool ok = false;
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+};
+
+// Records what every job of a test reports. Outlives the scheduler (declare it first).
+class Outcomes {
+ public:
+  std::shared_ptr<Job> make_job(const std::string& id,
+                                SteadyClock::time_point deadline = kNoDeadline,
+                                const std::string& client = "") {
+    JobRequest request;
+    request.request_id = id;
+    request.client = client;
+    return std::make_shared<Job>(
+        std::move(request), deadline, [](const JobProgress&) {},
+        [this, id](const JobResult* result, const Error* error) { record(id, result, error); });
+  }
+
+  // Waits until `count` distinct jobs have an outcome.
+  bool wait_for(size_t count, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return outcomes_.size() >= count; });
+  }
+  bool wait_for(const std::string& id, std::chrono::milliseconds timeout = kLongWait) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return outcomes_.contains(id); });
+  }
+  std::optional<Outcome> get(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = outcomes_.find(id);
+    if (it == outcomes_.end()) return std::nullopt;
+    return it->second;
+  }
+  int deliveries(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = deliveries_.find(id);
+    return it == deliveries_.end() ? 0 : it->second;
+  }
+  size_t count() const {
+    const std::lock_guard lock(mutex_);
+    return outcomes_.size();
+  }
+
+ private:
+  void record(const std::string& id, const JobResult* result, const Error* error) {
+    Outcome outcome;
+    outcome.ok = result != nullptr;
+    if (error) {
+      outcome.code = error->code();
+      outcome.message = error->what();
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      ++deliveries_[id];
+      outcomes_.emplace(id, std::move(outcome));
+    }
+    changed_.notify_all();
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, Outcome> outcomes_;
+  std::map<std::string, int> deliveries_;
+};
+
+struct Admission {
+  std::vector<std::string> ids;
+  int64_t active_before = 0;  // slots running when it came
+  size_t steps_before = 0;    // steps started before it
+  SteadyClock::time_point at;
+};
+
+class FakeContinuousExecutor : public BatchExecutor {
+ public:
+  explicit FakeContinuousExecutor(int64_t slots) : capacity_(slots) {}
+
+  // Job `id` needs `tokens` tokens instead of kTokensPerJob.
+  void set_tokens(const std::string& id, int64_t tokens) {
+    const std::lock_guard lock(mutex_);
+    tokens_[id] = tokens;
+  }
+  // Steps block from now on until release(). Admissions do not.
+  void hold() {
+    const std::lock_guard lock(mutex_);
+    held_ = true;
+  }
+  void release() {
+    {
+      const std::lock_guard lock(mutex_);
+      held_ = false;
+    }
+    changed_.notify_all();
+  }
+  // Admission / step number `index` (from 0) calls `thrower` instead of doing its work.
+  void throw_on_admission(size_t index, std::function<void()> thrower) {
+    const std::lock_guard lock(mutex_);
+    admission_throw_index_ = index;
+    admission_thrower_ = std::move(thrower);
+  }
+  void throw_on_step(size_t index, std::function<void()> thrower) {
+    const std::lock_guard lock(mutex_);
+    step_throw_index_ = index;
+    step_thrower_ = std::move(thrower);
+  }
+
+  bool wait_for_steps_started(size_t count) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kLongWait, [&] { return steps_started_ >= count; });
+  }
+  bool wait_for_admitted(size_t jobs) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kLongWait, [&] { return admitted_jobs_ >= jobs; });
+  }
+
+  std::vector<Admission> admissions() const {
+    const std::lock_guard lock(mutex_);
+    return admissions_;
+  }
+  // Every admitted job id, in admission order.
+  std::vector<std::string> admitted_ids() const {
+    const std::lock_guard lock(mutex_);
+    std::vector<std::string> ids;
+    for (const auto& admission : admissions_) {
+      ids.insert(ids.end(), admission.ids.begin(), admission.ids.end());
+    }
+    return ids;
+  }
+  // "admit:<id>", "done:<id>" (tokens complete), "dropped:<id>" (cancelled), "cleared:<id>".
+  std::vector<std::string> events() const {
+    const std::lock_guard lock(mutex_);
+    return events_;
+  }
+  // Position of `event` in events(), or events().size() when absent.
+  size_t position_of(const std::string& event) const {
+    const std::lock_guard lock(mutex_);
+    return static_cast<size_t>(std::find(events_.begin(), events_.end(), event) - events_.begin());
+  }
+  int64_t max_active() const {
+    const std::lock_guard lock(mutex_);
+    return max_active_;
+  }
+  size_t clear_calls() const {
+    const std::lock_guard lock(mutex_);
+    return clear_calls_;
+  }
+  size_t static_batches() const {
+    const std::lock_guard lock(mutex_);
+    return static_batches_;
+  }
+  // Breaches of the BatchExecutor contract by the scheduler (or a held step that timed out).
+  std::vector<std::string> violations() const {
+    const std::lock_guard lock(mutex_);
+    return violations_;
+  }
+
+  bool supports_continuous() const override { return true; }
+
+  int64_t active_slots() const override {
+    const std::lock_guard lock(mutex_);
+    return static_cast<int64_t>(slots_.size());
+  }
+
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+    {
+      const std::lock_guard lock(mutex_);
+      ++static_batches_;
+    }
+    for (const auto& job : jobs) succeed(*job, bucket);
+  }
+
+  void admit(const std::vector<std::shared_ptr<Job>>& jobs) override {
+    std::function<void()> thrower;
+    std::vector<std::shared_ptr<Job>> done;
+    {
+      const std::lock_guard lock(mutex_);
+      Admission admission{
+          {}, static_cast<int64_t>(slots_.size()), steps_started_, SteadyClock::now()};
+      for (const auto& job : jobs) admission.ids.push_back(job->request().request_id);
+      if (jobs.empty()) violations_.push_back("empty admission");
+      if (static_cast<int64_t>(slots_.size() + jobs.size()) > capacity_) {
+        violations_.push_back("admission past the free slots");
+      }
+      const size_t index = admissions_.size();
+      admissions_.push_back(std::move(admission));
+      if (admission_thrower_ && index == admission_throw_index_) {
+        thrower = admission_thrower_;
+      } else {
+        for (const auto& job : jobs) {
+          const auto& id = job->request().request_id;
+          events_.push_back("admit:" + id);
+          const auto total = tokens_.contains(id) ? tokens_.at(id) : kTokensPerJob;
+          if (total <= 1) {  // the first token comes with the prefill
+            events_.push_back("done:" + id);
+            done.push_back(job);
+          } else {
+            slots_.push_back(Slot{job, 1, total});
+          }
+        }
+        admitted_jobs_ += jobs.size();
+        max_active_ = std::max(max_active_, static_cast<int64_t>(slots_.size()));
+      }
+    }
+    changed_.notify_all();
+    if (thrower) thrower();  // nothing admitted
+    for (const auto& job : done) succeed(*job, capacity_);
+  }
+
+  void step() override {
+    std::function<void()> thrower;
+    std::vector<std::shared_ptr<Job>> done;
+    std::vector<std::shared_ptr<Job>> dropped;
+    {
+      std::unique_lock lock(mutex_);
+      const size_t index = steps_started_++;
+      if (slots_.empty()) violations_.push_back("step with no active slot");
+      changed_.notify_all();
+      // Bounded, so that a test failing while the steps are held cannot hang in the destructor.
+      if (!changed_.wait_for(lock, 10s, [&] { return !held_; })) {
+        violations_.push_back("held step was never released");
+      }
+      if (step_thrower_ && index == step_throw_index_) {
+        thrower = step_thrower_;  // the slots stay as they were
+      } else {
+        std::erase_if(slots_, [&](Slot& slot) {
+          const auto& id = slot.job->request().request_id;
+          if (slot.job->cancelled() || slot.job->finished()) {
+            events_.push_back("dropped:" + id);
+            dropped.push_back(slot.job);
+            return true;
+          }
+          if (++slot.tokens_done < slot.tokens_total) return false;
+          events_.push_back("done:" + id);
+          done.push_back(slot.job);
+          return true;
+        });
+      }
+    }
+    if (thrower) thrower();
+    for (const auto& job : dropped) job->fail(cancelled("cancelled while running"));
+    for (const auto& job : done) succeed(*job, capacity_);
+    // Endless jobs keep the worker stepping; a pause keeps it from taking a whole core.
+    std::this_thread::sleep_for(100us);
+  }
+
+  std::vector<std::shared_ptr<Job>> clear_slots() override {
+    const std::lock_guard lock(mutex_);
+    ++clear_calls_;
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const auto& slot : slots_) {
+      events_.push_back("cleared:" + slot.job->request().request_id);
+      jobs.push_back(slot.job);
+    }
+    slots_.clear();
+    return jobs;
+  }
+
+ private:
+  struct Slot {
+    std::shared_ptr<Job> job;
+    int64_t tokens_done = 0;
+    int64_t tokens_total = 0;
+  };
+
+  static void succeed(Job& job, int64_t bucket) {
+    JobResult result;
+    result.request_id = job.request().request_id;
+    result.batch_bucket = bucket;
+    job.succeed(result);
+  }
+
+  const int64_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, int64_t> tokens_;
+  std::vector<Slot> slots_;
+  bool held_ = false;
+  size_t admission_throw_index_ = 0;
+  std::function<void()> admission_thrower_;
+  size_t step_throw_index_ = 0;
+  std::function<void()> step_thrower_;
+  std::vector<Admission> admissions_;
+  std::vector<std::string> events_;
+  size_t admitted_jobs_ = 0;
+  size_t steps_started_ = 0;
+  int64_t max_active_ = 0;
+  size_t clear_calls_ = 0;
+  size_t static_batches_ = 0;
+  std::vector<std::string> violations_;
+};
+
+// Runs static batches only: BatchExecutor's defaults for the continuous methods.
+class StaticOnlyExecutor : public BatchExecutor {
+ public:
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t /*bucket*/) override {
+    for (const auto& job : jobs) job->fail(internal_error("not expected to run"));
+  }
+};
+
+SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
+                            int64_t max_joins_per_step = 2, int64_t max_queue_size = 64) {
+  SchedulerConfig config;
+  config.mode = BatchingMode::kContinuous;
+  config.batch_buckets = std::move(buckets);
+  config.max_queue_delay_ms = max_queue_delay_ms;
+  config.max_joins_per_step = max_joins_per_step;
+  config.max_queue_size = max_queue_size;
+  return config;
+}
+
+// The error that `submit` throws, if any.
+std::optional<Error> submit_error(Scheduler& scheduler, std::shared_ptr<Job> job) {
+  try {
+    scheduler.submit(std::move(job));
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+// Built by appending: GCC 12 warns falsely (-Wstringop-overflow) on "literal" + std::string&&.
+std::string job_id(const std::string& prefix, int index) {
+  std::string id = prefix;
+  id += '-';
+  id += std::to_string(index);
+  return id;
+}
+
+double elapsed_ms(SteadyClock::time_point from, SteadyClock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Holds the steps and runs job "A" (admitted alone, its first step blocked), so that whatever
+// is submitted next waits in the queue until release(). Needs max_queue_delay_ms = 0.
+void start_a_held_slot(Scheduler& scheduler, FakeContinuousExecutor& executor, Outcomes& outcomes) {
+  executor.hold();
+  scheduler.submit(outcomes.make_job("A"));
+  ASSERT_TRUE(executor.wait_for_steps_started(1));
+}
+
+TEST(ContinuousScheduler, StaticOnlyExecutorIsRejectedInContinuousMode) {
+  StaticOnlyExecutor executor;
+  try {
+    const Scheduler scheduler(SchedulerConfig{}, executor);  // continuous by default
+    ADD_FAILURE() << "accepted an executor without continuous batching";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_TRUE(contains(e.what(), "batching.mode: continuous")) << e.what();
+  }
+  SchedulerConfig static_config;
+  static_config.mode = BatchingMode::kStatic;
+  EXPECT_NO_THROW((Scheduler{static_config, executor}));
+}
+
+TEST(ContinuousScheduler, ContinuousExecutorInStaticModeRunsWholeBatches) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  {
+    auto config = make_config({1, 2, 4, 8}, 0);
+    config.mode = BatchingMode::kStatic;
+    Scheduler scheduler(config, executor);
+    scheduler.submit(outcomes.make_job("A"));
+    ASSERT_TRUE(outcomes.wait_for(1));
+  }
+  EXPECT_TRUE(outcomes.get("A")->ok);
+  EXPECT_EQ(executor.static_batches(), 1u);
+  EXPECT_TRUE(executor.admissions().empty());
+}
+
+TEST(ContinuousScheduler, LoneRequestWaitsForTheQueueDelayWhenNoSlotRuns) {
+  constexpr int64_t kDelayMs = 300;
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, kDelayMs), executor);
+
+  const auto submitted = SteadyClock::now();
+  scheduler.submit(outcomes.make_job("lone"));
+  ASSERT_TRUE(outcomes.wait_for(1));
+
+  const auto admissions = executor.admissions();
+  ASSERT_EQ(admissions.size(), 1u);
+  EXPECT_EQ(admissions[0].ids, std::vector<std::string>{"lone"});
+  // A lower bound only: the wait can end late on a loaded machine, never early.
+  EXPECT_GE(elapsed_ms(submitted, admissions[0].at), kDelayMs - 1.0);
+  EXPECT_TRUE(outcomes.get("lone")->ok);
+}
+
+TEST(ContinuousScheduler, IdleSchedulerAdmitsAWholeBucketAtOnce) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  // The 10 s delay would hold a partial batch; a full one goes at once, past the join budget.
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 10'000, /*max_joins_per_step=*/2), executor);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back(job_id("job", i));
+    scheduler.submit(outcomes.make_job(ids.back()));
+  }
+  ASSERT_TRUE(outcomes.wait_for(8));
+
+  const auto admissions = executor.admissions();
+  ASSERT_EQ(admissions.size(), 1u);
+  EXPECT_EQ(admissions[0].ids, ids);
+  EXPECT_EQ(admissions[0].active_before, 0);
+  for (const auto& id : ids) EXPECT_TRUE(outcomes.get(id)->ok) << id;
+}
+
+TEST(ContinuousScheduler, ArrivalJoinsTheRunningBatchAtTheNextStep) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  std::atomic<int> observed_batches{0};
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor,
+                      [&](int64_t, int64_t) { ++observed_batches; });
+  start_a_held_slot(scheduler, executor, outcomes);
+  scheduler.submit(outcomes.make_job("B"));
+  EXPECT_EQ(scheduler.running_jobs(), 1);
+  EXPECT_EQ(scheduler.queue_depth(), 1);
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(2));
+
+  const auto admissions = executor.admissions();
+  ASSERT_EQ(admissions.size(), 2u);
+  EXPECT_EQ(admissions[1].ids, std::vector<std::string>{"B"});
+  EXPECT_EQ(admissions[1].active_before, 1);
+  EXPECT_EQ(admissions[1].steps_before, 1u);  // right after A's first step
+  EXPECT_LT(executor.position_of("admit:B"), executor.position_of("done:A"));
+  EXPECT_TRUE(outcomes.get("A")->ok);
+  EXPECT_TRUE(outcomes.get("B")->ok);
+  EXPECT_EQ(scheduler.running_jobs(), 0);
+  EXPECT_EQ(observed_batches, 0);  // the observer is for static batches only
+  EXPECT_TRUE(executor.violations().empty());
+}
+
+TEST(ContinuousScheduler, ArrivalDoesNotWaitForTheQueueDelayWhileSlotsRun) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(4);
+  for (const char* id : {"s1", "s2", "s3"}) executor.set_tokens(id, 2);
+  executor.set_tokens("long", 200);
+  // A 10 s delay: a partial first batch would wait for it, a joiner must not.
+  Scheduler scheduler(make_config({1, 2, 4}, 10'000), executor);
+  executor.hold();
+  for (const char* id : {"s1", "s2", "s3", "long"}) scheduler.submit(outcomes.make_job(id));
+  ASSERT_TRUE(executor.wait_for_steps_started(1));  // a full bucket went at once
+  scheduler.submit(outcomes.make_job("B"));
+  executor.release();
+
+  ASSERT_TRUE(outcomes.wait_for("B"));  // within 5 s, far below the delay
+  EXPECT_TRUE(outcomes.get("B")->ok);
+  ASSERT_TRUE(outcomes.wait_for(5));
+  EXPECT_LT(executor.position_of("admit:B"), executor.position_of("done:long"));
+  const auto admissions = executor.admissions();
+  ASSERT_EQ(admissions.size(), 2u);
+  EXPECT_EQ(admissions[1].ids, std::vector<std::string>{"B"});
+  EXPECT_EQ(admissions[1].active_before, 1);  // only "long" was still running
+}
+
+TEST(ContinuousScheduler, NeverMoreSlotsThanTheLargestBucket) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(4);
+  Scheduler scheduler(make_config({1, 2, 4}, 0, /*max_joins_per_step=*/4), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  for (int i = 0; i < 29; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(30));
+
+  EXPECT_EQ(executor.max_active(), 4);
+  EXPECT_EQ(executor.admitted_ids().size(), 30u);
+  EXPECT_TRUE(executor.violations().empty());
+  for (const auto& admission : executor.admissions()) {
+    EXPECT_LE(admission.active_before + static_cast<int64_t>(admission.ids.size()), 4);
+  }
+}
+
+TEST(ContinuousScheduler, JoinsWhileSlotsRunAreLimitedByMaxJoinsPerStep) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0, /*max_joins_per_step=*/2), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  for (int i = 0; i < 7; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(8));
+
+  // A alone (nothing running), then two per step while A and the joiners run.
+  const auto admissions = executor.admissions();
+  std::vector<size_t> sizes;
+  for (const auto& admission : admissions) sizes.push_back(admission.ids.size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 2, 2, 2, 1}));
+  for (size_t i = 1; i < admissions.size(); ++i) {
+    EXPECT_GT(admissions[i].active_before, 0) << i;
+    EXPECT_EQ(admissions[i].steps_before, i) << i;  // one admission between two steps
+  }
+  EXPECT_TRUE(executor.violations().empty());
+}
+
+TEST(ContinuousScheduler, AdmissionIsFifo) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0, /*max_joins_per_step=*/8), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  std::vector<std::string> expected{"A"};
+  for (int i = 0; i < 12; ++i) {
+    expected.push_back(job_id("job", i));
+    scheduler.submit(outcomes.make_job(expected.back()));
+  }
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(13));
+
+  EXPECT_EQ(executor.admitted_ids(), expected);
+  EXPECT_EQ(executor.max_active(), 8);
+}
+
+TEST(ContinuousScheduler, ClientsAreAdmittedInTurnWhateverTheirFloods) {
+  // Fair queueing across API keys: a flood of 8 from one client, then 2 from each of two
+  // others; one slot frees at a time, and the others do not wait behind the whole flood.
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(1);
+  Scheduler scheduler(make_config({1}, 0), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  for (int i = 0; i < 8; ++i)
+    scheduler.submit(outcomes.make_job(job_id("flood", i), kNoDeadline, "a"));
+  for (int i = 0; i < 2; ++i) {
+    scheduler.submit(outcomes.make_job(job_id("b", i), kNoDeadline, "b"));
+    scheduler.submit(outcomes.make_job(job_id("c", i), kNoDeadline, "c"));
+  }
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(13));
+  const std::vector<std::string> expected = {"A",
+                                             job_id("flood", 0),
+                                             job_id("b", 0),
+                                             job_id("c", 0),
+                                             job_id("flood", 1),
+                                             job_id("b", 1),
+                                             job_id("c", 1),
+                                             job_id("flood", 2),
+                                             job_id("flood", 3),
+                                             job_id("flood", 4),
+                                             job_id("flood", 5),
+                                             job_id("flood", 6),
+                                             job_id("flood", 7)};
+  EXPECT_EQ(executor.admitted_ids(), expected);
+}
+
+TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(1);
+  Scheduler scheduler(make_config({1}, 0), executor);
+  executor.hold();
+  const auto running = outcomes.make_job("running");
+  scheduler.submit(running);
+  ASSERT_TRUE(executor.wait_for_steps_started(1));
+  const auto queued = outcomes.make_job("queued");
+  scheduler.submit(queued);  // no free slot: it waits
+  queued->cancel();
+  running->cancel();
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(2));
+
+  const auto dropped_running = outcomes.get("running");
+  EXPECT_EQ(dropped_running->code, ErrorCode::kCancelled);
+  EXPECT_EQ(dropped_running->message, "cancelled while running");  // by the executor's step
+  const auto dropped_queued = outcomes.get("queued");
+  EXPECT_EQ(dropped_queued->code, ErrorCode::kCancelled);
+  EXPECT_TRUE(contains(dropped_queued->message, "while queued")) << dropped_queued->message;
+  EXPECT_EQ(executor.admitted_ids(), std::vector<std::string>{"running"});
+
+  // The slot is free again.
+  scheduler.submit(outcomes.make_job("next"));
+  ASSERT_TRUE(outcomes.wait_for(3));
+  EXPECT_TRUE(outcomes.get("next")->ok);
+  EXPECT_EQ(outcomes.deliveries("running"), 1);
+  EXPECT_EQ(outcomes.deliveries("queued"), 1);
+}
+
+TEST(ContinuousScheduler, DeadlinePassingInTheQueueFailsWhileTheSlotsRun) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(1);
+  executor.set_tokens("busy", kEndless);
+  Scheduler scheduler(make_config({1}, 0), executor);
+  scheduler.submit(outcomes.make_job("busy"));
+  ASSERT_TRUE(executor.wait_for_admitted(1));
+  scheduler.submit(outcomes.make_job("late", SteadyClock::now() + 100ms));
+  ASSERT_TRUE(outcomes.wait_for("late"));
+
+  const auto late = outcomes.get("late");
+  EXPECT_EQ(late->code, ErrorCode::kDeadlineExceeded);
+  EXPECT_TRUE(contains(late->message, "ms in the queue")) << late->message;
+  EXPECT_FALSE(outcomes.get("busy").has_value());  // still stepping
+  EXPECT_EQ(executor.admitted_ids(), std::vector<std::string>{"busy"});
+}
+
+TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningJobs) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  executor.throw_on_admission(1, [] { throw resource_exhausted("out of KV-cache memory"); });
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  for (const char* id : {"B", "C"}) scheduler.submit(outcomes.make_job(id));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(3));
+
+  const auto admissions = executor.admissions();
+  ASSERT_GE(admissions.size(), 2u);
+  EXPECT_EQ(admissions[1].ids, (std::vector<std::string>{"B", "C"}));
+  for (const char* id : {"B", "C"}) {
+    const auto outcome = outcomes.get(id);
+    EXPECT_FALSE(outcome->ok) << id;
+    EXPECT_EQ(outcome->code, ErrorCode::kResourceExhausted) << id;
+    EXPECT_EQ(outcome->message, "out of KV-cache memory") << id;
+  }
+  EXPECT_TRUE(outcomes.get("A")->ok);  // the running slot went on
+  EXPECT_EQ(executor.clear_calls(), 0u);
+
+  scheduler.submit(outcomes.make_job("D"));
+  ASSERT_TRUE(outcomes.wait_for(4));
+  EXPECT_TRUE(outcomes.get("D")->ok);
+}
+
+TEST(ContinuousScheduler, ForeignExceptionFromAdmitBecomesInternal) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(2);
+  executor.throw_on_admission(0, [] { throw std::runtime_error("tokenizer exploded"); });
+  Scheduler scheduler(make_config({1, 2}, 0), executor);
+  scheduler.submit(outcomes.make_job("A"));
+  ASSERT_TRUE(outcomes.wait_for(1));
+
+  const auto outcome = outcomes.get("A");
+  EXPECT_EQ(outcome->code, ErrorCode::kInternal);
+  EXPECT_TRUE(contains(outcome->message, "tokenizer exploded")) << outcome->message;
+
+  scheduler.submit(outcomes.make_job("B"));
+  ASSERT_TRUE(outcomes.wait_for(2));
+  EXPECT_TRUE(outcomes.get("B")->ok);
+}
+
+TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirJobs) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  // Step 0 is A's held step; step 1 runs A and B.
+  executor.throw_on_step(1, [] { throw internal_error("CUDA error: an illegal memory access"); });
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  scheduler.submit(outcomes.make_job("B"));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(2));
+
+  for (const char* id : {"A", "B"}) {
+    const auto outcome = outcomes.get(id);
+    EXPECT_FALSE(outcome->ok) << id;
+    EXPECT_EQ(outcome->code, ErrorCode::kInternal) << id;
+    EXPECT_TRUE(contains(outcome->message, "illegal memory access")) << outcome->message;
+    EXPECT_EQ(outcomes.deliveries(id), 1) << id;
+  }
+  EXPECT_EQ(executor.clear_calls(), 1u);
+  EXPECT_LT(executor.position_of("cleared:A"), executor.events().size());
+  EXPECT_LT(executor.position_of("cleared:B"), executor.events().size());
+
+  // The worker survives with empty slots: later work runs.
+  scheduler.submit(outcomes.make_job("C"));
+  ASSERT_TRUE(outcomes.wait_for(3));
+  EXPECT_TRUE(outcomes.get("C")->ok);
+  EXPECT_TRUE(executor.violations().empty());
+}
+
+TEST(ContinuousScheduler, DrainWaitsForTheRunningSlots) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
+  start_a_held_slot(scheduler, executor, outcomes);
+  scheduler.submit(outcomes.make_job("B"));
+
+  scheduler.begin_drain();
+  const auto refused = submit_error(scheduler, outcomes.make_job("late"));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code(), ErrorCode::kUnavailable);
+
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    executor.release();
+  });
+  const bool finished = scheduler.drain(kLongWait);
+  releaser.join();
+
+  EXPECT_TRUE(finished);
+  ASSERT_EQ(outcomes.count(), 2u);  // both done before drain returned
+  EXPECT_TRUE(outcomes.get("A")->ok);
+  EXPECT_TRUE(outcomes.get("B")->ok);
+  EXPECT_EQ(outcomes.deliveries("late"), 0);
+  EXPECT_EQ(executor.position_of("cleared:A"), executor.events().size());
+}
+
+TEST(ContinuousScheduler, DrainGivesUpOnEndlessSlotsAndFailsThemUnavailable) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(1);
+  executor.set_tokens("endless", kEndless);
+  Scheduler scheduler(make_config({1}, 0), executor);
+  scheduler.submit(outcomes.make_job("endless"));
+  ASSERT_TRUE(executor.wait_for_admitted(1));
+  scheduler.submit(outcomes.make_job("queued"));
+
+  EXPECT_FALSE(scheduler.drain(200ms));
+
+  EXPECT_EQ(outcomes.get("endless")->code, ErrorCode::kUnavailable);
+  EXPECT_EQ(outcomes.get("queued")->code, ErrorCode::kUnavailable);
+  EXPECT_EQ(outcomes.deliveries("endless"), 1);
+  EXPECT_EQ(executor.clear_calls(), 1u);
+  EXPECT_EQ(executor.active_slots(), 0);
+}
+
+TEST(ContinuousScheduler, DestructorFailsActiveSlotsUnavailableAndReturnsPromptly) {
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(2);
+  std::vector<std::shared_ptr<Job>> running;
+  for (const char* id : {"A", "B"}) {
+    executor.set_tokens(id, kEndless);
+    running.push_back(outcomes.make_job(id));
+  }
+  const auto started = SteadyClock::now();
+  {
+    Scheduler scheduler(make_config({1, 2}, 0), executor);
+    for (const auto& job : running) scheduler.submit(job);
+    ASSERT_TRUE(executor.wait_for_admitted(2));
+    scheduler.submit(outcomes.make_job("queued"));  // both slots busy: it waits
+  }
+  EXPECT_LT(elapsed_ms(started, SteadyClock::now()), 5'000.0);
+
+  ASSERT_EQ(outcomes.count(), 3u);
+  for (const char* id : {"A", "B"}) {
+    const auto outcome = outcomes.get(id);
+    EXPECT_EQ(outcome->code, ErrorCode::kUnavailable) << id;
+    EXPECT_TRUE(contains(outcome->message, "shut down while the request was running"))
+        << outcome->message;
+    EXPECT_EQ(outcomes.deliveries(id), 1) << id;
+  }
+  for (const auto& job : running) EXPECT_TRUE(job->cancelled());  // any meshing work stops
+  EXPECT_EQ(outcomes.get("queued")->code, ErrorCode::kUnavailable);
+  EXPECT_EQ(executor.clear_calls(), 1u);
+  EXPECT_EQ(executor.active_slots(), 0);
+  EXPECT_EQ(executor.admitted_ids(), (std::vector<std::string>{"A", "B"}));
+}
+
+TEST(ContinuousScheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutcome) {
+  constexpr int kThreads = 4;
+  constexpr int kJobsPerThread = 50;
+  constexpr size_t kJobs = kThreads * kJobsPerThread;
+  Outcomes outcomes;
+  FakeContinuousExecutor executor(8);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 1, 2, /*max_queue_size=*/kJobs), executor);
+
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < kThreads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < kJobsPerThread; ++i) {
+        scheduler.submit(outcomes.make_job(job_id(std::to_string(t), i)));
+      }
+    });
+  }
+  for (auto& submitter : submitters) submitter.join();
+  ASSERT_TRUE(outcomes.wait_for(kJobs, 30s));
+
+  EXPECT_EQ(executor.admitted_ids().size(), kJobs);
+  EXPECT_LE(executor.max_active(), 8);
+  EXPECT_EQ(executor.static_batches(), 0u);
+  EXPECT_TRUE(executor.violations().empty());
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kJobsPerThread; ++i) {
+      const std::string id = job_id(std::to_string(t), i);
+      EXPECT_EQ(outcomes.deliveries(id), 1) << id;
+      EXPECT_TRUE(outcomes.get(id)->ok) << id;
+    }
+  }
+  EXPECT_TRUE(scheduler.drain(kLongWait));
+}
+
+}  // namespace
+}  // namespace cube3d
