@@ -164,7 +164,17 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name,
   }
 
   // A zero dimension anywhere makes the tensor empty, however large the other dimensions are,
-  // so it must not be reported as an overflow.
+  // so it must not be reported as an overflow of its size; but its strides (products of the
+  // other dimensions) must still fit libtorch's int64, or making the tensor throws there.
+  uint64_t stride_bytes = info->element_size;
+  for (const int64_t dim : shape) {
+    if (dim != 0 &&
+        (__builtin_mul_overflow(stride_bytes, static_cast<uint64_t>(dim), &stride_bytes) ||
+         stride_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      throw invalid_argument(where + "shape " + shape_json.dump() +
+                             " is too large (its strides overflow 64 bits)");
+    }
+  }
   uint64_t nbytes = 0;
   if (std::find(shape.begin(), shape.end(), 0) == shape.end()) {
     nbytes = info->element_size;

@@ -20,6 +20,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/core/suggest.h"
+#include "cube3d/core/utf8.h"
 
 namespace cube3d::yaml {
 namespace {
@@ -198,6 +199,11 @@ bool read_bool(const YAML::Node& node, std::string_view source, const std::strin
 
 std::string read_string(const YAML::Node& node, std::string_view source, const std::string& key) {
   if (!node.IsScalar()) fail(source, key + ": expected a string, got " + describe(node));
+  // Invalid UTF-8 would be printed back (--print-config) as U+FFFD: a different host or path
+  // from the one in effect.
+  if (const auto bad = find_invalid_utf8(node.Scalar())) {
+    fail(source, key + ": not valid UTF-8 (byte offset " + std::to_string(*bad) + ")");
+  }
   return node.Scalar();
 }
 

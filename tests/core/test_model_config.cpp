@@ -506,6 +506,21 @@ TEST(ModelConfigHostile, LineStartingWithACommaIsABoundedError) {
               "comma.yaml: YAML syntax error");
 }
 
+TEST(ModelConfigHostile, StringsMustBeUtf8) {
+  // Found by fuzz_server_config: invalid UTF-8 was accepted and printed back as U+FFFD.
+  try {
+    (void)parse_model_config(with("gpt_model:\n",
+                                  "gpt_model:\n  checkpoint_path: \"a\xff"
+                                  "b\"\n"),
+                             "utf8.yaml");
+    ADD_FAILURE() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint_path: not valid UTF-8 (byte offset 1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ModelConfigHostile, SomeOtherFileIsNotEchoed) {
   const std::string passwd =
       "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n";

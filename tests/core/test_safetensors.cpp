@@ -463,6 +463,13 @@ TEST_F(SafetensorsTest, RejectsOverlappingRanges) {
                  {"'outer'", "'inner'", "overlap"});
 }
 
+TEST_F(SafetensorsTest, RejectsAnEmptyTensorWhoseStridesOverflow) {
+  // Found by fuzz_safetensors: open() took it and tensor() threw c10's stride overflow.
+  const std::string header =
+      R"({"e":{"dtype":"F32","shape":[0,9223372036854775807,3],"data_offsets":[0,0]}})";
+  expect_invalid(write_raw(safetensors_bytes(header)), {"'e'", "strides overflow"});
+}
+
 TEST_F(SafetensorsTest, RejectsBytesThatBelongToNoTensor) {
   // After the last tensor: accepted silently before (a truncated header, or garbage).
   const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";

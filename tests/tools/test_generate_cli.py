@@ -295,6 +295,21 @@ class ErrorsTest(unittest.TestCase):
             self.expect_error(args, "INVALID_ARGUMENT", "lm_head.weight", "text_proj.weight",
                               path)
 
+    def test_text_embeddings_of_the_wrong_dtype_or_shape_say_so(self):
+        # An int64 clip_hidden_cond was reported as "the wrong shape" before.
+        inputs = load_file(golden("tiny_v01", "inputs.safetensors"))
+        with tempfile.TemporaryDirectory() as tmp:
+            args = golden_args("tiny_v01")
+            for name, tensor, needle in (
+                    ("int64", inputs["clip_hidden_cond"].astype(np.int64),
+                     "clip_hidden_cond is stored as Long, expected a floating-point dtype"),
+                    ("short", inputs["clip_hidden_cond"][:, :10].copy(),
+                     "clip_hidden_cond has shape [1, 10,")):
+                path = os.path.join(tmp, f"{name}.safetensors")
+                save_file({**inputs, "clip_hidden_cond": tensor}, path)
+                args[-1] = path
+                self.expect_error(args, "INVALID_ARGUMENT", needle)
+
     def test_missing_files(self):
         args = golden_args("tiny_v01")
         args[1] = "/nonexistent/model.yaml"

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora into fuzz/corpus/<target>/ (committed; rerun after a
+format change). A few valid inputs per target, so that the fuzzers start deep inside the
+parsers, and a few broken ones near the edges that matter.
+
+Needs numpy, safetensors and grpcio-tools (scripts/setup.sh installs them).
+"""
+import json
+import pathlib
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from safetensors.numpy import save
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+
+
+def write(target, name, data):
+    folder = CORPUS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    (folder / name).write_bytes(data)
+
+
+def raw_safetensors(header, data=b""):
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_seeds():
+    t = "safetensors"
+    write(t, "valid_f32", save({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}))
+    write(t, "valid_mixed", save({
+        "a": np.array([1.5, -2.0], dtype=np.float16),
+        "b": np.array([[1, 2], [3, 4]], dtype=np.int64),
+        "c": np.array([7, 8, 9], dtype=np.int32),
+        "d": np.frombuffer(b"xyz", dtype=np.uint8),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+    }, metadata={"format": "pt", "note": "fuzz seed"}))
+    # BF16 (numpy has none) and a 9-byte header: misaligned data, the copying path.
+    write(t, "valid_bf16", raw_safetensors(
+        {"x": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}, b"\x80\x3f\x00\x40"))
+    misaligned = b'{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    misaligned += b" " * ((len(misaligned) % 2 == 0) * 1)
+    write(t, "valid_misaligned", raw_safetensors(misaligned, struct.pack("<2f", 1.0, 2.0)))
+    write(t, "bad_truncated", save({"w": np.ones(16, dtype=np.float32)})[:-5])
+    write(t, "bad_header_length", struct.pack("<Q", 1 << 40) + b"{}")
+    write(t, "bad_json", raw_safetensors(b'{"x": {"dtype": "F32", "shape": [1],'))
+    write(t, "bad_overlap", raw_safetensors({
+        "a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+        "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"0123456"))
+    write(t, "bad_hole", raw_safetensors({
+        "a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
+        "b": {"dtype": "U8", "shape": [2], "data_offsets": [4, 6]}}, b"012345"))
+    write(t, "bad_nesting", raw_safetensors(b'{"x":{"shape":[[[1]]]}}'))
+
+
+def yaml_seeds():
+    for name in ("demo.yaml", "cube3d-v0.5.yaml"):
+        shutil.copy(ROOT / "models" / name, CORPUS / "model_config" / ("valid_" + name))
+    t = "model_config"
+    write(t, "bad_type", "gpt_model:\n  n_layer: four\nshape_model: {}\n")
+    write(t, "bad_unknown_key", "gpt_model: {n_layer: 1, n_layers: 2}\n")
+    write(t, "bad_two_documents", "random_weights_seed: 1\n---\ngpt_model: {}\n")
+    # yaml-cpp 0.7.0 makes endless documents of a line starting with ',' (yaml_reader.cpp).
+    write(t, "bad_leading_comma", "gpt_model:\n, n_layer: 1\n")
+    write(t, "bad_flow", "gpt_model: [1, {a: [b, {c: d}]]\n")
+
+    t = "server_config"
+    shutil.copy(ROOT / "models" / "demo-server.yaml", CORPUS / t / "valid_demo-server.yaml")
+    write(t, "valid_minimal", "model:\n  config: demo.yaml\n")
+    write(t, "valid_overrides", (
+        "listen: \"[::1]:50051\"\nmodel: {config: demo.yaml}\nbatching:\n  mode: static\n"
+        "  batch_buckets: [1, 3]\nlimits: {max_prompt_bytes: 64, min_resolution_base: 5}\n"
+        "defaults: {top_p: 0.9, format: obj, guidance_scale: 0}\nmesh: {occupancy: dense}\n"
+        "log_level: debug\nhttp_listen: 127.0.0.1:8080\n"))
+    write(t, "bad_missing_file", "model:\n  config: no-such-model.yaml\n")
+    write(t, "bad_range", "model: {config: demo.yaml}\nlimits: {max_resolution_base: 99}\n")
+    write(t, "bad_leading_comma", "model:\n  config: demo.yaml\n,\n")
+    write(t, "bad_anchor", "a: &x [1, 2]\nb: *x\nmodel: {config: demo.yaml}\n")
+
+
+def prompt_seeds():
+    t = "clip_tokenizer"
+    write(t, "ascii", "a red wooden chair with four legs")
+    write(t, "unicode", "Ünïcödé café — 東京タワー, a ship 🚀 with Ωmega ﬁns")
+    write(t, "html", "&amp;lt;b&amp;gt; bold &quot;vase&quot; &#x1F600; &notanentity;")
+    write(t, "special_tokens", "<|startoftext|>chair<|endoftext|> it's   \t\n spaced'll")
+    write(t, "long_word", "supercalifragilisticexpialidocious" * 8)
+    write(t, "numbers", "12345 3.14159 ½ Ⅻ ١٢٣")
+    write(t, "invalid_utf8", b"caf\xc3 \xff\xfe chair \xed\xa0\x80")
+
+
+def request_seeds():
+    t = "request"
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
+                        f"--python_out={out}", "cube3d/v1/mesh_service.proto",
+                        "cube3d/v1/wire/request_wire.proto"], check=True)
+        sys.path.insert(0, out)
+        from cube3d.v1 import mesh_service_pb2 as pb
+        from cube3d.v1.wire import request_wire_pb2 as wire
+
+        write(t, "valid_minimal", pb.GenerateMeshRequest(prompt="a chair").SerializeToString())
+        full = pb.GenerateMeshRequest(
+            prompt="a small boat, ünïcödé ⛵", guidance_scale=3.0, top_p=0.9, seed=42,
+            resolution_base=6, format=pb.MESH_FORMAT_PLY, target_face_count=5000,
+            return_shape_tokens=True, request_id="req-1.a:b_c")
+        write(t, "valid_full", full.SerializeToString())
+        write(t, "valid_bbox", pb.GenerateMeshRequest(
+            prompt="a table", bounding_box=pb.BoundingBox(x=1.0, y=0.5, z=0.25),
+            format=pb.MESH_FORMAT_GLB).SerializeToString())
+        write(t, "bad_utf8_prompt", wire.GenerateMeshRequest(
+            prompt=b"caf\xc3 chair", format=pb.MESH_FORMAT_OBJ).SerializeToString())
+        write(t, "bad_ranges", pb.GenerateMeshRequest(
+            prompt="x", guidance_scale=float("nan"), top_p=1.5, resolution_base=99,
+            target_face_count=2, request_id="bad id!",
+            bounding_box=pb.BoundingBox(x=-1.0, y=float("inf"))).SerializeToString())
+        # An enum value no version knows, and an unknown field (number 99).
+        unknown = wire.GenerateMeshRequest(prompt=b"chair").SerializeToString()
+        unknown += bytes([7 << 3, 42]) + bytes([0x9A, 0x06, 3]) + b"abc"  # tag varint of (99 << 3) | 2
+        write(t, "bad_enum_unknown_field", unknown)
+        write(t, "bad_truncated", full.SerializeToString()[:-3])
+
+
+def mesh(flags, vertices, indices):
+    out = struct.pack("<BHH", flags, len(vertices), len(indices) // 3)
+    for v in vertices:
+        out += struct.pack("<3f", *v)
+    return out + struct.pack(f"<{len(indices)}I", *indices)
+
+
+def mesh_seeds():
+    t = "mesh_writers"
+    tetra = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
+    faces = [0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
+    write(t, "valid_tetrahedron", mesh(0, tetra, faces))
+    write(t, "valid_tetrahedron_normals", mesh(1, tetra, faces))
+    write(t, "valid_empty", mesh(0, [], []))
+    write(t, "valid_vertices_only", mesh(0, tetra, []))
+    nan = float("nan")
+    write(t, "valid_nonfinite", mesh(1, [(nan, 0, 0), (float("inf"), 1, 0), (0, -0.0, 1e38)],
+                                     [0, 1, 2, 2, 2, 2]))
+    write(t, "valid_modulo", mesh(2, tetra, [7, 9, 100, 5, 6, 4000000000]))
+    write(t, "bad_index", mesh(0, tetra, [0, 1, 4]))
+    write(t, "bad_huge_index", mesh(0, tetra, [0, 1, 0xFFFFFFFF]))
+    write(t, "bad_not_triples", mesh(4 | 8, tetra, faces))
+
+
+def main():
+    for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
+                   "mesh_writers"):
+        shutil.rmtree(CORPUS / target, ignore_errors=True)
+        (CORPUS / target).mkdir(parents=True)
+    safetensors_seeds()
+    yaml_seeds()
+    prompt_seeds()
+    request_seeds()
+    mesh_seeds()
+    for folder in sorted(CORPUS.iterdir()):
+        files = list(folder.iterdir())
+        print(f"{folder.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")
+
+
+if __name__ == "__main__":
+    main()
