@@ -75,7 +75,7 @@ class Server:
                                     timeout=10) as r:
             text = r.read().decode()
         counts = {}
-        for m in re.finditer(r'^cube3d_requests_total\{status="([A-Z_]+)"\} (\S+)$', text, re.M):
+        for m in re.finditer(r'^cube3d_requests_total\{code="([A-Z_]+)"\} (\S+)$', text, re.M):
             counts[m.group(1)] = int(float(m.group(2)))
         return counts
 

@@ -43,7 +43,7 @@ build/bin/cube3d-client --server "$listen" --prompt "$prompt" --out "$out/client
 python3 - "$metrics" <<'PY'
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
-ok = [l for l in body.splitlines() if l.startswith('cube3d_requests_total{status="OK"}')]
+ok = [l for l in body.splitlines() if l.startswith('cube3d_requests_total{code="OK"}')]
 print(f"metrics at http://{sys.argv[1]}/metrics: {ok[0] if ok else 'no requests yet'}")
 PY
 stop_server

@@ -47,7 +47,7 @@ for layer in core cli mesh model engine pipeline scheduler server; do
   echo "sanitize: cube3d_${layer}_tests"
   (cd "$ASAN_DIR/tests" && "../bin/cube3d_${layer}_tests" --gtest_brief=1)
 done
-ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security)$'
+ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security|observability)$'
 
 echo "sanitize: TSan build of the scheduler tests in $TSAN_DIR"
 configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread

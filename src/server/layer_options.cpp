@@ -44,7 +44,7 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
   options.policy.limits = config.limits;
   options.policy.defaults = config.defaults;
   options.policy.model_has_bbox = model.gpt.use_bbox;
-  options.log_prompts = config.log_prompts;
+  options.log_prompts = config.logging.prompts;
   options.tokens_per_shape = model.shape.num_encoder_latents;
   return options;
 }

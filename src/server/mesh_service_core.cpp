@@ -10,6 +10,7 @@
 #include <optional>
 #include <variant>
 
+#include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/grpc_status.h"
 #include "cube3d/server/request_validation.h"
@@ -28,6 +29,7 @@ struct Pending {
   std::optional<JobResult> result;
   std::optional<Error> error;
   bool done = false;
+  bool running = false;  // past the queue, counted in cube3d_requests_running
 };
 
 v1::Stage to_proto(JobStage stage) {
@@ -79,16 +81,20 @@ grpc::Status MeshServiceCore::generate(const v1::wire::GenerateMeshRequest& requ
                                        const CallContext& call, v1::GenerateMeshResponse* response,
                                        const ProgressSink& on_progress) {
   const auto start = SteadyClock::now();
+  // This call's log lines carry its trace id, then its key's name and its request id.
+  const LogContext log_scope({.traceparent = call.traceparent});
   // The client's id is logged only once validated (then it is plain [A-Za-z0-9._:-]); before
   // that, a short escaped excerpt: a raw id could forge log lines or flood the log.
   std::string request_id;
   std::string via = call.transport;  // "grpc", or "grpc, key studio-a" once the key is known
   const auto finish = [&](const grpc::Status& status, const JobResult* result) {
     const std::string code = grpc_code_name(status.error_code());
-    metrics_.request_finished(code);
+    if (!call.outcome_counted_by_front_door) metrics_.request_finished(code);
     const double total_ms = ms_between(start, SteadyClock::now());
     if (result) {
-      metrics_.observe_e2e_ms(total_ms);
+      metrics_.observe_request_seconds(total_ms / 1000.0);
+      metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
+      metrics_.observe_mesh_seconds(result->timings.mesh_ms / 1000.0);
       spdlog::info(
           "request {} OK ({}) bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
           "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
@@ -122,6 +128,7 @@ grpc::Status MeshServiceCore::generate(const v1::wire::GenerateMeshRequest& requ
                     nullptr);
     }
     ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
+    LogContext::set_api_key(ticket.key_name());
     via += ", key " + ticket.key_name();
   }
 
@@ -133,6 +140,7 @@ grpc::Status MeshServiceCore::generate(const v1::wire::GenerateMeshRequest& requ
   }
   job_request.client = ticket.key_name();
   request_id = job_request.request_id;
+  LogContext::set_request_id(request_id);
   if (options_.log_prompts) {
     spdlog::info("request {} prompt: {}", request_id,
                  printable(job_request.prompt, job_request.prompt.size()));
@@ -145,15 +153,22 @@ grpc::Status MeshServiceCore::generate(const v1::wire::GenerateMeshRequest& requ
                             : start + std::chrono::milliseconds(default_ms);
   auto job = std::make_shared<Job>(
       std::move(job_request), deadline,
-      [pending](const JobProgress& p) {
+      [pending, &metrics = metrics_](const JobProgress& p) {
         const std::lock_guard lock(pending->mutex);
+        if (p.stage != JobStage::kQueued && p.stage != JobStage::kDone && !pending->running &&
+            !pending->done) {
+          pending->running = true;
+          metrics.request_running(+1);
+        }
         pending->progress.push_back(p);
         pending->changed.notify_all();
       },
-      [pending](const JobResult* result, const Error* error) {
+      [pending, &metrics = metrics_](const JobResult* result, const Error* error) {
         const std::lock_guard lock(pending->mutex);
         if (result) pending->result = *result;
         if (error) pending->error = *error;
+        if (pending->running) metrics.request_running(-1);
+        pending->running = false;
         pending->done = true;
         pending->changed.notify_all();
       });

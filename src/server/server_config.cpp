@@ -300,9 +300,11 @@ const std::vector<Key>& keys() {
       string_key(
           "http_listen", [](auto& c) -> auto& { return c.http_listen; }),
       string_key(
-          "log_level", [](auto& c) -> auto& { return c.log_level; }),
+          "logging.level", [](auto& c) -> auto& { return c.logging.level; }),
+      string_key(
+          "logging.format", [](auto& c) -> auto& { return c.logging.format; }),
       bool_key(
-          "log_prompts", [](auto& c) -> auto& { return c.log_prompts; }),
+          "logging.prompts", [](auto& c) -> auto& { return c.logging.prompts; }),
       int_key(
           "drain_grace_seconds", [](auto& c) -> auto& { return c.drain_grace_seconds; }),
       int_key(
@@ -329,6 +331,9 @@ const Key* find_key(std::string_view name) {
 // section, like a top-level `max_queue_size`).
 std::string did_you_mean_key(std::string_view name, const std::string& prefix,
                              const std::vector<std::string_view>& candidates) {
+  // Keys that moved into a section.
+  if (prefix.empty() && name == "log_level") return did_you_mean("logging.level");
+  if (prefix.empty() && name == "log_prompts") return did_you_mean("logging.prompts");
   std::string hint = did_you_mean_closest(name, candidates, prefix);
   if (!hint.empty()) return hint;
   for (const Key& key : keys()) {
@@ -485,8 +490,8 @@ bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
     return std::tie(c.listen, c.tls, c.auth, c.reflection, c.model, c.device, c.dtype,
                     c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
-                    c.metrics_listen, c.http_listen, c.log_level, c.log_prompts,
-                    c.drain_grace_seconds, c.progress_interval_tokens);
+                    c.metrics_listen, c.http_listen, c.logging, c.drain_grace_seconds,
+                    c.progress_interval_tokens);
   };
   return settings(*this) == settings(other);
 }

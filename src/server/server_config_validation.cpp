@@ -46,6 +46,7 @@ constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"}
 constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
 constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
 constexpr std::array<std::string_view, 2> kOccupancyModes = {"hierarchical", "dense"};
+constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -254,7 +255,8 @@ void validate_server_config(const ServerConfig& c) {
                       c.metrics_listen + "')");
     }
   }
-  check_word(where, "log_level", c.log_level, kLogLevels);
+  check_word(where, "logging.level", c.logging.level, kLogLevels);
+  check_word(where, "logging.format", c.logging.format, kLogFormats);
   check_range(where, "drain_grace_seconds", c.drain_grace_seconds, 0, kMaxDrainGraceSeconds);
   check_range(where, "progress_interval_tokens", c.progress_interval_tokens, 1,
               std::numeric_limits<int64_t>::max());

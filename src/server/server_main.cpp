@@ -3,6 +3,7 @@
 // Health is NOT_SERVING until the model is loaded and warmed up, and again while draining.
 // SIGTERM/SIGINT: stop accepting (UNAVAILABLE), finish in-flight work within the grace period,
 // exit 0.
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/version.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
@@ -24,6 +26,7 @@
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/api_keys.h"
 #include "cube3d/server/engine_executor.h"
+#include "cube3d/server/grpc_call_counter.h"
 #include "cube3d/server/http_gateway.h"
 #include "cube3d/server/layer_options.h"
 #include "cube3d/server/mesh_service.h"
@@ -53,6 +56,14 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
+void log_grpc_line(gpr_log_func_args* args) {
+  const spdlog::level::level_enum level =
+      args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::debug;
+  spdlog::log(level, "grpc: {}", args->message);
+}
+
 CliArgs make_args() {
   CliArgs args("cube3d-server",
                "Serve Cube 3D text-to-mesh generation over gRPC.\nSettings: the config file, "
@@ -68,8 +79,10 @@ CliArgs make_args() {
       .env("CUBE3D_METRICS_LISTEN")
       .option("--http-listen", 1, "override http_listen ('' = off)", "HOST:PORT")
       .env("CUBE3D_HTTP_LISTEN")
-      .option("--log-level", 1, "override log_level", "L")
+      .option("--log-level", 1, "override logging.level", "L")
       .env("CUBE3D_LOG_LEVEL")
+      .option("--log-format", 1, "override logging.format: text | json", "F")
+      .env("CUBE3D_LOG_FORMAT")
       .option("--device", 1, "override device", "D")
       .option("--dtype", 1, "override dtype", "T")
       .option("--batch-buckets", 1, "override batching.batch_buckets, e.g. 1,2,4,8", "LIST")
@@ -98,7 +111,8 @@ int run(int argc, char** argv) {
       {"--listen", "listen"},
       {"--metrics-listen", "metrics_listen"},
       {"--http-listen", "http_listen"},
-      {"--log-level", "log_level"},
+      {"--log-level", "logging.level"},
+      {"--log-format", "logging.format"},
       {"--device", "device"},
       {"--dtype", "dtype"},
       {"--batch-buckets", "batching.batch_buckets"},
@@ -112,13 +126,16 @@ int run(int argc, char** argv) {
     std::fputs(server_config_to_yaml(config).c_str(), stdout);
     return 0;
   }
-  setup_logging(config.log_level);
+  setup_logging(config.logging.level, parse_log_format(config.logging.format));
+  // gRPC's own log lines go through the same logger (and format: a JSON log stays JSON).
+  gpr_set_log_function(log_grpc_line);
 
   // gRPC first, with health NOT_SERVING, so orchestrators see the process while it loads; the
   // MeshService answers UNAVAILABLE until the scheduler is attached.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  Metrics metrics(config.metrics_listen, config.batching.batch_buckets);
+  Metrics metrics(config.metrics_listen, config.batching.batch_buckets,
+                  BuildInfo{project_version(), git_revision(), config.device, config.dtype});
   const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
@@ -163,6 +180,16 @@ int run(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(&service);
+  // Every call counted once with the code its client saw (grpc_call_counter.h); calls to
+  // unknown methods too.
+  const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
+  GrpcCallCounter& call_counter = GrpcCallCounter::install();
+  call_counter.set_count(count);
+  UnknownMethods unknown_methods(count);
+  builder.RegisterCallbackGenericService(&unknown_methods);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(call_counter.interceptor_factory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.limits.max_message_bytes));
   // Responses are checked against the limit by the service (with a helpful message); the
   // transport limit leaves room for the envelope.
@@ -196,12 +223,12 @@ int run(int argc, char** argv) {
 
   ExecutorOptions executor_setup = executor_options(config);
   executor_setup.on_generated = [&metrics](double ttft, double tpot, int64_t tokens) {
-    metrics.observe_ttft_ms(ttft);
-    metrics.observe_tpot_ms(tpot);
+    metrics.observe_ttft_seconds(ttft / 1000.0);
+    metrics.observe_tpot_seconds(tpot / 1000.0);
     metrics.tokens_generated(tokens);
   };
   executor_setup.on_admitted = [&metrics](int64_t jobs, double prefill_ms) {
-    metrics.jobs_admitted(jobs, prefill_ms);
+    metrics.jobs_admitted(jobs, prefill_ms / 1000.0);
   };
   executor_setup.on_step = [&metrics](int64_t bucket, int64_t slots) {
     metrics.decode_step(bucket, slots);
@@ -248,7 +275,8 @@ int run(int argc, char** argv) {
   if (http) http->stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   queue_gauge.join();
-  signals.on_reload({});  // the keys go before the watcher does
+  call_counter.set_count({});  // the metrics go before the counter does
+  signals.on_reload({});       // the keys go before the watcher does
   spdlog::info("stopped ({})", drained ? "all work finished" : "grace period ran out");
   return 0;
 }

@@ -139,16 +139,18 @@ class ServerFlagsTest(unittest.TestCase):
     def test_environment_over_file_and_flags_over_environment(self):
         file_config = self.print_config("--config", e2e.DEMO_CONFIG)
         env = {"CUBE3D_LISTEN": "127.0.0.1:7101", "CUBE3D_METRICS_LISTEN": "127.0.0.1:7102",
-               "CUBE3D_LOG_LEVEL": "debug"}
+               "CUBE3D_LOG_LEVEL": "debug", "CUBE3D_LOG_FORMAT": "json"}
         from_env = self.print_config("--config", e2e.DEMO_CONFIG, **env)
         self.assertNotEqual(file_config["listen"], "127.0.0.1:7101")
         self.assertEqual(from_env["listen"], "127.0.0.1:7101")
         self.assertEqual(from_env["metrics_listen"], "127.0.0.1:7102")
-        self.assertEqual(from_env["log_level"], "debug")
+        self.assertEqual(from_env["logging.level"], "debug")
+        self.assertEqual(from_env["logging.format"], "json")
         flagged = self.print_config("--config", e2e.DEMO_CONFIG, "--listen", "127.0.0.1:7201",
-                                    "--log-level=warn", **env)
+                                    "--log-level=warn", "--log-format", "text", **env)
         self.assertEqual(flagged["listen"], "127.0.0.1:7201")
-        self.assertEqual(flagged["log_level"], "warn")
+        self.assertEqual(flagged["logging.level"], "warn")
+        self.assertEqual(flagged["logging.format"], "text")
         self.assertEqual(flagged["metrics_listen"], "127.0.0.1:7102")  # no flag: still the env
 
     def test_config_from_the_environment(self):
@@ -215,6 +217,15 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("/nonexistent-cube3d", proc.stderr)
         self.assertIn("No such file or directory", proc.stderr)
+
+    def test_health_without_a_server_is_1(self):
+        # --health (the images' HEALTHCHECK): no --prompt needed; nothing on port 1 is not
+        # SERVING, exit 1, with the reason.
+        proc = run("cube3d-client", "--health", "--server", f"{e2e.HOST}:1", "--timeout-ms", "2000")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("cube3d-client: health of cube3d.v1.MeshService at", proc.stderr)
+        self.assertIn("UNAVAILABLE", proc.stderr)
+        self.assertIn("--health", run("cube3d-client", "--help").stdout)
 
 
 class TlsServerProcess(e2e.ServerProcess):
@@ -314,6 +325,17 @@ class ClientAgainstTlsServerTest(unittest.TestCase):
                            "--out", full, "--no-progress")
         self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
         self.assertIn(f"cannot write {full}: No space left on device", proc.stderr)
+
+    def test_health_is_0_when_serving_and_1_without_tls(self):
+        proc = run("cube3d-client", "--health", "--server", self.server.address, "--ca",
+                   self.cert, "--server-name", "localhost", cwd=self.work.name)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(proc.stdout.strip(),
+                         f"cube3d.v1.MeshService at {self.server.address}: SERVING")
+        proc = run("cube3d-client", "--health", "--server", self.server.address,
+                   "--timeout-ms", "3000", cwd=self.work.name)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stderr, r"health of .*: (UNAVAILABLE|DEADLINE_EXCEEDED)")
 
 
 if __name__ == "__main__":

@@ -320,7 +320,7 @@ class HttpGatewayTest(HttpTestCase):
 
     def test_client_disconnect_cancels_the_work(self):
         def cancelled(samples):
-            return metric_value(samples, "cube3d_requests_total", status="CANCELLED") or 0
+            return metric_value(samples, "cube3d_requests_total", code="CANCELLED") or 0
 
         before = cancelled(self.server.http_metrics())
         slow = {"prompt": "a slow cathedral", "resolutionBase": SLOW_RES}
@@ -339,7 +339,7 @@ class HttpGatewayTest(HttpTestCase):
         sock.close()
 
         self.wait_for_metrics(lambda s: cancelled(s) >= before + 2,
-                              "cube3d_requests_total{status=\"CANCELLED\"} up by 2")
+                              "cube3d_requests_total{code=\"CANCELLED\"} up by 2")
         self.wait_for_metrics(lambda s: metric_value(s, "cube3d_queue_depth") == 0 and
                               metric_value(s, "cube3d_active_slots") == 0, "an idle scheduler")
         self.assertEqual(self.server.log().count("CANCELLED (http)"), 2, self.server.log_tail())
@@ -359,7 +359,7 @@ class HttpGatewayTest(HttpTestCase):
         self.assertEqual(status, 200)
         self.assertTrue(headers["Content-Type"].startswith("text/plain"))
         samples = parse_metrics(body.decode())
-        self.assertGreaterEqual(metric_value(samples, "cube3d_requests_total", status="OK"), 1)
+        self.assertGreaterEqual(metric_value(samples, "cube3d_requests_total", code="OK"), 1)
         # The same registry as the metrics port.
         names = {n for n, _, _ in samples if n.startswith("cube3d_")}
         self.assertEqual(names, {n for n, _, _ in self.server.metrics()
@@ -398,7 +398,7 @@ class HttpQueueLimitTest(HttpTestCase):
                 break
         self.assertGreater(exhausted, 0, "8 concurrent requests never overflowed a queue of 1")
         self.assertGreaterEqual(metric_value(self.server.http_metrics(), "cube3d_requests_total",
-                                             status="RESOURCE_EXHAUSTED"), exhausted)
+                                             code="RESOURCE_EXHAUSTED"), exhausted)
 
 
 # --- start-up and shutdown ---------------------------------------------------------------------

@@ -2,7 +2,6 @@
 SIGHUP reloads, reflection off, mutual TLS, and SIGTERM while the model loads.
 
 Run by ctest (e2e.security); needs cube3d-server built (CUBE3D_BIN_DIR, default build/bin)."""
-import hashlib
 import os
 import signal
 import subprocess
@@ -17,7 +16,8 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server_e2e as base  # noqa: E402
 from test_server_e2e import (DEMO_CONFIG, HOST, SERVER_BIN, SOURCE, STARTUP_TIMEOUT_S,  # noqa: E402
-                             ServerTestCase, free_ports, make_request, rpc_code)
+                             KeyedServerTestCase, ServerTestCase, free_ports, keys_yaml,
+                             make_request, rpc_code)
 
 
 def setUpModule():
@@ -28,21 +28,11 @@ def tearDownModule():
     base.tearDownModule()
 
 
-def keys_yaml(entries):
-    lines = ["keys:"]
-    for name, secret, extra in entries:
-        lines.append(f"  - name: {name}")
-        lines.append(f"    sha256: {hashlib.sha256(secret.encode()).hexdigest()}")
-        for k, v in extra.items():
-            lines.append(f"    {k}: {v}")
-    return "\n".join(lines) + "\n"
-
-
 def bearer(secret):
     return (("authorization", f"Bearer {secret}"),)
 
 
-class ApiKeysTest(ServerTestCase):
+class ApiKeysTest(KeyedServerTestCase):
     """auth.api_keys_file with three keys; one request at a time (bucket 1) so that the order
     in which waiting requests are taken shows."""
 
@@ -50,23 +40,8 @@ class ApiKeysTest(ServerTestCase):
             ("studio-b", "key-b", {}),
             ("limited", "key-limited", {"requests_per_minute": 2})]
 
-    @classmethod
-    def setUpClass(cls):
-        cls._keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-keys-")
-        cls.keys_path = os.path.join(cls._keys_dir.name, "keys.yaml")
-        with open(cls.keys_path, "w") as f:
-            f.write(keys_yaml(cls.KEYS))
-        cls.SERVER_ARGS = ["--batch-buckets", "1", "--max-queue-delay-ms", "0",
-                           "--set", f"auth.api_keys_file={cls.keys_path}",
-                           "--set", "reflection=false"]
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls._keys_dir.cleanup()
+    SERVER_ARGS = ["--batch-buckets", "1", "--max-queue-delay-ms", "0",
+                   "--set", "reflection=false"]
 
     def call(self, secret, prompt="a key probe", timeout=120, **fields):
         metadata = bearer(secret) if secret is not None else None
@@ -130,7 +105,7 @@ class ApiKeysTest(ServerTestCase):
         self.assertLess(finished.index("b0"), finished.index("a4"), finished)
 
     def test_client_and_loadgen_send_the_key(self):
-        out = os.path.join(self._keys_dir.name, "keyed.glb")
+        out = os.path.join(self.keys_dir.name, "keyed.glb")
         client = [os.path.join(base.BIN_DIR, "cube3d-client"), "--server", self.server.address,
                   "--prompt", "a keyed lamp", "--resolution-base", "4", "--out", out]
         denied = subprocess.run(client, capture_output=True, text=True, timeout=120)
@@ -140,7 +115,7 @@ class ApiKeysTest(ServerTestCase):
                                  timeout=120)
         self.assertEqual(allowed.returncode, 0, allowed.stderr)
         self.count_ok()
-        report = os.path.join(self._keys_dir.name, "load.json")
+        report = os.path.join(self.keys_dir.name, "load.json")
         load = subprocess.run(
             [os.path.join(base.BIN_DIR, "cube3d-loadgen"), "--server", self.server.address,
              "--concurrency", "1", "--requests", "2", "--resolution-base", "4", "--json", report],
@@ -191,7 +166,7 @@ class ApiKeysTest(ServerTestCase):
             f.write(keys_yaml(self.KEYS))
 
 
-class SoakTest(ServerTestCase):
+class SoakTest(KeyedServerTestCase):
     """Repeated bursts at about twice what the slots and the queue hold, mixing deadlines,
     cancellations, bad input and several keys (with and without a key): every request is
     answered, /metrics counts exactly what the clients saw, and the server's memory does not
@@ -200,23 +175,8 @@ class SoakTest(ServerTestCase):
     KEYS = [("k1", "soak-1", {"max_concurrent": 6}), ("k2", "soak-2", {}), ("k3", "soak-3", {})]
     BURST = 80
 
-    @classmethod
-    def setUpClass(cls):
-        cls._keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-soak-")
-        path = os.path.join(cls._keys_dir.name, "keys.yaml")
-        with open(path, "w") as f:
-            f.write(keys_yaml(cls.KEYS))
-        cls.SERVER_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
-                           "--set", "batching.max_queue_size=8",
-                           "--set", f"auth.api_keys_file={path}"]
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls._keys_dir.cleanup()
+    SERVER_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
+                   "--set", "batching.max_queue_size=8"]
 
     def rss_kib(self):
         with open(f"/proc/{self.server.proc.pid}/status") as f:
@@ -224,7 +184,7 @@ class SoakTest(ServerTestCase):
 
     def counts(self):
         samples = self.server.metrics()
-        return {l["status"]: v for n, l, v in samples if n == "cube3d_requests_total"}
+        return {l["code"]: v for n, l, v in samples if n == "cube3d_requests_total"}
 
     def burst(self, round_index):
         stub = self.server.stub()
@@ -271,7 +231,7 @@ class SoakTest(ServerTestCase):
             self.assertGreater(seen.get(code, 0), 0, seen)
 
         def agree(samples):
-            now = {l["status"]: v for n, l, v in samples if n == "cube3d_requests_total"}
+            now = {l["code"]: v for n, l, v in samples if n == "cube3d_requests_total"}
             return all(now.get(c, 0) - before.get(c, 0) == seen.get(c, 0)
                        for c in set(seen) | set(now))
         self.wait_for_metrics(agree, f"the clients' counts {seen}")

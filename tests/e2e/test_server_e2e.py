@@ -9,6 +9,7 @@ random-weight toy model on the CPU, 64 shape tokens per mesh) and stops it with 
 expecting exit code 0. Requests ask for resolution_base 4 unless a test needs slow meshing.
 Every wait is bounded in time; the server's log is printed when a test fails.
 """
+import hashlib
 import os
 import re
 import signal
@@ -409,6 +410,44 @@ class ServerTestCase(unittest.TestCase):
                   "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")))
 
 
+def keys_yaml(entries):
+    """An auth.api_keys_file for [(name, secret, {extra fields})]."""
+    lines = ["keys:"]
+    for name, secret, extra in entries:
+        lines.append(f"  - name: {name}")
+        lines.append(f"    sha256: {hashlib.sha256(secret.encode()).hexdigest()}")
+        for k, v in extra.items():
+            lines.append(f"    {k}: {v}")
+    return "\n".join(lines) + "\n"
+
+
+class KeyedServerTestCase(ServerTestCase):
+    """A ServerTestCase whose server requires the API keys KEYS (auth.api_keys_file in a temp
+    folder, `keys_dir`, at `keys_path`)."""
+
+    KEYS = []
+
+    @classmethod
+    def setUpClass(cls):
+        cls.keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-keys-")
+        cls.keys_path = os.path.join(cls.keys_dir.name, "keys.yaml")
+        with open(cls.keys_path, "w") as f:
+            f.write(keys_yaml(cls.KEYS))
+        cls.SERVER_ARGS = cls.SERVER_ARGS + ["--set", f"auth.api_keys_file={cls.keys_path}"]
+        try:
+            super().setUpClass()
+        except BaseException:
+            cls.keys_dir.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.keys_dir.cleanup()
+
+
 # --- the demo server, dynamic batching (max_queue_delay_ms 50), max_prompt_bytes 64 -----------
 
 class MainServerTest(ServerTestCase):
@@ -625,7 +664,7 @@ class MainServerTest(ServerTestCase):
     # 6. cancellation
     def test_cancelled_stream_frees_the_server(self):
         def cancelled(samples):
-            return metric_value(samples, "cube3d_requests_total", status="CANCELLED") or 0
+            return metric_value(samples, "cube3d_requests_total", code="CANCELLED") or 0
 
         before = cancelled(self.server.metrics())
         stub = self.server.stub()
@@ -644,7 +683,7 @@ class MainServerTest(ServerTestCase):
         self.assertLess(time.monotonic() - start, 30, "the server was slow after a cancel")
 
         self.wait_for_metrics(lambda s: cancelled(s) >= before + 1,
-                              "cube3d_requests_total{status=\"CANCELLED\"} incremented")
+                              "cube3d_requests_total{code=\"CANCELLED\"} incremented")
         self.wait_for_metrics(lambda s: metric_value(s, "cube3d_queue_depth") == 0,
                               "cube3d_queue_depth 0")
         self.assertEqual(self.server.health(), "SERVING")
@@ -700,19 +739,20 @@ class MainServerTest(ServerTestCase):
         for i in range(2):
             self.generate(make_request(f"a metrics probe {i}"))
         samples = self.server.metrics()
-        ok = metric_value(samples, "cube3d_requests_total", status="OK")
-        self.assertIsNotNone(ok, "no cube3d_requests_total{status=\"OK\"}")
+        ok = metric_value(samples, "cube3d_requests_total", code="OK")
+        self.assertIsNotNone(ok, "no cube3d_requests_total{code=\"OK\"}")
         self.assertGreaterEqual(ok, self.ok_requests)
         tokens = metric_value(samples, "cube3d_tokens_generated_total")
         self.assertGreaterEqual(tokens, TOKENS * self.ok_requests)
         # Batch size histogram, one series per bucket.
         for bucket in ("1", "2", "4", "8"):
             self.assertIsNotNone(
-                metric_value(samples, "cube3d_batch_size_count", bucket=bucket), bucket)
+                metric_value(samples, "cube3d_batch_size_count", batch_bucket=bucket), bucket)
             self.assertIsNotNone(
-                metric_value(samples, "cube3d_batch_size_bucket", bucket=bucket, le="+Inf"))
+                metric_value(samples, "cube3d_batch_size_bucket", batch_bucket=bucket, le="+Inf"))
         self.assertGreaterEqual(metric_value(samples, "cube3d_batch_size_count"), 2)
-        for name in ("cube3d_ttft_ms", "cube3d_tpot_ms", "cube3d_request_duration_ms"):
+        for name in ("cube3d_time_to_first_token_seconds", "cube3d_time_per_output_token_seconds",
+                     "cube3d_request_duration_seconds"):
             with self.subTest(histogram=name):
                 count = metric_value(samples, name + "_count")
                 self.assertGreaterEqual(count, 2)
@@ -729,7 +769,7 @@ class MainServerTest(ServerTestCase):
             pb.GenerateMeshRequest(prompt=""), timeout=30))
         samples = self.server.metrics()
         self.assertGreaterEqual(
-            metric_value(samples, "cube3d_requests_total", status="INVALID_ARGUMENT"), 1)
+            metric_value(samples, "cube3d_requests_total", code="INVALID_ARGUMENT"), 1)
         # A query string is fine; another path is a 404.
         status, _ = self.server.http_get("/metrics?x=1")
         self.assertEqual(status, 200)
@@ -1020,7 +1060,7 @@ class QueueOverflowTest(ServerTestCase):
                                                "of 2")
         samples = self.server.metrics()
         self.assertGreaterEqual(
-            metric_value(samples, "cube3d_requests_total", status="RESOURCE_EXHAUSTED"),
+            metric_value(samples, "cube3d_requests_total", code="RESOURCE_EXHAUSTED"),
             exhausted_total)
         # The server recovers: a request after the burst succeeds.
         self.assert_still_serving()
@@ -1114,7 +1154,7 @@ class ContinuousOverloadTest(ServerTestCase):
     def test_overload_answers_everyone_and_metrics_agree(self):
         def counts():
             samples = self.server.metrics()
-            return {code: metric_value(samples, "cube3d_requests_total", status=code) or 0
+            return {code: metric_value(samples, "cube3d_requests_total", code=code) or 0
                     for code in ("OK", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED")}
 
         before = counts()
@@ -1150,7 +1190,7 @@ class ContinuousOverloadTest(ServerTestCase):
         # The server's counts catch up with the clients' (a cancelled stream's handler answers
         # a moment after its client left).
         def agree(samples):
-            now = {code: (metric_value(samples, "cube3d_requests_total", status=code) or 0)
+            now = {code: (metric_value(samples, "cube3d_requests_total", code=code) or 0)
                    - before[code] for code in before}
             return all(now[code] == seen.get(code, 0) for code in before)
         self.wait_for_metrics(agree, f"the client-side counts {seen} (before: {before})")
@@ -1393,7 +1433,7 @@ class OccupancyTest(ServerTestCase):
 
     def test_cancel_while_meshing_stops_the_work(self):
         def cancelled(samples):
-            return metric_value(samples, "cube3d_requests_total", status="CANCELLED") or 0
+            return metric_value(samples, "cube3d_requests_total", code="CANCELLED") or 0
 
         server = self.dense
         before = cancelled(server.metrics())
@@ -1411,7 +1451,7 @@ class OccupancyTest(ServerTestCase):
         self.wait_idle(server)
         self.assertLess(time.monotonic() - cancelled_at, 20)
         self.wait_for_metrics_of(server, lambda s: cancelled(s) >= before + 1,
-                                 "cube3d_requests_total{status=\"CANCELLED\"} incremented")
+                                 "cube3d_requests_total{code=\"CANCELLED\"} incremented")
         self.wait_for_metrics_of(server, lambda s: metric_value(s, "cube3d_queue_depth") == 0,
                                  "cube3d_queue_depth 0")
 

@@ -203,7 +203,7 @@ class HttpGatewayTest : public ::testing::Test {
       if (family.name != "cube3d_requests_total") continue;
       for (const auto& metric : family.metric) {
         for (const auto& label : metric.label) {
-          if (label.name == "status" && label.value == status) return metric.counter.value;
+          if (label.name == "code" && label.value == status) return metric.counter.value;
         }
       }
     }
@@ -372,8 +372,7 @@ TEST_F(HttpGatewayTest, MetricsIsThePrometheusTextOfTheRegistry) {
   const auto res = client()->Get("/metrics");
   ASSERT_EQ(res->status, 200);
   EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
-  EXPECT_NE(res->body.find("cube3d_requests_total{status=\"OK\"} 1"), std::string::npos)
-      << res->body;
+  EXPECT_NE(res->body.find("cube3d_requests_total{code=\"OK\"} 1"), std::string::npos) << res->body;
 }
 
 TEST_F(HttpGatewayTest, TimeoutHeaderOrParameterIsTheDeadline) {

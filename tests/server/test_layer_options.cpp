@@ -40,7 +40,7 @@ ServerConfig changed_config() {
   c.mesh.floater_ratio = 0.3;
   c.mesh.simplify = false;
   c.mesh.mesh_threads = 5;
-  c.log_prompts = true;
+  c.logging.prompts = true;
   c.progress_interval_tokens = 8;
   return c;
 }

@@ -150,8 +150,9 @@ TEST(ServerConfig, DemoServerYamlLoadsWithTheDocumentedValues) {
   EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 5);
   EXPECT_EQ(config.mesh.occupancy_dilation, 1);
   EXPECT_EQ(config.metrics_listen, "127.0.0.1:9464");
-  EXPECT_EQ(config.log_level, "info");
-  EXPECT_FALSE(config.log_prompts);
+  EXPECT_EQ(config.logging.level, "info");
+  EXPECT_EQ(config.logging.format, "text");
+  EXPECT_FALSE(config.logging.prompts);
 }
 
 TEST(ServerConfig, DemoModelIsARandomWeightModel) {
@@ -210,8 +211,9 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_TRUE(config.mesh.simplify);
   EXPECT_EQ(config.mesh.mesh_threads, 2);
   EXPECT_EQ(config.metrics_listen, "0.0.0.0:9464");
-  EXPECT_EQ(config.log_level, "info");
-  EXPECT_FALSE(config.log_prompts);
+  EXPECT_EQ(config.logging.level, "info");
+  EXPECT_EQ(config.logging.format, "text");
+  EXPECT_FALSE(config.logging.prompts);
   EXPECT_EQ(config.drain_grace_seconds, 30);
   EXPECT_EQ(config.progress_interval_tokens, 32);
 }
@@ -241,8 +243,10 @@ mesh:
   occupancy_dilation: 0
   floater_ratio: 5e-2
 metrics_listen: ""
-log_level: "off"
-log_prompts: true
+logging:
+  level: "off"
+  format: json
+  prompts: true
 drain_grace_seconds: 0
 )");
   EXPECT_EQ(config.listen, "[::1]:6000");
@@ -261,8 +265,9 @@ drain_grace_seconds: 0
   EXPECT_EQ(config.mesh.occupancy_dilation, 0);
   EXPECT_EQ(config.mesh.floater_ratio, 0.05);
   EXPECT_EQ(config.metrics_listen, "");
-  EXPECT_EQ(config.log_level, "off");
-  EXPECT_TRUE(config.log_prompts);
+  EXPECT_EQ(config.logging.level, "off");
+  EXPECT_EQ(config.logging.format, "json");
+  EXPECT_TRUE(config.logging.prompts);
   EXPECT_EQ(config.drain_grace_seconds, 0);
 }
 
@@ -329,7 +334,9 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   // The batching section: mode first, the continuous-mode budget after the queue keys.
   EXPECT_LT(at("batching.mode"), at("batching.batch_buckets"));
   EXPECT_LT(at("batching.max_queue_size"), at("batching.max_joins_per_step"));
-  EXPECT_EQ(keys.size(), 45u);
+  EXPECT_LT(at("http_listen"), at("logging.level"));
+  EXPECT_LT(at("logging.level"), at("logging.format"));
+  EXPECT_EQ(keys.size(), 46u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -466,7 +473,11 @@ TEST(ServerConfigErrors, BadWords) {
   expect_invalid("device: \"cuda:-1\"\n", {"device", "'cuda:-1'"});
   expect_invalid("dtype: float16\n", {"dtype", "'float16'", "float32 or bfloat16"});
   expect_invalid("single_stream_decode: fast\n", {"single_stream_decode", "'fast'"});
-  expect_invalid("log_level: verbose\n", {"log_level", "'verbose'", "critical"});
+  expect_invalid("logging:\n  level: verbose\n", {"logging.level", "'verbose'", "critical"});
+  expect_invalid("logging:\n  format: xml\n", {"logging.format", "'xml'", "text or json"});
+  // The keys that moved into logging: name their new place.
+  expect_invalid("log_level: info\n", {"log_level", "logging.level"});
+  expect_invalid("log_prompts: true\n", {"log_prompts", "logging.prompts"});
 }
 
 TEST(ServerConfigErrors, BadMeshAndServerNumbers) {
@@ -607,8 +618,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
   config.metrics_listen = "";
   config.http_listen = "127.0.0.1:8080";
-  config.log_level = "critical";
-  config.log_prompts = true;
+  config.logging = {"critical", "json", true};
   config.drain_grace_seconds = 0;
   config.progress_interval_tokens = 1;
   config.source = "hand-made";
@@ -696,7 +706,8 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   apply_override(config, "batching.batch_buckets", "1,2,4");
   apply_override(config, "batching.mode", "static");
   apply_override(config, "device", "cuda:0");
-  apply_override(config, "log_level", "debug");
+  apply_override(config, "logging.level", "debug");
+  apply_override(config, "logging.format", "json");
   apply_override(config, "cuda_graphs", "false");
   apply_override(config, "defaults.top_p", "0.9");
   apply_override(config, "defaults.format", "obj");
@@ -710,7 +721,8 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(config.batching.mode, BatchingMode::kStatic);
   EXPECT_EQ(config.device, "cuda:0");
-  EXPECT_EQ(config.log_level, "debug");
+  EXPECT_EQ(config.logging.level, "debug");
+  EXPECT_EQ(config.logging.format, "json");
   EXPECT_EQ(config.cuda_graphs, "off");
   EXPECT_EQ(config.defaults.top_p, 0.9);
   EXPECT_EQ(config.defaults.format, MeshFormat::kObj);

@@ -41,8 +41,14 @@ struct CallContext {
   // cancelled and the status is what the core answers and counts.
   std::function<std::optional<grpc::Status>()> gone;
   const char* transport = "grpc";  // for the request log
+  // The front door counts the outcome itself (gRPC: GrpcCallCounter, which knows the code the
+  // client finally saw); false: the core counts the status it answers.
+  bool outcome_counted_by_front_door = false;
   // The `authorization` metadata or header ("Bearer <key>"); empty when absent.
   std::string authorization;
+  // The W3C `traceparent` metadata or header, as the client sent it (parsed, and ignored when
+  // invalid, for the log's trace_id); empty when absent.
+  std::string traceparent;
   // Sets a trailing metadata entry or response header ("retry-after" over a key's limit).
   std::function<void(const std::string& key, const std::string& value)> add_trailer;
 };

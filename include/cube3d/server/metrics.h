@@ -1,5 +1,7 @@
 // Prometheus metrics, served at /metrics by our MetricsHttpServer (metrics_http.h says why not
-// prometheus-cpp's exposer) when an address is set.
+// prometheus-cpp's exposer) when an address is set. Names follow Prometheus' conventions: base
+// units (seconds, bytes), counters end in _total, the server's own under cube3d_, the process's
+// under process_ (process_metrics.h).
 #pragma once
 
 #include <prometheus/counter.h>
@@ -18,23 +20,40 @@
 
 namespace cube3d {
 
+// cube3d_build_info's labels: what an operator groups dashboards and alerts by.
+struct BuildInfo {
+  std::string version;
+  std::string revision;
+  std::string device;  // cpu | cuda
+  std::string dtype;   // float32 | bfloat16 | ...
+};
+
 class Metrics {
  public:
   // listen: "host:port", or empty to keep the registry without serving it (tests).
-  Metrics(const std::string& listen, const std::vector<int64_t>& buckets);
+  Metrics(const std::string& listen, const std::vector<int64_t>& buckets,
+          const BuildInfo& build = {});
+  ~Metrics();
 
-  void request_finished(const std::string& status_code);
+  // One request's end, with the gRPC code its client saw (cube3d_requests_total{code}).
+  void request_finished(const std::string& code);
+  // A successful request's durations: end to end, waiting for its first decode step, meshing.
+  void observe_request_seconds(double seconds);
+  void observe_queue_seconds(double seconds);
+  void observe_mesh_seconds(double seconds);
+  // Requests past the queue (text encoding, decoding, meshing) and those waiting for a batch.
+  void request_running(int64_t delta);
   void set_queue_depth(int64_t depth);
+  // A batch formed (static batching) or a decode step (continuous): its size, by bucket.
   void batch_started(int64_t bucket, int64_t jobs);
-  void observe_ttft_ms(double ms);
-  void observe_tpot_ms(double ms);
-  void observe_e2e_ms(double ms);
+  void decode_step(int64_t bucket, int64_t slots) { batch_started(bucket, slots); }
+  void observe_ttft_seconds(double seconds);
+  void observe_tpot_seconds(double seconds);
   void tokens_generated(int64_t tokens);
   void set_model_load_seconds(double seconds);
   // Continuous batching: jobs that joined the running batch and their text encoding + prefill
-  // time; each decode step (a batch-size observation for its bucket); the active slots.
-  void jobs_admitted(int64_t jobs, double prefill_ms);
-  void decode_step(int64_t bucket, int64_t slots) { batch_started(bucket, slots); }
+  // time; the active slots.
+  void jobs_admitted(int64_t jobs, double prefill_seconds);
   void set_active_slots(int64_t slots);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
@@ -43,12 +62,14 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<MetricsHttpServer> http_;
   prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Histogram* request_duration_;
+  prometheus::Histogram* queue_duration_;
+  prometheus::Histogram* mesh_duration_;
+  prometheus::Gauge* running_;
   prometheus::Gauge* queue_depth_;
-  prometheus::Family<prometheus::Histogram>* batch_size_;
   std::map<int64_t, prometheus::Histogram*> batch_size_by_bucket_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* tpot_;
-  prometheus::Histogram* e2e_;
   prometheus::Counter* tokens_;
   prometheus::Gauge* model_load_;
   prometheus::Gauge* active_slots_;

@@ -66,6 +66,13 @@ struct MeshConfig {
   bool operator==(const MeshConfig&) const = default;
 };
 
+struct LoggingConfig {
+  std::string level = "info";   // trace | debug | info | warn | error | critical | off
+  std::string format = "text";  // text | json (one JSON object per line, for log pipelines)
+  bool prompts = false;         // log request prompts (users' text: off by default)
+  bool operator==(const LoggingConfig&) const = default;
+};
+
 struct ServerConfig {
   std::string listen = "0.0.0.0:50051";
   TlsConfig tls;
@@ -85,8 +92,7 @@ struct ServerConfig {
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no metrics endpoint
   // The HTTP/JSON front door (POST /v1/meshes:generate, health, metrics), host:port; empty: off.
   std::string http_listen;
-  std::string log_level = "info";  // trace | debug | info | warn | error | critical | off
-  bool log_prompts = false;
+  LoggingConfig logging;
   int64_t drain_grace_seconds = 30;
   int64_t progress_interval_tokens = 32;
 

@@ -1,0 +1,1062 @@
+"""The Kubernetes manifests of deploy/k8s, rendered and checked without a cluster:
+
+  * every kustomization under deploy/k8s (base, overlays, monitoring, examples) renders with
+    `kubectl kustomize` (kustomize v5: kubectl >= 1.27);
+  * every rendered object validates against the Kubernetes JSON schemas of KUBERNETES_VERSIONS in
+    strict mode (unknown fields fail), with kubernetes-validate's bundled schemas (offline); the
+    custom resources it has no schema for (ServiceMonitor, PrometheusRule, InferenceService) get
+    their important fields checked here, and their embedded Kubernetes types (an
+    InferenceService's pod spec, a ServiceMonitor's label selector) validated against those
+    types' schemas;
+  * the pieces agree with each other and with the server: probes and Services reach declared
+    container ports that the ConfigMap's server.yaml listens on (all interfaces, plaintext for the
+    gRPC probes); Service, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor select
+    the right objects; the HPA's metrics are ones the server exports and the prometheus-adapter
+    rules serve; terminationGracePeriodSeconds covers the preStop delay, drain_grace_seconds and
+    the server's own wind-down; the ConfigMap is mounted where CUBE3D_CONFIG points; the CUDA
+    overlay asks for a GPU and runs on it; every container runs as non-root, read-only, without
+    capabilities; the alerts use exported metrics and the scraped job's name;
+  * the ConfigMaps' server.yaml files are configs cube3d-server accepts (--print-config).
+
+Run by ctest (tests/CMakeLists.txt, test deploy.k8s); by hand, from tests/deploy:
+
+    CUBE3D_BIN_DIR=../../build/bin python3 -m unittest -v test_k8s_manifests
+
+Needs kubectl (KUBECTL to use another) and kubernetes-validate, both from scripts/setup.sh;
+CUBE3D_BIN_DIR (or CUBE3D_SERVER, the binary) for the --print-config check, skipped without
+either.
+"""
+import importlib.resources
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import yaml
+
+try:
+    import jsonschema
+    import kubernetes_validate
+    import kubernetes_validate.utils as kv_utils
+    import referencing
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise SystemExit(f"test_k8s_manifests needs kubernetes-validate from PyPI ({e}); run "
+                     "scripts/setup.sh") from e
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.abspath(os.environ.get("CUBE3D_SOURCE_DIR") or os.path.join(HERE, "..", ".."))
+K8S_DIR = os.path.join(SOURCE, "deploy", "k8s")
+KUBECTL = os.environ.get("KUBECTL", "kubectl")
+
+# The Kubernetes releases the manifests must be valid for (kubernetes-validate's schemas). 1.30 is
+# the oldest the manifests support: the preStop `sleep` action is on by default from 1.30.
+KUBERNETES_VERSIONS = ("1.30.0", "1.31.0")
+# kubectl kustomize must be kustomize v5: the kustomizations use directory resources, `patches`
+# and per-generator options, which kustomize v2 (Debian's kubectl 1.20) cannot read.
+MIN_KUSTOMIZE = (5, 0)
+MIN_KUBECTL_FOR_KUSTOMIZE = "1.27"
+
+IMAGE_REPOSITORY = "ghcr.io/example/cube3d-server"
+# The image's contract (docker/): uid, config path, the demo model.
+IMAGE_UID = 10001
+DEFAULT_CONFIG_PATH = "/etc/cube3d/server.yaml"
+IMAGE_DEMO_MODEL = "/opt/cube3d/share/cube3d/models/demo.yaml"
+MESH_SERVICE = "cube3d.v1.MeshService"
+SERVER_CONTAINERS = ("server", "kserve-container")
+
+# Defaults of the keys read here (models/demo-server.yaml documents them).
+CONFIG_DEFAULTS = {"listen": "0.0.0.0:50051", "metrics_listen": "0.0.0.0:9464",
+                   "http_listen": "", "drain_grace_seconds": 30, "device": "cpu",
+                   "dtype": "float32"}
+DEFAULT_BATCH_BUCKETS = [1, 2, 4, 8]
+# After drain_grace_seconds the server still waits up to 2 s for the executor to go idle, then
+# gives gRPC's Shutdown 5 s (src/server/server_main.cpp): the pod needs this on top of the grace.
+SERVER_WIND_DOWN_S = 7
+# The shortest start-up budget worth having: loading and warming up a real model takes minutes.
+MIN_STARTUP_BUDGET_S = 300
+
+# The metrics the server exports, name -> type (the contract with src/server/metrics.cpp, which
+# e2e.observability checks against a running server; when metrics.cpp is there, the names it
+# registers are checked too).
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       "server_metrics.json")) as f:
+    EXPORTED_METRICS = json.load(f)
+# Custom resources kubernetes-validate has no schema for: checked by hand below.
+CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"),
+                ("monitoring.coreos.com/v1", "PrometheusRule"),
+                ("serving.kserve.io/v1beta1", "InferenceService")}
+# InferenceService predictor fields that are KServe's own; the rest is a core/v1 PodSpec.
+KSERVE_PREDICTOR_FIELDS = {"minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
+                           "scaleMetricType", "containerConcurrency", "timeout",
+                           "canaryTrafficPercent", "logger", "batcher", "labels", "annotations",
+                           "deploymentStrategy", "autoScaling", "workerSpec", "model"}
+
+RENDERED = {}  # kustomization directory, relative to deploy/k8s -> [objects]
+
+
+# ---------------------------------------------------------------------------------------------
+# kubectl and rendering
+
+
+def kubectl_versions():
+    """(kubectl gitVersion, kustomize version or None) of KUBECTL."""
+    try:
+        out = subprocess.run([KUBECTL, "version", "--client", "-o", "json"], capture_output=True,
+                             text=True, timeout=30)
+    except FileNotFoundError:
+        raise AssertionError(
+            f"kubectl not found ({KUBECTL}): deploy/k8s needs kubectl >= "
+            f"{MIN_KUBECTL_FOR_KUSTOMIZE} (kustomize v5); run scripts/setup.sh or set KUBECTL")
+    if out.returncode != 0:
+        raise AssertionError(f"{KUBECTL} version --client failed: {out.stderr.strip()}")
+    info = json.loads(out.stdout)
+    return info.get("clientVersion", {}).get("gitVersion", "?"), info.get("kustomizeVersion")
+
+
+def check_kustomize_version():
+    kubectl, kustomize = kubectl_versions()
+    numbers = tuple(int(n) for n in re.findall(r"\d+", kustomize or "")[:2])
+    if len(numbers) < 2 or numbers < MIN_KUSTOMIZE:
+        found = (f"kustomize {kustomize}" if kustomize else
+                 "a kustomize too old to report its version (v2.0.3 in kubectl 1.20, as "
+                 "Debian's kubernetes-client ships)")
+        raise AssertionError(
+            f"deploy/k8s needs kustomize >= v{MIN_KUSTOMIZE[0]}.{MIN_KUSTOMIZE[1]}, i.e. kubectl "
+            f">= {MIN_KUBECTL_FOR_KUSTOMIZE} (or set KUBECTL to one); {KUBECTL} is kubectl "
+            f"{kubectl} with {found}")
+
+
+def kustomization_roots():
+    roots = []
+    for folder, _, files in os.walk(K8S_DIR):
+        if {"kustomization.yaml", "kustomization.yml", "Kustomization"} & set(files):
+            roots.append(os.path.relpath(folder, K8S_DIR))
+    return sorted(roots)
+
+
+def render(root):
+    out = subprocess.run([KUBECTL, "kustomize", os.path.join(K8S_DIR, root)],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise AssertionError(f"kubectl kustomize deploy/k8s/{root} failed:\n{out.stderr}")
+    return [o for o in yaml.safe_load_all(out.stdout) if o]
+
+
+def setUpModule():
+    check_kustomize_version()
+    roots = kustomization_roots()
+    for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve"):
+        if needed not in roots:
+            raise AssertionError(f"deploy/k8s/{needed}/kustomization.yaml is missing")
+    for root in roots:
+        RENDERED[root] = render(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+
+class Schemas:
+    """kubernetes-validate's bundled strict schemas of one Kubernetes version, for whole objects
+    (through kubernetes_validate.validate) and for embedded types (a PodSpec inside a custom
+    resource)."""
+
+    _cache = {}
+
+    def __init__(self, version):
+        self.version = version
+        minor = kv_utils.major_minor(version)
+        bundled = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) == minor]
+        if not bundled:
+            raise AssertionError(
+                f"kubernetes-validate {kubernetes_validate.__version__} has no schemas for "
+                f"Kubernetes {minor}; scripts/setup.sh pins one that has")
+        self.folder = f"kubernetes-json-schema/v{bundled[-1]}-local-strict"
+        self._registry = None
+
+    @classmethod
+    def get(cls, version):
+        if version not in cls._cache:
+            cls._cache[version] = Schemas(version)
+        return cls._cache[version]
+
+    def _load(self, name):
+        ref = importlib.resources.files("kubernetes_validate").joinpath(f"{self.folder}/{name}")
+        return json.loads(ref.read_text())
+
+    def validate_object(self, obj):
+        kubernetes_validate.validate(obj, self.version, strict=True)
+
+    def validate_type(self, value, type_file):
+        """Validates `value` against one type's schema, e.g. podspec-v1.json."""
+        if self._registry is None:
+            definitions = referencing.Resource.from_contents(self._load("_definitions.json"))
+            self._registry = definitions @ referencing.Registry()
+        schema = self._load(type_file)
+        jsonschema.validators.Draft202012Validator(schema, registry=self._registry).validate(value)
+
+
+def validation_message(error):
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f"{path or '(top)'}: {error.message[:400]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers over rendered objects
+
+
+def of_kind(objects, kind):
+    return [o for o in objects if o.get("kind") == kind]
+
+
+def name_of(obj):
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def selector_matches(match_labels, labels):
+    return bool(match_labels) and all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def label_selector_matches(selector, labels):
+    """A metav1.LabelSelector (matchLabels and matchExpressions) against labels. An empty
+    selector, which selects everything, counts as a mistake here."""
+    selector = selector or {}
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not match_labels and not expressions:
+        return False
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expr in expressions:
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        if ((op == "In" and labels.get(key) not in values)
+                or (op == "NotIn" and labels.get(key) in values)
+                or (op == "Exists" and key not in labels)
+                or (op == "DoesNotExist" and key in labels)):
+            return False
+    return True
+
+
+class Pod:
+    """A pod template among the rendered objects: a Deployment's, or an InferenceService's
+    predictor (KServe makes the Deployment from it)."""
+
+    def __init__(self, owner, spec, labels, annotations):
+        self.owner, self.spec = owner, spec
+        self.labels, self.annotations = labels or {}, annotations or {}
+        servers = [c for c in spec.get("containers", []) if c.get("name") in SERVER_CONTAINERS]
+        self.server = servers[0] if servers else None
+
+    @property
+    def where(self):
+        return name_of(self.owner)
+
+    def container_ports(self, container=None):
+        """{port name: number} and {number} of the container's declared ports."""
+        c = container or self.server
+        ports = c.get("ports") or []
+        return {p["name"]: p["containerPort"] for p in ports if "name" in p}, \
+            {p["containerPort"] for p in ports}
+
+    def resolve_port(self, port, container=None):
+        """A probe's or Service's port (number or name) -> container port number, or None."""
+        named, numbers = self.container_ports(container)
+        if isinstance(port, int):
+            return port if port in numbers else None
+        return named.get(port)
+
+    def env(self, name):
+        for e in self.server.get("env") or []:
+            if e["name"] == name:
+                return e
+        return None
+
+
+def pods(objects):
+    out = []
+    for d in of_kind(objects, "Deployment"):
+        template = d["spec"]["template"]
+        out.append(Pod(d, template["spec"], template["metadata"].get("labels"),
+                       template["metadata"].get("annotations")))
+    for isvc in of_kind(objects, "InferenceService"):
+        predictor = isvc["spec"]["predictor"]
+        spec = {k: v for k, v in predictor.items() if k not in KSERVE_PREDICTOR_FIELDS}
+        out.append(Pod(isvc, spec, isvc["metadata"].get("labels"),
+                       isvc["metadata"].get("annotations")))
+    return out
+
+
+def config_map_data(objects, name):
+    for cm in of_kind(objects, "ConfigMap"):
+        if cm["metadata"]["name"] == name:
+            return cm.get("data") or {}
+    return None
+
+
+def server_config_file(objects, pod):
+    """(path of the config file in the container, ConfigMap name, key, text) for the pod's
+    server: where CUBE3D_CONFIG (or --config) points and what is mounted there. Fails with the
+    reason when the file is not a ConfigMap's key."""
+    path = DEFAULT_CONFIG_PATH
+    env = pod.env("CUBE3D_CONFIG")
+    if env is not None:
+        if "value" not in env:
+            raise AssertionError(f"{pod.where}: CUBE3D_CONFIG must be a literal path")
+        path = env["value"]
+    args = list(pod.server.get("command") or []) + list(pod.server.get("args") or [])
+    for i, a in enumerate(args):
+        if a == "--config" and i + 1 < len(args):
+            path = args[i + 1]
+        elif a.startswith("--config="):
+            path = a.split("=", 1)[1]
+    def holds(mount):
+        return path == mount["mountPath"] or path.startswith(mount["mountPath"].rstrip("/") + "/")
+    mounts = sorted((m for m in pod.server.get("volumeMounts") or [] if holds(m)),
+                    key=lambda m: len(m["mountPath"]), reverse=True)
+    if not mounts:
+        raise AssertionError(f"{pod.where}: nothing is mounted where the config is read ({path})")
+    mount = mounts[0]
+    volumes = {v["name"]: v for v in pod.spec.get("volumes") or []}
+    volume = volumes.get(mount["name"])
+    if volume is None or "configMap" not in volume:
+        raise AssertionError(f"{pod.where}: {path} is not on a ConfigMap volume "
+                             f"(mount {mount['name']})")
+    cm_name = volume["configMap"]["name"]
+    if "subPath" in mount:
+        key_path = mount["subPath"] if path == mount["mountPath"] else None
+    else:
+        key_path = os.path.relpath(path, mount["mountPath"])
+    items = volume["configMap"].get("items")
+    key = key_path
+    if items is not None:
+        by_path = {i["path"]: i["key"] for i in items}
+        key = by_path.get(key_path)
+    data = config_map_data(objects, cm_name)
+    if data is None:
+        raise AssertionError(f"{pod.where}: the config volume's ConfigMap {cm_name} is not among "
+                             f"the rendered objects")
+    if key is None or key not in data:
+        raise AssertionError(f"{pod.where}: {path} is not a key of ConfigMap {cm_name} "
+                             f"(keys: {sorted(data)})")
+    return path, cm_name, key, data[key]
+
+
+def server_config(objects, pod):
+    return yaml.safe_load(server_config_file(objects, pod)[3]) or {}
+
+
+def config_value(config, key):
+    return config.get(key, CONFIG_DEFAULTS.get(key))
+
+
+def split_address(address):
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def batch_buckets(config):
+    return (config.get("batching") or {}).get("batch_buckets") or DEFAULT_BATCH_BUCKETS
+
+
+def quantity(value):
+    """A Kubernetes quantity ("2", "500m", 1) as a float (CPU / count units)."""
+    text = str(value)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def probes_of(container):
+    return {kind: container.get(kind) for kind in ("startupProbe", "livenessProbe",
+                                                   "readinessProbe")}
+
+
+def startup_budget(probe):
+    return (probe.get("initialDelaySeconds", 0)
+            + probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10))
+
+
+def prestop_seconds(container):
+    """The preStop hook's delay: the kubelet's sleep action or an exec of sleep N."""
+    hook = ((container.get("lifecycle") or {}).get("preStop")) or {}
+    if "sleep" in hook:
+        return hook["sleep"]["seconds"]
+    command = " ".join((hook.get("exec") or {}).get("command") or [])
+    m = re.search(r"\bsleep\s+(\d+)", command)
+    return int(m.group(1)) if m else 0
+
+
+def exported_metric_names():
+    """The metric names the server registers: the contract above, and what
+    src/server/metrics.cpp registers when it is there."""
+    names = set(EXPORTED_METRICS)
+    source = os.path.join(SOURCE, "src", "server", "metrics.cpp")
+    if os.path.exists(source):
+        with open(source) as f:
+            registered = set(re.findall(r'"(cube3d_[a-z0-9_]+)"', f.read()))
+        names &= registered
+    return names
+
+
+def series_names(metric):
+    """The Prometheus series a metric family exposes."""
+    kind = EXPORTED_METRICS.get(metric)
+    if kind == "histogram":
+        return {f"{metric}_bucket", f"{metric}_sum", f"{metric}_count"}
+    return {metric}
+
+
+def hpa_metric_names(objects):
+    names = []
+    for hpa in of_kind(objects, "HorizontalPodAutoscaler"):
+        for m in hpa["spec"].get("metrics") or []:
+            if m["type"] == "Pods":
+                names.append(m["pods"]["metric"]["name"])
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class K8sManifestsTest(unittest.TestCase):
+    maxDiff = None
+
+    # The failure messages name the kustomization (and the pod's owner): a plain loop, no
+    # subTest, stops at the first failure of a test but always says where it is.
+    def each_root(self):
+        return list(RENDERED.items())
+
+    def each_pod(self):
+        return [(root, objects, pod) for root, objects in RENDERED.items()
+                for pod in pods(objects)]
+
+    # -- rendering and schemas ----------------------------------------------------------------
+
+    def test_renders_objects(self):
+        for root, objects in self.each_root():
+            self.assertTrue(objects, f"deploy/k8s/{root} renders nothing")
+            seen = set()
+            for o in objects:
+                key = (o.get("apiVersion"), o.get("kind"), o["metadata"].get("namespace"),
+                       o["metadata"].get("name"))
+                self.assertNotIn(key, seen, f"{root}: {key} twice")
+                seen.add(key)
+
+    def test_schemas_strict(self):
+        for version in KUBERNETES_VERSIONS:
+            schemas = Schemas.get(version)
+            for root, objects in self.each_root():
+                for obj in objects:
+                    kind = (obj.get("apiVersion"), obj.get("kind"))
+                    if kind in CUSTOM_KINDS:
+                        continue
+                    problem = None
+                    try:
+                        schemas.validate_object(obj)
+                    except kv_utils.SchemaNotFoundError:
+                        problem = (f"{root}: {name_of(obj)} ({obj['apiVersion']}) has no schema "
+                                   f"in Kubernetes {version} and is not a known custom resource")
+                    except jsonschema.ValidationError as e:
+                        problem = (f"{root}: {name_of(obj)} is not a valid {obj['apiVersion']} "
+                                   f"{obj['kind']} for Kubernetes {version}: "
+                                   f"{validation_message(e)}")
+                    if problem:
+                        self.fail(problem)
+
+    def test_custom_resources_embedded_types(self):
+        """The Kubernetes types inside the custom resources, against their own schemas."""
+        for version in KUBERNETES_VERSIONS:
+            schemas = Schemas.get(version)
+            for root, objects in self.each_root():
+                checks = []
+                for isvc in of_kind(objects, "InferenceService"):
+                    checks.append((isvc, pods([isvc])[0].spec, "podspec-v1.json"))
+                for sm in of_kind(objects, "ServiceMonitor"):
+                    checks.append((sm, sm["spec"]["selector"], "labelselector-meta-v1.json"))
+                for obj, value, type_file in checks:
+                    problem = None
+                    try:
+                        schemas.validate_type(value, type_file)
+                    except jsonschema.ValidationError as e:
+                        problem = (f"{root}: {name_of(obj)}: not a valid {type_file[:-5]} for "
+                                   f"Kubernetes {version}: {validation_message(e)}")
+                    if problem:
+                        self.fail(problem)
+
+    def test_servicemonitor_structure(self):
+        for root, objects in self.each_root():
+            for sm in of_kind(objects, "ServiceMonitor"):
+                spec = sm["spec"]
+                self.assertEqual(sm["apiVersion"], "monitoring.coreos.com/v1")
+                self.assertTrue(spec.get("selector", {}).get("matchLabels"),
+                                f"{root}: {name_of(sm)} selects no Service")
+                endpoints = spec.get("endpoints")
+                self.assertTrue(endpoints, f"{root}: {name_of(sm)} has no endpoints")
+                for ep in endpoints:
+                    self.assertLessEqual(set(ep), {"port", "path", "scheme", "interval",
+                                                   "scrapeTimeout", "honorLabels",
+                                                   "relabelings", "metricRelabelings"},
+                                         f"{root}: {name_of(sm)}: unexpected endpoint fields")
+                    self.assertIsInstance(ep.get("port"), str,
+                                          f"{root}: {name_of(sm)}: endpoints need a port name")
+                    self.assertEqual(ep.get("path", "/metrics"), "/metrics")
+                    for field in ("interval", "scrapeTimeout"):
+                        if field in ep:
+                            self.assertRegex(ep[field], r"^\d+(ms|s|m)$")
+                    if "interval" in ep and "scrapeTimeout" in ep:
+                        self.assertLessEqual(duration_s(ep["scrapeTimeout"]),
+                                             duration_s(ep["interval"]))
+
+    def test_prometheusrule_structure(self):
+        for root, objects in self.each_root():
+            for rule_obj in of_kind(objects, "PrometheusRule"):
+                groups = rule_obj["spec"].get("groups")
+                self.assertTrue(groups, f"{root}: {name_of(rule_obj)} has no groups")
+                for group in groups:
+                    self.assertTrue(group.get("name"))
+                    self.assertTrue(group.get("rules"))
+                    for rule in group["rules"]:
+                        self.assertLessEqual(set(rule), {"alert", "record", "expr", "for",
+                                                         "labels", "annotations",
+                                                         "keep_firing_for"})
+                        self.assertTrue(("alert" in rule) != ("record" in rule),
+                                        f"{rule}: alert or record")
+                        expr = rule.get("expr", "")
+                        self.assertTrue(isinstance(expr, str) and expr.strip())
+                        self.assertTrue(balanced(expr), f"{rule.get('alert')}: unbalanced "
+                                        f"brackets or quotes in {expr!r}")
+                        if "alert" in rule:
+                            self.assertRegex(rule.get("for", "0s"), r"^\d+(s|m|h)$")
+                            self.assertIn(rule.get("labels", {}).get("severity"),
+                                          ("info", "warning", "critical"), rule["alert"])
+                            self.assertTrue(rule.get("annotations", {}).get("summary"),
+                                            f"{rule['alert']}: no summary")
+
+    def test_inferenceservice_structure(self):
+        for root, objects in self.each_root():
+            for isvc in of_kind(objects, "InferenceService"):
+                where = f"{root}: {name_of(isvc)}"
+                predictor = isvc["spec"].get("predictor") or {}
+                self.assertEqual(set(isvc["spec"]), {"predictor"}, where)
+                containers = predictor.get("containers") or []
+                self.assertEqual([c["name"] for c in containers], ["kserve-container"],
+                                 f"{where}: one custom container named kserve-container")
+                ports = containers[0].get("ports") or []
+                # KServe routes one port; h2c makes it HTTP/2 cleartext (gRPC).
+                self.assertEqual(len(ports), 1, f"{where}: exactly one container port")
+                self.assertEqual(ports[0].get("name"), "h2c", f"{where}: the gRPC port is h2c")
+                lo, hi = predictor.get("minReplicas", 1), predictor.get("maxReplicas", 1)
+                self.assertGreaterEqual(lo, 1, f"{where}: no scale to zero (minutes to load)")
+                self.assertGreaterEqual(hi, lo, where)
+                self.assertGreaterEqual(predictor.get("timeout", 60), 60, where)
+
+    # -- images -------------------------------------------------------------------------------
+
+    def test_images_are_tagged(self):
+        for root, objects, pod in self.each_pod():
+            for c in pod.spec.get("containers", []) + pod.spec.get("initContainers", []):
+                image = c["image"]
+                repo, _, tag = image.rpartition(":")
+                self.assertEqual(repo, IMAGE_REPOSITORY, f"{root}: {pod.where}: image {image} "
+                                 f"(did kustomize's images: miss it?)")
+                self.assertTrue(tag and tag != "latest", f"{root}: {image} needs a version tag")
+
+    # -- the server's config ------------------------------------------------------------------
+
+    def test_config_mounted_where_cube3d_config_points(self):
+        for root, objects, pod in self.each_pod():
+            self.assertIsNotNone(pod.server, f"{root}: {pod.where}: no server container "
+                                 f"(named one of {SERVER_CONTAINERS})")
+            path, cm_name, key, text = server_config_file(objects, pod)
+            self.assertTrue(path.startswith("/"), path)
+            # Generated with a content hash, so a config change rolls the pods.
+            self.assertRegex(cm_name, r"-[a-z0-9]{10}$",
+                             f"{root}: ConfigMap {cm_name} has no content hash: a config change "
+                             f"would not roll the pods (use configMapGenerator)")
+            self.assertIsInstance(yaml.safe_load(text), dict, f"{root}: {cm_name}/{key}")
+
+    def test_volumes_reference_rendered_configmaps(self):
+        for root, objects, pod in self.each_pod():
+            names = {cm["metadata"]["name"] for cm in of_kind(objects, "ConfigMap")}
+            for v in pod.spec.get("volumes") or []:
+                if "configMap" in v and not v["configMap"].get("optional"):
+                    self.assertIn(v["configMap"]["name"], names,
+                                  f"{root}: {pod.where}: volume {v['name']} refers to a ConfigMap "
+                                  f"that is not rendered (a generated name not substituted?)")
+            mounts = {m["name"] for c in pod.spec["containers"] for m in c.get("volumeMounts", [])}
+            self.assertLessEqual(mounts, {v["name"] for v in pod.spec.get("volumes") or []})
+
+    def test_config_listens_where_the_pod_expects(self):
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            named, numbers = pod.container_ports()
+            host, grpc_port = split_address(config_value(config, "listen"))
+            self.assertIn(host, ("0.0.0.0", "::"),
+                          f"{root}: listen must be on all interfaces for probes and Services")
+            self.assertIn(grpc_port, numbers, f"{root}: {pod.where}: the gRPC port {grpc_port} "
+                          f"is not a containerPort")
+            grpc_name = "h2c" if pod.owner["kind"] == "InferenceService" else "grpc"
+            self.assertEqual(named.get(grpc_name), grpc_port,
+                             f"{root}: {pod.where}: the port named {grpc_name} is not listen's")
+            for key, port_name in (("metrics_listen", "metrics"), ("http_listen", "http")):
+                address = config_value(config, key)
+                if not address:
+                    self.assertNotIn(port_name, named,
+                                     f"{root}: port {port_name} declared but {key} is off")
+                    continue
+                host, port = split_address(address)
+                self.assertIn(host, ("0.0.0.0", "::"), f"{root}: {key} {address}")
+                if pod.owner["kind"] == "InferenceService":
+                    if port_name == "metrics":
+                        self.assertEqual(pod.annotations.get("prometheus.io/port"), str(port),
+                                         f"{root}: prometheus.io/port is not metrics_listen's")
+                else:
+                    self.assertEqual(named.get(port_name), port,
+                                     f"{root}: {pod.where}: containerPort {port_name} is not "
+                                     f"{key}'s port {port}")
+            tls = config.get("tls") or {}
+            self.assertFalse(tls.get("cert_file") or tls.get("key_file"),
+                             f"{root}: the kubelet's gRPC probes cannot speak TLS: keep tls off")
+            model = (config.get("model") or {}).get("config", "")
+            self.assertTrue(model.startswith("/"),
+                            f"{root}: model.config {model!r}: relative paths resolve against the "
+                            f"ConfigMap mount, not the image")
+
+    def test_server_accepts_the_configs(self):
+        """cube3d-server --print-config on each ConfigMap's server.yaml (the image's demo model
+        path stands for the checkout's models/demo.yaml here)."""
+        if os.environ.get("CUBE3D_SERVER"):
+            server = os.environ["CUBE3D_SERVER"]
+        elif os.environ.get("CUBE3D_BIN_DIR"):
+            server = os.path.join(os.environ["CUBE3D_BIN_DIR"], "cube3d-server")
+        else:  # ctest sets CUBE3D_BIN_DIR when the server is built (CUBE3D_BUILD_SERVER)
+            self.skipTest("no cube3d-server to check the configs with (set CUBE3D_BIN_DIR)")
+        self.assertTrue(os.access(server, os.X_OK), f"{server} is not built")
+        checked = {}
+        for root, objects, pod in self.each_pod():
+            _, cm_name, key, text = server_config_file(objects, pod)
+            if text in checked:
+                continue
+            checked[text] = cm_name
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, key)
+                with open(path, "w") as f:
+                    f.write(text)
+                args = [server, "--config", path, "--print-config"]
+                if (yaml.safe_load(text).get("model") or {}).get("config") == IMAGE_DEMO_MODEL:
+                    args += ["--set", "model.config=" + os.path.join(SOURCE, "models", "demo.yaml")]
+                env = {k: v for k, v in os.environ.items() if not k.startswith("CUBE3D_")}
+                out = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env,
+                                     stdin=subprocess.DEVNULL)
+                self.assertEqual(out.returncode, 0,
+                                 f"{root}: cube3d-server rejects ConfigMap {cm_name}'s {key}:\n"
+                                 f"{out.stderr.strip()}")
+        self.assertTrue(checked)
+
+    # -- probes, shutdown, security -----------------------------------------------------------
+
+    def test_probes(self):
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            _, grpc_port = split_address(config_value(config, "listen"))
+            probes = probes_of(pod.server)
+            for kind, probe in probes.items():
+                self.assertIsNotNone(probe, f"{root}: {pod.where}: no {kind}")
+                if "grpc" in probe:
+                    self.assertEqual(probe["grpc"]["port"], grpc_port,
+                                     f"{root}: {kind} probes port {probe['grpc']['port']}, the "
+                                     f"server's gRPC port is {grpc_port}")
+                    self.assertIn(probe["grpc"].get("service", ""), ("", MESH_SERVICE),
+                                  f"{root}: {kind}: the health service knows '' and "
+                                  f"{MESH_SERVICE} only")
+                elif "httpGet" in probe:
+                    self.assertTrue(config_value(config, "http_listen"),
+                                    f"{root}: {kind} uses HTTP but http_listen is off")
+                    port = pod.resolve_port(probe["httpGet"]["port"])
+                    self.assertEqual(port, split_address(config_value(config, "http_listen"))[1],
+                                     f"{root}: {kind} probes a port that is not http_listen's")
+                    self.assertIn(probe["httpGet"].get("path"), ("/healthz", "/readyz"))
+                elif "tcpSocket" in probe:
+                    self.assertIsNotNone(pod.resolve_port(probe["tcpSocket"]["port"]),
+                                         f"{root}: {kind} probes an undeclared port")
+            readiness = probes["readinessProbe"]
+            if "grpc" in readiness:
+                self.assertEqual(readiness["grpc"].get("service"), MESH_SERVICE,
+                                 f"{root}: readiness should ask for the MeshService itself")
+            else:
+                self.assertEqual(readiness.get("httpGet", {}).get("path"), "/readyz",
+                                 f"{root}: readiness must follow the model's state")
+            liveness = probes["livenessProbe"]
+            self.assertNotEqual(liveness.get("httpGet", {}).get("path"), "/readyz",
+                                f"{root}: liveness on /readyz restarts pods that are draining")
+            budget = startup_budget(probes["startupProbe"])
+            self.assertGreaterEqual(budget, MIN_STARTUP_BUDGET_S,
+                                    f"{root}: the startupProbe allows {budget} s to load")
+            if pod.owner["kind"] == "Deployment":
+                deadline = pod.owner["spec"].get("progressDeadlineSeconds", 600)
+                self.assertGreater(deadline, budget,
+                                   f"{root}: progressDeadlineSeconds {deadline} <= the start-up "
+                                   f"budget {budget}: a slow load fails the rollout")
+
+    def test_termination_grace_covers_the_drain(self):
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            drain = config_value(config, "drain_grace_seconds")
+            pre_stop = prestop_seconds(pod.server)
+            grace = pod.spec.get("terminationGracePeriodSeconds", 30)
+            self.assertGreater(pre_stop, 0, f"{root}: no preStop delay: the pod would stop "
+                               f"accepting before the endpoints and DNS forget it")
+            needed = pre_stop + drain + SERVER_WIND_DOWN_S
+            self.assertGreater(grace, needed,
+                               f"{root}: terminationGracePeriodSeconds {grace} <= preStop "
+                               f"{pre_stop} + drain_grace_seconds {drain} + the server's "
+                               f"wind-down {SERVER_WIND_DOWN_S} = {needed}: SIGKILL mid-drain")
+
+    def test_containers_run_restricted(self):
+        for root, objects, pod in self.each_pod():
+            pod_sc = pod.spec.get("securityContext") or {}
+            self.assertIs(pod.spec.get("automountServiceAccountToken"), False,
+                          f"{root}: the server needs no API token")
+            # A Service named cube3d-... would inject CUBE3D_..._* variables next to the
+            # server's own CUBE3D_* settings.
+            self.assertIs(pod.spec.get("enableServiceLinks"), False, f"{root}: service links")
+            self.assertFalse(pod.spec.get("hostNetwork") or pod.spec.get("hostPID")
+                             or pod.spec.get("hostIPC"))
+            volumes = {v["name"]: v for v in pod.spec.get("volumes") or []}
+            for c in pod.spec.get("containers", []) + pod.spec.get("initContainers", []):
+                where = f"{root}: {pod.where}: container {c['name']}"
+                sc = c.get("securityContext") or {}
+                merged = {**pod_sc, **sc}
+                self.assertIs(merged.get("runAsNonRoot"), True, f"{where}: runAsNonRoot")
+                self.assertEqual(merged.get("runAsUser"), IMAGE_UID, f"{where}: runAsUser")
+                self.assertIs(sc.get("allowPrivilegeEscalation"), False, where)
+                self.assertIs(sc.get("readOnlyRootFilesystem"), True, where)
+                self.assertFalse(sc.get("privileged"), where)
+                self.assertEqual((sc.get("capabilities") or {}).get("drop"), ["ALL"], where)
+                self.assertFalse((sc.get("capabilities") or {}).get("add"), where)
+                self.assertEqual((merged.get("seccompProfile") or {}).get("type"),
+                                 "RuntimeDefault", where)
+                # A read-only root needs somewhere to write: /tmp on an emptyDir.
+                tmp = [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/tmp"]
+                self.assertTrue(tmp and "emptyDir" in volumes[tmp[0]["name"]],
+                                f"{where}: /tmp is not a writable emptyDir")
+                resources = c.get("resources") or {}
+                for need in ("cpu", "memory"):
+                    self.assertIn(need, resources.get("requests", {}), f"{where}: requests")
+                self.assertIn("memory", resources.get("limits", {}), f"{where}: memory limit")
+
+    # -- Services, PDB, HPA, ServiceMonitor ---------------------------------------------------
+
+    def deployment_pod(self, root, objects):
+        deployments = [p for p in pods(objects) if p.owner["kind"] == "Deployment"]
+        self.assertEqual(len(deployments), 1, f"{root}: one Deployment")
+        return deployments[0]
+
+    def test_services_reach_the_pods(self):
+        for root, objects in self.each_root():
+            services = of_kind(objects, "Service")
+            if not of_kind(objects, "Deployment"):
+                self.assertFalse(services, f"{root}: Services without a Deployment")
+                continue
+            pod = self.deployment_pod(root, objects)
+            config = server_config(objects, pod)
+            _, grpc_port = split_address(config_value(config, "listen"))
+            headless = [s for s in services if s["spec"].get("clusterIP") == "None"]
+            cluster_ip = [s for s in services if s["spec"].get("clusterIP") != "None"]
+            self.assertEqual(len(headless), 1, f"{root}: one headless Service (client-side LB)")
+            self.assertEqual(len(cluster_ip), 1, f"{root}: one ClusterIP Service")
+            self.assertEqual(cluster_ip[0]["spec"].get("type", "ClusterIP"), "ClusterIP")
+            self.assertEqual({p["name"] for p in cluster_ip[0]["spec"]["ports"]},
+                             {"grpc", "http", "metrics"}, f"{root}: the ClusterIP Service's ports")
+            self.assertFalse(headless[0]["spec"].get("publishNotReadyAddresses"),
+                             f"{root}: the headless Service must hand out ready pods only")
+            for svc in services:
+                where = f"{root}: {name_of(svc)}"
+                self.assertTrue(selector_matches(svc["spec"].get("selector"), pod.labels),
+                                f"{where}: selector {svc['spec'].get('selector')} does not "
+                                f"match the pod labels {pod.labels}")
+                for port in svc["spec"]["ports"]:
+                    target = pod.resolve_port(port.get("targetPort", port["port"]))
+                    self.assertIsNotNone(target, f"{where}: port {port['name']} targets "
+                                         f"{port.get('targetPort')}, not a container port")
+                    if target == grpc_port:
+                        self.assertEqual(port.get("appProtocol"), "grpc",
+                                         f"{where}: the gRPC port needs appProtocol grpc")
+                        self.assertEqual(port["name"], "grpc", where)
+                self.assertIn("grpc", {p["name"] for p in svc["spec"]["ports"]}, where)
+
+    def test_pdb_selects_the_pods(self):
+        for root, objects in self.each_root():
+            pdbs = of_kind(objects, "PodDisruptionBudget")
+            if not of_kind(objects, "Deployment"):
+                continue
+            pod = self.deployment_pod(root, objects)
+            self.assertEqual(len(pdbs), 1, f"{root}: one PodDisruptionBudget")
+            pdb = pdbs[0]["spec"]
+            self.assertTrue(label_selector_matches(pdb["selector"], pod.labels),
+                            f"{root}: the PDB's selector misses the pods")
+            max_unavailable = pdb.get("maxUnavailable")
+            self.assertTrue(max_unavailable is not None or "minAvailable" in pdb, root)
+            for hpa in of_kind(objects, "HorizontalPodAutoscaler"):
+                if isinstance(max_unavailable, int):
+                    self.assertGreaterEqual(hpa["spec"].get("minReplicas", 1) - max_unavailable,
+                                            1, f"{root}: a node drain may take every pod")
+
+    def test_hpa(self):
+        exported = exported_metric_names()
+        for root, objects in self.each_root():
+            hpas = of_kind(objects, "HorizontalPodAutoscaler")
+            if not of_kind(objects, "Deployment"):
+                self.assertFalse(hpas, root)
+                continue
+            self.assertEqual(len(hpas), 1, f"{root}: one HPA")
+            hpa = hpas[0]
+            pod = self.deployment_pod(root, objects)
+            deployment = pod.owner
+            ref = hpa["spec"]["scaleTargetRef"]
+            self.assertEqual((ref.get("apiVersion"), ref["kind"], ref["name"]),
+                             ("apps/v1", "Deployment", deployment["metadata"]["name"]),
+                             f"{root}: the HPA scales something else")
+            self.assertFalse("replicas" in deployment["spec"],
+                             f"{root}: the Deployment sets replicas: every apply would undo the "
+                             f"HPA's count")
+            spec = hpa["spec"]
+            self.assertGreaterEqual(spec.get("minReplicas", 1), 2, f"{root}: minReplicas")
+            self.assertGreaterEqual(spec["maxReplicas"], spec.get("minReplicas", 1), root)
+            metrics = spec.get("metrics") or []
+            self.assertTrue(metrics, f"{root}: the HPA has no metrics")
+            slots = max(batch_buckets(server_config(objects, pod)))
+            for m in metrics:
+                self.assertEqual(m["type"], "Pods", f"{root}: per-pod custom metrics expected")
+                name = m["pods"]["metric"]["name"]
+                self.assertIn(name, exported, f"{root}: the HPA scales on {name}, which the "
+                              f"server does not export ({sorted(exported)})")
+                self.assertEqual(EXPORTED_METRICS[name], "gauge",
+                                 f"{root}: {name} is not a per-pod level (a gauge)")
+                target = m["pods"]["target"]
+                self.assertEqual(target["type"], "AverageValue", root)
+                value = quantity(target["averageValue"])
+                self.assertGreater(value, 0, root)
+                if name == "cube3d_requests_running":
+                    self.assertLess(value, slots,
+                                    f"{root}: target {value} running per pod is not below the "
+                                    f"{slots} decode slots (largest batch bucket): pods fill "
+                                    f"up before the HPA adds any")
+
+    def test_servicemonitor_scrapes_the_metrics_port(self):
+        for root, objects in self.each_root():
+            monitors = of_kind(objects, "ServiceMonitor")
+            if not of_kind(objects, "Deployment"):
+                continue
+            self.assertEqual(len(monitors), 1, f"{root}: one ServiceMonitor")
+            sm = monitors[0]
+            pod = self.deployment_pod(root, objects)
+            _, metrics_port = split_address(
+                config_value(server_config(objects, pod), "metrics_listen"))
+            selected = [s for s in of_kind(objects, "Service")
+                        if label_selector_matches(sm["spec"]["selector"],
+                                                  s["metadata"].get("labels") or {})]
+            self.assertEqual(len(selected), 1,
+                             f"{root}: the ServiceMonitor selects {[name_of(s) for s in selected]};"
+                             f" exactly one Service, or every pod is scraped once per Service")
+            svc = selected[0]
+            ns = sm["spec"].get("namespaceSelector") or {}
+            self.assertTrue(not ns or ns.get("any") or
+                            svc["metadata"].get("namespace") in ns.get("matchNames", []), root)
+            for ep in sm["spec"]["endpoints"]:
+                ports = {p["name"]: p for p in svc["spec"]["ports"]}
+                self.assertIn(ep["port"], ports, f"{root}: the ServiceMonitor's port "
+                              f"{ep['port']} is not a port of {name_of(svc)}")
+                target = pod.resolve_port(ports[ep["port"]].get("targetPort"))
+                self.assertEqual(target, metrics_port,
+                                 f"{root}: the ServiceMonitor scrapes port {target}, "
+                                 f"metrics_listen is {metrics_port}")
+
+    # -- overlays -----------------------------------------------------------------------------
+
+    def test_cuda_overlay_runs_on_a_gpu(self):
+        budgets = {}
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            resources = pod.server.get("resources") or {}
+            gpus = {k: str(resources.get(k, {}).get("nvidia.com/gpu", "0"))
+                    for k in ("requests", "limits")}
+            device = str(config_value(config, "device"))
+            budgets[root] = startup_budget(pod.server["startupProbe"])
+            if root == "overlays/cuda":
+                self.assertEqual(gpus, {"requests": "1", "limits": "1"},
+                                 f"{root}: one nvidia.com/gpu, requested and limited")
+                self.assertTrue(device == "cuda" or device.startswith("cuda:"),
+                                f"{root}: device {device}")
+                self.assertEqual(config_value(config, "dtype"), "bfloat16", root)
+                tolerations = pod.spec.get("tolerations") or []
+                self.assertTrue(any(t.get("key") == "nvidia.com/gpu" for t in tolerations),
+                                f"{root}: no toleration for GPU nodes' nvidia.com/gpu taint")
+                self.assertTrue(pod.spec.get("nodeSelector") or pod.spec.get("affinity"),
+                                f"{root}: nothing steers the pods to GPU nodes")
+            else:
+                self.assertEqual(gpus, {"requests": "0", "limits": "0"}, root)
+                self.assertEqual(device, "cpu",
+                                 f"{root}: device {device} without a GPU in the pod")
+        self.assertGreater(budgets["overlays/cuda"], budgets["overlays/cpu"],
+                           "the CUDA overlay's start-up (loading + CUDA graph capture) needs a "
+                           "bigger budget than the CPU one")
+
+    def test_spread_and_namespace(self):
+        for root, objects in self.each_root():
+            if not of_kind(objects, "Deployment"):
+                continue
+            pod = self.deployment_pod(root, objects)
+            spread = pod.spec.get("topologySpreadConstraints") or []
+            anti = ((pod.spec.get("affinity") or {}).get("podAntiAffinity") or {})
+            self.assertTrue(spread or anti, f"{root}: replicas may all land on one node")
+            for c in spread:
+                self.assertTrue(label_selector_matches(c["labelSelector"], pod.labels),
+                                f"{root}: a spread constraint selects other pods")
+            namespaces = {o["metadata"].get("namespace") for o in objects
+                          if o["kind"] not in ("Namespace",)}
+            if root.startswith("overlays/"):
+                self.assertEqual(len(namespaces), 1, f"{root}: objects in {namespaces}")
+                self.assertIn(namespaces.pop(),
+                              {n["metadata"]["name"] for n in of_kind(objects, "Namespace")},
+                              f"{root}: the namespace is not created")
+
+    # -- monitoring ---------------------------------------------------------------------------
+
+    def adapter_rules(self):
+        rules = []
+        for root, objects in RENDERED.items():
+            for cm in of_kind(objects, "ConfigMap"):
+                for key, text in (cm.get("data") or {}).items():
+                    doc = yaml.safe_load(text) if key.endswith((".yaml", ".yml")) else None
+                    if isinstance(doc, dict) and "rules" in doc and isinstance(doc["rules"], list):
+                        rules += doc["rules"]
+        return rules
+
+    def test_adapter_serves_the_hpa_metrics(self):
+        rules = self.adapter_rules()
+        self.assertTrue(rules, "no prometheus-adapter rules (deploy/k8s/monitoring)")
+        for rule in rules:
+            self.assertIn("<<.Series>>", rule["metricsQuery"])
+            self.assertIn("<<.LabelMatchers>>", rule["metricsQuery"])
+            self.assertIn("<<.GroupBy>>", rule["metricsQuery"])
+            self.assertTrue(balanced(rule["metricsQuery"]), rule["metricsQuery"])
+            for series in adapter_series(rule["seriesQuery"]):
+                self.assertIn(series, exported_metric_names(),
+                              f"the adapter serves {series}, which the server does not export")
+        wanted = {name for objects in RENDERED.values() for name in hpa_metric_names(objects)}
+        self.assertTrue(wanted)
+        for name in wanted:
+            with self.subTest(metric=name):
+                serving = [r for r in rules if name in adapter_exposed(r, name)]
+                self.assertTrue(serving, f"no prometheus-adapter rule serves the HPA's {name}")
+                overrides = serving[0]["resources"]["overrides"]
+                self.assertEqual(overrides.get("pod", {}).get("resource"), "pod",
+                                 f"{name}: a Pods metric needs the pod label mapped to pods")
+                self.assertEqual(overrides.get("namespace", {}).get("resource"), "namespace")
+
+    def test_alerts(self):
+        rules = [r for objects in RENDERED.values() for obj in of_kind(objects, "PrometheusRule")
+                 for g in obj["spec"]["groups"] for r in g["rules"] if "alert" in r]
+        self.assertTrue(rules, "no PrometheusRule alerts (deploy/k8s/monitoring)")
+        exported = set().union(*(series_names(m) for m in exported_metric_names()))
+        # The scraped job is the Service the ServiceMonitor selects; the Deployment's name.
+        jobs, deployments = set(), set()
+        for objects in RENDERED.values():
+            for sm in of_kind(objects, "ServiceMonitor"):
+                jobs |= {s["metadata"]["name"] for s in of_kind(objects, "Service")
+                         if label_selector_matches(sm["spec"]["selector"],
+                                                   s["metadata"].get("labels") or {})}
+            deployments |= {d["metadata"]["name"] for d in of_kind(objects, "Deployment")}
+        for rule in rules:
+            with self.subTest(alert=rule["alert"]):
+                expr = rule["expr"]
+                for metric in set(re.findall(r"\bcube3d_[a-z0-9_]+", expr)):
+                    self.assertIn(metric, exported, f"{rule['alert']}: {metric} is not a series "
+                                  f"the server exports")
+                for job in re.findall(r'\bjob\s*=\s*"([^"]*)"', expr):
+                    self.assertIn(job, jobs, f"{rule['alert']}: job {job!r} is not scraped")
+                for d in re.findall(r'\bdeployment\s*=\s*"([^"]*)"', expr):
+                    self.assertIn(d, deployments, f"{rule['alert']}: no Deployment {d!r}")
+
+        def find(pattern):
+            return [r["alert"] for r in rules if re.search(pattern, r["expr"], re.S)]
+
+        error_rate = find(r'cube3d_requests_total\{[^}]*code\s*=~\s*"[^"]*INTERNAL[^"]*".*/.*'
+                          r'cube3d_requests_total')
+        self.assertTrue(error_rate, "no error-rate alert (the share of cube3d_requests_total "
+                                    "with server-side codes)")
+        # Callers' mistakes must not page.
+        for rule in rules:
+            if rule["alert"] in error_rate:
+                for code in ("INVALID_ARGUMENT", "UNAUTHENTICATED", "CANCELLED"):
+                    self.assertNotIn(code, rule["expr"], rule["alert"])
+        self.assertTrue(find(r"cube3d_queue_depth"), "no queue-depth alert")
+        self.assertTrue(set(find(r"histogram_quantile\(\s*0\.95\s*,"))
+                        & set(find(r"cube3d_time_to_first_token_seconds_bucket"))
+                        & set(find(r"\bby\s*\([^)]*\ble\b")),
+                        "no TTFT p95 alert (histogram_quantile(0.95, ...) over "
+                        "cube3d_time_to_first_token_seconds_bucket, summed by le)")
+        self.assertTrue(find(r"kube_deployment_status_replicas_(available|ready)\{[^}]*\}\)?\s*"
+                             r"==\s*0"),
+                        "no alert for a Deployment with no ready replica")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def duration_s(text):
+    value, unit = re.match(r"^(\d+)(ms|s|m)$", text).groups()
+    return int(value) * {"ms": 0.001, "s": 1, "m": 60}[unit]
+
+
+def balanced(expr):
+    """Brackets balance outside string literals, and the quotes close."""
+    pairs, stack, quote = {")": "(", "]": "[", "}": "{"}, [], None
+    for ch in expr:
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in pairs:
+            if not stack or stack.pop() != pairs[ch]:
+                return False
+    return not stack and quote is None
+
+
+def adapter_series(series_query):
+    """The metric names a prometheus-adapter seriesQuery selects, when it names them."""
+    m = re.match(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{|$)", series_query)
+    if m:
+        return {m.group(1)}
+    m = re.search(r'__name__\s*=\s*"([^"]+)"', series_query)
+    return {m.group(1)} if m else set()
+
+
+def adapter_exposed(rule, candidate):
+    """The custom metric names a rule serves, among the series it selects: name.matches /
+    name.as, as the adapter applies them (Go's ${1} written Python's way)."""
+    out = set()
+    series = adapter_series(rule["seriesQuery"])
+    regex = re.search(r'__name__\s*=~\s*"([^"]+)"', rule["seriesQuery"])
+    if regex and re.fullmatch(regex.group(1), candidate):
+        series.add(candidate)
+    naming = rule.get("name") or {}
+    for s in series:
+        matches = naming.get("matches", "")
+        as_ = naming.get("as", "")
+        m = re.search(matches, s) if matches else None
+        if matches and not m:
+            continue
+        if as_:
+            out.add(re.sub(matches, re.sub(r"\$\{?(\d+)\}?", r"\\\1", as_), s))
+        else:
+            out.add(s)
+    return out
+
+
+if __name__ == "__main__":
+    unittest.main()
