@@ -57,10 +57,18 @@ CallContext call_of(grpc::ServerContext* context) {
 // Reads the one request message of a call (the methods are registered as streaming at the
 // C++ level, see the constructor) and parses it as the wire twin.
 template <typename Stream>
-grpc::Status read_request(grpc::ServerContext* context, Stream* stream,
+grpc::Status read_request(grpc::ServerContext* context, Stream* stream, Watchdog& watchdog,
                           v1::wire::GenerateMeshRequest* request) {
   grpc::ByteBuffer raw;
-  if (!stream->Read(&raw)) {
+  // A stalled sender is cancelled after the limit (the client sees CANCELLED).
+  Watchdog::Watch watch = watchdog.watch([context] { context->TryCancel(); });
+  const bool read = stream->Read(&raw);
+  if (watch.close()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "no request message within limits.request_read_timeout_ms (" +
+                            std::to_string(watchdog.limit().count()) + " ms)");
+  }
+  if (!read) {
     // The transport refused the message (over the receive limit: it fails the call and the
     // client sees RESOURCE_EXHAUSTED), or the call carried none. The failed call's
     // cancellation lands a moment after the failed read: wait for it (briefly), so that the
@@ -84,7 +92,10 @@ grpc::Status read_request(grpc::ServerContext* context, Stream* stream,
 
 }  // namespace
 
-MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core) : core_(core) {
+MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core)
+    : core_(core),
+      request_read_watchdog_(
+          std::chrono::milliseconds(core.options().policy.limits.request_read_timeout_ms)) {
   // Both methods are registered as bidirectional streams at the C++ level (on the wire a unary
   // call and a stream look the same; reflection serves the public proto's descriptors): gRPC
   // then hands the call to the handler before reading its message, so that a message the
@@ -111,7 +122,9 @@ MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core) : core_(core) {
 
 grpc::Status MeshServiceImpl::GenerateMesh(grpc::ServerContext* context, UnaryStream* stream) {
   v1::wire::GenerateMeshRequest request;
-  if (grpc::Status status = read_request(context, stream, &request); !status.ok()) return status;
+  if (grpc::Status status = read_request(context, stream, request_read_watchdog_, &request);
+      !status.ok())
+    return status;
   v1::GenerateMeshResponse response;
   const grpc::Status status = core_.generate(request, call_of(context), &response, nullptr);
   if (status.ok()) stream->Write(response);  // a failed write: the client left
@@ -121,7 +134,9 @@ grpc::Status MeshServiceImpl::GenerateMesh(grpc::ServerContext* context, UnarySt
 grpc::Status MeshServiceImpl::GenerateMeshStream(grpc::ServerContext* context,
                                                  EventStream* stream) {
   v1::wire::GenerateMeshRequest request;
-  if (grpc::Status status = read_request(context, stream, &request); !status.ok()) return status;
+  if (grpc::Status status = read_request(context, stream, request_read_watchdog_, &request);
+      !status.ok())
+    return status;
   v1::GenerateMeshEvent result_event;
   const int64_t tokens = core_.options().tokens_per_shape;
   const grpc::Status status = core_.generate(

@@ -270,6 +270,9 @@ const std::vector<Key>& keys() {
       int_key(
           "limits.default_deadline_ms",
           [](auto& c) -> auto& { return c.limits.default_deadline_ms; }),
+      int_key(
+          "limits.request_read_timeout_ms",
+          [](auto& c) -> auto& { return c.limits.request_read_timeout_ms; }),
       float_key(
           "defaults.guidance_scale", [](auto& c) -> auto& { return c.defaults.guidance_scale; }),
       optional_float_key(

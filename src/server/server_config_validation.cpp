@@ -198,6 +198,8 @@ void validate_server_config(const ServerConfig& c) {
   check_range(where, "limits.max_target_face_count", limits.max_target_face_count, 1,
               std::numeric_limits<int64_t>::max());
   check_range(where, "limits.default_deadline_ms", limits.default_deadline_ms, 0, kMaxDeadlineMs);
+  check_range(where, "limits.request_read_timeout_ms", limits.request_read_timeout_ms, 100,
+              kMaxDeadlineMs);
 
   const RequestDefaults& defaults = c.defaults;
   // The negated comparison also catches NaN.

@@ -26,6 +26,7 @@ setUpModule = e2e.setUpModule
 tearDownModule = e2e.tearDownModule
 
 MAX_MESSAGE_BYTES = 1 << 20  # the smallest allowed; requests over it are refused by gRPC
+READ_TIMEOUT_MS = 1000  # a call that sends no request message is cancelled after this
 API_KEY = "observability-test-key-0123456789"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -52,6 +53,7 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
     KEYS = [("studio-obs", API_KEY, {})]  # so that the log lines carry a key's name
     SERVER_ARGS = ["--max-queue-delay-ms", "20",
                    "--set", f"limits.max_message_bytes={MAX_MESSAGE_BYTES}",
+                   "--set", f"limits.request_read_timeout_ms={READ_TIMEOUT_MS}",
                    "--set", "logging.format=json"]
 
     @classmethod
@@ -76,6 +78,27 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
         call = self.server.channel.unary_unary(method, request_serializer=None,
                                                response_deserializer=None)
         return rpc_code(lambda: call(payload, timeout=60, metadata=self.metadata()))[0]
+
+    def stalled_call(self):
+        """Opens GenerateMesh and never sends the request message: the server cancels it after
+        limits.request_read_timeout_ms."""
+        release = threading.Event()
+
+        def nothing():
+            release.wait(RPC_TIMEOUT_S)
+            return
+            yield  # a generator that yields nothing until released
+
+        call = self.server.channel.stream_unary("/cube3d.v1.MeshService/GenerateMesh",
+                                                request_serializer=None,
+                                                response_deserializer=None)
+        start = time.monotonic()
+        try:
+            code = rpc_code(lambda: call(nothing(), timeout=60, metadata=self.metadata()))[0]
+        finally:
+            release.set()
+        self.assertLess(time.monotonic() - start, 30, "a stalled sender was not cut off")
+        return code
 
     def cancelled_stream(self, request):
         call = self.server.stub().GenerateMeshStream(request, timeout=RPC_TIMEOUT_S,
@@ -127,6 +150,7 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
             jobs.append(lambda: self.raw_unary(b"", method="/cube3d.v1.MeshService/NoSuchMethod"))
             jobs.append(lambda: self.raw_unary(b"", method="/not.a.Service/Method"))
         jobs.append(lambda: self.unary(make_request("a bad field", resolution_base=99)))
+        jobs += [self.stalled_call] * 2  # CANCELLED after READ_TIMEOUT_MS
         jobs.append(lambda: rpc_code(lambda: self.server.stub().GenerateMesh(
             make_request("no key"), timeout=60))[0])  # UNAUTHENTICATED
         http_jobs = [lambda: self.http_generate(good)[0],

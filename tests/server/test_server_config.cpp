@@ -195,6 +195,7 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_EQ(config.limits.max_message_bytes, 67108864);
   EXPECT_EQ(config.limits.max_target_face_count, 2000000);
   EXPECT_EQ(config.limits.default_deadline_ms, 300000);
+  EXPECT_EQ(config.limits.request_read_timeout_ms, 30000);
   EXPECT_EQ(config.defaults.guidance_scale, 3.0);
   EXPECT_FALSE(config.defaults.top_p.has_value());
   EXPECT_EQ(config.defaults.resolution_base, 8);
@@ -336,7 +337,7 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("batching.max_queue_size"), at("batching.max_joins_per_step"));
   EXPECT_LT(at("http_listen"), at("logging.level"));
   EXPECT_LT(at("logging.level"), at("logging.format"));
-  EXPECT_EQ(keys.size(), 46u);
+  EXPECT_EQ(keys.size(), 47u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -613,7 +614,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.single_stream_decode = "reference";
   config.cuda_graphs = "emulate";
   config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9};
-  config.limits = {1, 10, 2, 1 << 20, 5, 0};
+  config.limits = {1, 10, 2, 1 << 20, 5, 0, 250};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
   config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
   config.metrics_listen = "";

@@ -65,6 +65,8 @@ inline constexpr int64_t kDefaultMaxPromptBytes = 1024;
 inline constexpr int64_t kDefaultMaxTargetFaceCount = 2'000'000;
 // Ours: requests without a deadline get this one (5 minutes); 0 in the config means none.
 inline constexpr int64_t kDefaultDeadlineMs = 300'000;
+// How long a gRPC call may take to send its request message after opening.
+inline constexpr int64_t kDefaultRequestReadTimeoutMs = 30'000;
 // Ours: the gRPC message size limit (and the largest response the service sends).
 inline constexpr int64_t kDefaultMaxMessageBytes = int64_t{64} << 20;
 

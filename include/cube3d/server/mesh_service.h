@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cube3d/server/mesh_service_core.h"
+#include "cube3d/server/watchdog.h"
 #include "cube3d/v1/mesh_service.pb.h"
 #include "cube3d/v1/wire/request_wire.pb.h"
 
@@ -43,6 +44,8 @@ class MeshServiceImpl final : public grpc::Service {
 
  private:
   MeshServiceCore& core_;
+  // Bounds the wait for each call's request message (limits.request_read_timeout_ms).
+  Watchdog request_read_watchdog_;
 };
 
 // Calls to methods the server does not have: UNIMPLEMENTED naming the method and what the

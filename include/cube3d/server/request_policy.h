@@ -18,6 +18,9 @@ struct LimitsConfig {
   int64_t max_message_bytes = kDefaultMaxMessageBytes;  // gRPC send and receive limit
   int64_t max_target_face_count = kDefaultMaxTargetFaceCount;
   int64_t default_deadline_ms = kDefaultDeadlineMs;  // for requests without a deadline; 0: none
+  // A gRPC call whose request message has not arrived this long after it opened is cancelled
+  // (it would hold a handler thread): slow or stalled senders.
+  int64_t request_read_timeout_ms = kDefaultRequestReadTimeoutMs;
   bool operator==(const LimitsConfig&) const = default;
 };
 
