@@ -703,6 +703,9 @@ httplib::Server::HandlerResponse HttpGateway::Impl::fill_error(const httplib::Re
     message = "HTTP status " + std::to_string(res.status);
   }
   const grpc::StatusCode code = code_of_http_status(res.status);
+  // Requests that reached the server and were refused before any handler: counted like the
+  // gRPC front door's unknown methods and oversized messages, with the code the client reads.
+  metrics.request_finished(grpc_code_name(code));
   spdlog::info("http {} {}: {} {}: {}", req.method, req.path, res.status, grpc_code_name(code),
                message);
   reply_error(res, res.status, code, message);

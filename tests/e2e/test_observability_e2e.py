@@ -110,13 +110,14 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
         call.cancel()
         return rpc_code(lambda: list(call))[0]
 
-    def http_generate(self, body, traceparent=None, key=API_KEY):
+    def http_generate(self, body, traceparent=None, key=API_KEY, path="/v1/meshes:generate",
+                      method="POST"):
         """(gRPC code name the HTTP client saw, body)."""
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         if traceparent:
             headers["traceparent"] = traceparent
-        req = urllib.request.Request(f"http://{HOST}:{self.http_port}/v1/meshes:generate",
-                                     data=body, headers=headers, method="POST")
+        req = urllib.request.Request(f"http://{HOST}:{self.http_port}{path}",
+                                     data=body, headers=headers, method=method)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(req, timeout=RPC_TIMEOUT_S) as r:
@@ -155,7 +156,12 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
             make_request("no key"), timeout=60))[0])  # UNAUTHENTICATED
         http_jobs = [lambda: self.http_generate(good)[0],
                      lambda: self.http_generate(b"{not json")[0],
-                     lambda: self.http_generate(good, key="wrong key")[0]]
+                     lambda: self.http_generate(good, key="wrong key")[0],
+                     # Refused by the HTTP layer before any handler: no such path, a method
+                     # the path does not take, a body over limits.max_message_bytes.
+                     lambda: self.http_generate(good, path="/v1/meshes:nothing")[0],
+                     lambda: self.http_generate(None, method="GET")[0],
+                     lambda: self.http_generate(b"{" + b" " * MAX_MESSAGE_BYTES + b"}")[0]]
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=24) as pool:
             futures = [pool.submit(job) for job in jobs] + [pool.submit(j) for j in http_jobs]
@@ -169,7 +175,7 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
 
         # The burst exercised what it meant to (the rest depends on timing).
         for code in ("OK", "DEADLINE_EXCEEDED", "CANCELLED", "INVALID_ARGUMENT",
-                     "RESOURCE_EXHAUSTED", "UNIMPLEMENTED", "UNAUTHENTICATED"):
+                     "RESOURCE_EXHAUSTED", "UNIMPLEMENTED", "UNAUTHENTICATED", "NOT_FOUND"):
             self.assertGreater(seen[code], 0, f"no {code} in the burst: {dict(seen)}")
 
         def agrees(samples):
