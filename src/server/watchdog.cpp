@@ -47,6 +47,7 @@ bool Watchdog::close(uint64_t id) {
   if (it == open_.end()) return false;
   const bool fired = it->second.fired;
   open_.erase(it);
+  changed_.notify_all();  // the watchdog may be waiting for this one
   return fired;
 }
 
@@ -60,8 +61,11 @@ void Watchdog::run() {
       changed_.wait(lock);
       continue;
     }
-    if (std::chrono::steady_clock::now() < next->second.due) {
-      changed_.wait_until(lock, next->second.due);
+    // A copy: wait_until reads its time point after waking, when close() may have erased the
+    // entry.
+    const std::chrono::steady_clock::time_point due = next->second.due;
+    if (std::chrono::steady_clock::now() < due) {
+      changed_.wait_until(lock, due);
       continue;
     }
     next->second.fired = true;

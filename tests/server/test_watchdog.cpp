@@ -23,6 +23,22 @@ TEST(Watchdog, AWatchClosedInTimeNeverCancels) {
   EXPECT_FALSE(watch.close());  // closing twice is harmless
 }
 
+TEST(Watchdog, AWatchClosedWhileTheWatchdogWaitsForIt) {
+  // The watchdog waits for the first open watch's time; closing that watch meanwhile frees its
+  // entry, which the waiting thread must no longer read (ASan caught a wait_until on the
+  // entry's own time point).
+  Watchdog dog(milliseconds(300));
+  std::atomic<int> cancelled{0};
+  Watchdog::Watch watch = dog.watch([&] { ++cancelled; });
+  std::this_thread::sleep_for(milliseconds(50));  // the watchdog now waits for it
+  EXPECT_FALSE(watch.close());
+  Watchdog::Watch next = dog.watch([&] { ++cancelled; });  // reuses the freed memory, likely
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(next.close());
+  std::this_thread::sleep_for(milliseconds(300));  // past the first watch's time
+  EXPECT_EQ(cancelled.load(), 0);
+}
+
 TEST(Watchdog, AWatchStillOpenAfterTheLimitIsCancelledOnce) {
   Watchdog dog(milliseconds(50));
   std::atomic<int> cancelled{0};
