@@ -15,8 +15,7 @@ using grpc::experimental::InterceptionHookPoints;
 // The call this thread is running, between PreSynchronousRequest and PostSynchronousRequest.
 struct CallRecord {
   const grpc::ServerContextBase* context = nullptr;
-  bool seen_by_interceptor = false;  // the interceptor knew the method
-  bool counted = true;               // false for gRPC's own services
+  bool counted = true;  // false for gRPC's own services
   std::string sent_code;
   bool request_missing = false;
 };
@@ -34,7 +33,6 @@ class StatusInterceptor final : public grpc::experimental::Interceptor {
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         t_call.context == info_->server_context()) {
-      t_call.seen_by_interceptor = true;
       t_call.counted = counted_method(info_->method());
       t_call.sent_code = grpc_code_name(methods->GetSendStatus().error_code());
     }
@@ -107,11 +105,10 @@ void GrpcCallCounter::PreSynchronousRequest(grpc::ServerContext* context) {
 void GrpcCallCounter::PostSynchronousRequest(grpc::ServerContext* context) {
   const CallRecord call = std::move(t_call);
   t_call = CallRecord{};
-  spdlog::debug("grpc call end: interceptor {} counted {} sent '{}' missing {} cancelled {}",
-                call.seen_by_interceptor, call.counted, call.sent_code, call.request_missing,
-                context->IsCancelled());
   if (!call.counted) return;
   const bool cancelled = context->IsCancelled();
+  spdlog::debug("grpc call end: sent '{}' missing {} cancelled {}", call.sent_code,
+                call.request_missing, cancelled);
   const bool deadline_passed = deadline_reached(context->deadline());
   const std::string code =
       code_seen_by_client(call.sent_code, cancelled, deadline_passed, call.request_missing);
