@@ -17,7 +17,7 @@
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/utf8.h"
-#include "cube3d/server/request_validation.h"
+#include "cube3d/server/core/request_validation.h"
 #include "fuzz_support.h"
 
 namespace {

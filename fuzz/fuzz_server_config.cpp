@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cube3d/server/server_config.h"
+#include "cube3d/server/config/server_config.h"
 #include "fuzz_support.h"
 
 namespace {

@@ -153,9 +153,41 @@ def mesh_seeds():
     write(t, "bad_not_triples", mesh(4 | 8, tetra, faces))
 
 
+def http_request_seeds():
+    # The first byte picks the read size (0: all at once; n: pieces of n bytes).
+    t = "http_request"
+    get = b"GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"
+    post = (b"POST /v1/meshes:generate?timeout_ms=500 HTTP/1.1\r\nHost: h\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 17\r\n\r\n"
+            b'{"prompt": "cat"}')
+    chunked = (b"POST /v1/meshes:generateStream HTTP/1.1\r\nHost: h\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")
+    write(t, "valid_get", b"\x00" + get)
+    write(t, "valid_post_dripped", b"\x01" + post)
+    write(t, "valid_chunked_in_pieces", b"\x07" + chunked)
+    write(t, "valid_pipelined", b"\x00" + get + post + get)
+    write(t, "valid_http10", b"\x03GET /a%20b?x=%41&y=+ HTTP/1.0\r\n\r\n")
+    write(t, "valid_continue", b"\x00POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+                               b"Content-Length: 2\r\n\r\nok")
+    write(t, "bad_smuggling", b"\x00POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                              b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    write(t, "bad_fold", b"\x02GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n")
+    write(t, "bad_nul", b"\x00GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\x00j\r\n\r\n")
+    write(t, "bad_long_line", b"\x10GET /" + b"a" * 600 + b" HTTP/1.1\r\n\r\n")
+    write(t, "bad_version", b"\x00GET / HTTP/2.0\r\nHost: h\r\n\r\n")
+    # The fuzzer's findings (fixed in request_reader.cpp), kept as seeds.
+    write(t, "regression_partial_head",
+          b"\x00POST / HTTP/1.1\r\nHost:ut_ms=51.1\r\nHost:" + b"\xb8" * 37 +
+          b"00 HTTP/1.1\r\nHost: h\r\nContent-Type: applicati\xb8\xb8")
+    write(t, "regression_chunk_after_head", b"\x07" + chunked[:-len(b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")]
+          + b"0\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")
+    write(t, "regression_last_chunk_dripped", b"\x01" + chunked[:-len(b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")]
+          + b"0\r\nhello\xea")
+
+
 def main():
     for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
-                   "mesh_writers"):
+                   "mesh_writers", "http_request"):
         shutil.rmtree(CORPUS / target, ignore_errors=True)
         (CORPUS / target).mkdir(parents=True)
     safetensors_seeds()
@@ -163,6 +195,7 @@ def main():
     prompt_seeds()
     request_seeds()
     mesh_seeds()
+    http_request_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = list(folder.iterdir())
         print(f"{folder.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

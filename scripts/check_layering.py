@@ -3,7 +3,11 @@
 
 Includes: every source and header of a layer (src/<layer>/, include/cube3d/<layer>/, and the
 folders listed below) may include only the cube3d layers it may use, and the torch-free layers no
-libtorch, gRPC or CUDA header. Links (with --build-dir): the binaries that need no tensors have no
+libtorch, gRPC or CUDA header. Inside the server, each part (src/server/<part>/ and
+include/cube3d/server/<part>/) may include only the parts SERVER_PARTS gives it: the front doors
+(grpc/, http/) use core/ and admission/, never the executor, pipeline or engine; core/ includes
+no transport library (Boost.Beast/Asio, gRPC beyond its Status); nothing but app/ includes app/;
+clients include no server header. Links (with --build-dir): the binaries that need no tensors have no
 libtorch among their shared-library dependencies (readelf -d), and no shipped binary carries the
 source tree's path (a default resolved at build time would break on any other machine).
 
@@ -53,18 +57,49 @@ LAYERS = [
           torch=True, cuda=True),
     Layer("pipeline", ["src/pipeline", "include/cube3d/pipeline"], {"core", "engine", "mesh"},
           torch=True),
+    Layer("api", ["src/api", "include/cube3d/api"], {"core"}, grpc=True),
+    Layer("clients", ["src/clients", "include/cube3d/clients"], {"core", "cli", "api"},
+          grpc=True),
     Layer("server", ["src/server", "include/cube3d/server"],
-          {"core", "cli", "scheduler", "pipeline"}, torch=True, grpc=True),
+          {"core", "cli", "scheduler", "pipeline", "api"}, torch=True, grpc=True),
     Layer("tools", ["src/tools", "bench"], {"core", "cli", "pipeline", "engine", "mesh", "model"},
           torch=True),
 ]
+
+# The server's parts and the parts each may include (besides its own), with the layers outside
+# the server a part may not include although the server may, and whether it may include a
+# transport library (Boost.Beast/Asio, gRPC's server API; gRPC's Status is the core's own
+# vocabulary and allowed everywhere).
+@dataclass
+class ServerPart:
+    uses: set[str]
+    forbidden_layers: set[str] = field(default_factory=set)
+    transports: bool = True
+
+
+FRONT_DOOR_FORBIDDEN = {"pipeline", "engine", "model", "mesh", "scheduler"}
+SERVER_PARTS = {
+    "core": ServerPart({"admission", "observability"},
+                       {"pipeline", "engine", "model", "mesh"}, transports=False),
+    "admission": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
+    "observability": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
+    "grpc": ServerPart({"core", "admission", "observability"}, FRONT_DOOR_FORBIDDEN),
+    "http": ServerPart({"core", "admission", "observability"}, FRONT_DOOR_FORBIDDEN),
+    "executor": ServerPart(set(), transports=False),
+    "config": ServerPart({"core", "admission", "observability", "grpc", "http", "executor"}),
+    "app": ServerPart({"core", "admission", "observability", "grpc", "http", "executor",
+                       "config"}),
+}
+TRANSPORTS = ("boost/beast", "boost/asio", "grpcpp/", "grpc/", "grpc++/")
+TRANSPORT_ALLOWED = {"grpcpp/support/status.h"}
 
 # The headers of core that need libtorch: a torch-free layer must not include them either.
 TORCH_CORE_HEADERS = {"cube3d/core/safetensors.h"}
 
 # Binaries that need no tensors: none may link libtorch.
 TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",
-                       "cube3d_mesh_tests", "cube3d_scheduler_tests", "cube3d_cli_tests"]
+                       "cube3d_mesh_tests", "cube3d_scheduler_tests", "cube3d_cli_tests",
+                       "cube3d_api_tests", "cube3d_clients_tests", "cube3d_server_base_tests"]
 # Binaries we ship: none may carry the source tree's path.
 SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
                     "cube3d-bench", "cube3d-tokenize"]
@@ -121,6 +156,63 @@ def check_includes(root: Path) -> list[str]:
     return problems
 
 
+def server_part_of(rel: str) -> str | None:
+    m = re.match(r"(?:src/server|include/cube3d/server)/([a-z_]+)/", rel)
+    return m.group(1) if m else None
+
+
+def check_server_parts(root: Path) -> list[str]:
+    problems: list[str] = []
+    for folder in ("src/server", "include/cube3d/server"):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for f in sorted(base.rglob("*")):
+            if f.suffix not in {".h", ".cpp", ".hpp"}:
+                continue
+            rel = f.relative_to(root).as_posix()
+            part = server_part_of(rel)
+            if part is None:
+                problems.append(f"{rel}: server code outside a part folder "
+                                f"({', '.join(sorted(SERVER_PARTS))})")
+                continue
+            rules = SERVER_PARTS.get(part)
+            if rules is None:
+                problems.append(f"{rel}: unknown server part '{part}' (add it to SERVER_PARTS)")
+                continue
+            text = f.read_text(errors="replace")
+            for m in INCLUDE.finditer(text):
+                header = m.group(2)
+                line = text.count("\n", 0, m.start()) + 1
+                where = f"{rel}:{line}: server/{part}"
+                target = re.match(r"cube3d/server/([a-z_]+)/", header)
+                if target and target.group(1) != part and target.group(1) not in rules.uses:
+                    problems.append(f"{where} may not include {header} "
+                                    f"(server/{target.group(1)})")
+                layer = layer_of_include(root, header)
+                if layer in rules.forbidden_layers:
+                    problems.append(f"{where} may not include {header} (layer {layer})")
+                if (not rules.transports and header.startswith(TRANSPORTS)
+                        and header not in TRANSPORT_ALLOWED):
+                    problems.append(f"{where} includes <{header}> (a transport library)")
+    # Clients talk to a server over the API: no server header.
+    for folder in ("src/clients", "include/cube3d/clients"):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for f in sorted(base.rglob("*")):
+            if f.suffix not in {".h", ".cpp", ".hpp"}:
+                continue
+            rel = f.relative_to(root).as_posix()
+            text = f.read_text(errors="replace")
+            for m in INCLUDE.finditer(text):
+                if m.group(2).startswith("cube3d/server/"):
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(f"{rel}:{line}: clients may not include {m.group(2)} "
+                                    "(a server header)")
+    return problems
+
+
 def needed_libraries(binary: Path) -> list[str]:
     out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True,
                          check=True).stdout
@@ -158,7 +250,7 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--build-dir", type=Path, help="also check the binaries built here")
     args = parser.parse_args()
-    problems = check_includes(args.root)
+    problems = check_includes(args.root) + check_server_parts(args.root)
     if args.build_dir:
         problems += check_links(args.root, args.build_dir)
     for p in problems:

@@ -2,7 +2,8 @@
 # The sanitizer stage of scripts/test.sh (also runnable alone, after scripts/setup.sh):
 #   1. ASan + UBSan: builds the project into build-asan/ and runs the unit tests and the e2e
 #      suites under it (a finding aborts the test that hit it, so ctest fails);
-#   2. TSan: the scheduler tests (torch-free, so every line that runs is instrumented).
+#   2. TSan: the scheduler tests and the server's base (the event-driven HTTP server, its
+#      request reader, the timer queue), torch-free, so every line that runs is instrumented.
 # TSan is not run over the server and engine tests: libtorch and its OpenMP runtime are not
 # instrumented, so TSan reports their internal synchronisation as races (and the interceptors
 # clash with libgomp), which would bury real findings in noise.
@@ -32,7 +33,8 @@ echo "sanitize: ASan + UBSan build in $ASAN_DIR"
 configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG"
 cmake --build "$ASAN_DIR" -j "$(nproc)" --target cube3d_core_tests cube3d_cli_tests \
   cube3d_mesh_tests cube3d_model_tests cube3d_engine_tests cube3d_pipeline_tests \
-  cube3d_scheduler_tests cube3d_server_tests cube3d-server cube3d-client cube3d-loadgen \
+  cube3d_scheduler_tests cube3d_server_base_tests cube3d_server_tests cube3d-server \
+  cube3d_api_tests cube3d_clients_tests cube3d-client cube3d-loadgen \
   cube3d-generate >/dev/null
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -43,15 +45,18 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # builds of their own).
 ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^model\.clip_fixture$'
 export CUBE3D_CLIP_FIXTURE_DIR="$(cd "$ASAN_DIR" && pwd)/clip_fixture"
-for layer in core cli mesh model engine pipeline scheduler server; do
+for layer in core cli mesh model engine pipeline scheduler server_base server api clients; do
   echo "sanitize: cube3d_${layer}_tests"
   (cd "$ASAN_DIR/tests" && "../bin/cube3d_${layer}_tests" --gtest_brief=1)
 done
 ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security|observability)$'
 
-echo "sanitize: TSan build of the scheduler tests in $TSAN_DIR"
+echo "sanitize: TSan build of the scheduler and server-base tests in $TSAN_DIR"
 configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread
-cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests -j "$(nproc)" >/dev/null
+cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests cube3d_server_base_tests -j "$(nproc)" \
+  >/dev/null
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   "$TSAN_DIR/bin/cube3d_scheduler_tests" --gtest_repeat=3 --gtest_brief=1
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  "$TSAN_DIR/bin/cube3d_server_base_tests" --gtest_brief=1
 echo "sanitize: done"

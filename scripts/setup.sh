@@ -2,7 +2,7 @@
 # Installs everything cube3d-server needs to build and test, on a fresh Debian 12 machine.
 # Idempotent: a second run checks and returns quickly.
 #   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
-#           meshoptimizer, tinygltf, nlohmann-json, RE2, ccache, cpp-httplib, CLI11,
+#           meshoptimizer, tinygltf, nlohmann-json, RE2, ccache, Boost (Beast, Asio), CLI11,
 #           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap (the image's
 #           root file system for scripts/image_smoke.sh).
 #   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
@@ -18,7 +18,7 @@ debian_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev
-  libcpp-httplib-dev libcli11-dev
+  libboost-dev libcli11-dev
   clang-14 libclang-rt-14-dev
   mmdebstrap
 )

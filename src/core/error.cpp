@@ -54,4 +54,11 @@ Error unauthenticated(const std::string& message) {
   return Error(ErrorCode::kUnauthenticated, message);
 }
 
+void require_in_range(std::string_view key, int64_t value, int64_t min, int64_t max) {
+  if (value < min || value > max) {
+    throw invalid_argument(std::string(key) + ": " + std::to_string(value) + " is outside [" +
+                           std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+}
+
 }  // namespace cube3d

@@ -72,12 +72,13 @@ CONFIG_DEFAULTS = {"listen": "0.0.0.0:50051", "metrics_listen": "0.0.0.0:9464",
                    "dtype": "float32"}
 DEFAULT_BATCH_BUCKETS = [1, 2, 4, 8]
 # After drain_grace_seconds the server still waits up to 2 s for the executor to go idle, then
-# gives gRPC's Shutdown 5 s (src/server/server_main.cpp): the pod needs this on top of the grace.
+# gives its front doors (the HTTP server's stop and gRPC's Shutdown) 5 s between them
+# (src/server/app/server_main.cpp): the pod needs this on top of the grace.
 SERVER_WIND_DOWN_S = 7
 # The shortest start-up budget worth having: loading and warming up a real model takes minutes.
 MIN_STARTUP_BUDGET_S = 300
 
-# The metrics the server exports, name -> type (the contract with src/server/metrics.cpp, which
+# The metrics the server exports, name -> type (the contract with src/server/observability/metrics.cpp, which
 # e2e.observability checks against a running server; when metrics.cpp is there, the names it
 # registers are checked too).
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -388,9 +389,9 @@ def prestop_seconds(container):
 
 def exported_metric_names():
     """The metric names the server registers: the contract above, and what
-    src/server/metrics.cpp registers when it is there."""
+    src/server/observability/metrics.cpp registers when it is there."""
     names = set(EXPORTED_METRICS)
-    source = os.path.join(SOURCE, "src", "server", "metrics.cpp")
+    source = os.path.join(SOURCE, "src", "server", "observability", "metrics.cpp")
     if os.path.exists(source):
         with open(source) as f:
             registered = set(re.findall(r'"(cube3d_[a-z0-9_]+)"', f.read()))
@@ -652,6 +653,24 @@ class K8sManifestsTest(unittest.TestCase):
                                  f"{root}: cube3d-server rejects ConfigMap {cm_name}'s {key}:\n"
                                  f"{out.stderr.strip()}")
         self.assertTrue(checked)
+
+    def test_grpc_connections_age_out_within_a_scale_up_and_outlast_a_request(self):
+        """Behind a Service, new replicas get traffic from connected gRPC clients only when
+        connections age out: an age limit well below the HPA's scale-up cadence, a grace above
+        the longest request (so aging never cuts one)."""
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            grpc_section = config.get("grpc") or {}
+            age = grpc_section.get("max_connection_age_ms", 30 * 60_000)
+            grace = grpc_section.get("max_connection_age_grace_ms", 6 * 60_000)
+            deadline = (config.get("limits") or {}).get("default_deadline_ms", 300_000)
+            self.assertLessEqual(age, 10 * 60_000,
+                                 f"{root}: grpc.max_connection_age_ms {age}: connected clients "
+                                 f"would take over 10 minutes to reach new replicas")
+            self.assertGreaterEqual(grace, deadline,
+                                    f"{root}: grpc.max_connection_age_grace_ms {grace} is shorter "
+                                    f"than limits.default_deadline_ms {deadline}: an aging "
+                                    f"connection would cut requests")
 
     # -- probes, shutdown, security -----------------------------------------------------------
 

@@ -8,8 +8,8 @@
     default output file and where it went, a clear error for a URL given as --server, the reason
     of a failed write, and progress without '\\r' when stderr is a pipe.
 
-Reuses test_server_e2e's helpers (ServerProcess, free_ports, the gRPC stubs). Run by ctest
-(tests/CMakeLists.txt, test e2e.cli):
+Uses server_process's helpers (the TLS server process and its test case, the gRPC stubs). Run
+by ctest (tests/CMakeLists.txt, test e2e.cli):
 
     CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_cli_e2e
 """
@@ -19,9 +19,7 @@ import subprocess
 import tempfile
 import unittest
 
-import grpc
-
-import test_server_e2e as e2e
+import server_process as e2e
 
 BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
             "cube3d-bench", "cube3d-tokenize"]
@@ -228,51 +226,22 @@ class ClientTest(unittest.TestCase):
         self.assertIn("--health", run("cube3d-client", "--help").stdout)
 
 
-class TlsServerProcess(e2e.ServerProcess):
-    """A ServerProcess whose port speaks TLS: its health checks go over TLS too."""
-
-    def __init__(self, cert, key, log_dir):
-        super().__init__(["--set", f"tls.cert_file={cert}", "--set", f"tls.key_file={key}"],
-                         log_dir)
-        self.cert = cert
-
-    def wait_serving(self, timeout=e2e.STARTUP_TIMEOUT_S):
-        self.close_channel()
-        with open(self.cert, "rb") as f:
-            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
-        self.channel = grpc.secure_channel(
-            self.address, credentials,
-            options=e2e.CHANNEL_OPTIONS + [("grpc.ssl_target_name_override", "localhost")])
-        super().wait_serving(timeout)
-
-
-class ClientAgainstTlsServerTest(unittest.TestCase):
+class ClientAgainstTlsServerTest(e2e.ServerTestCase):
     """One TLS demo server; its certificate names only DNS:localhost (no IP), so connecting by
     IP needs --server-name localhost."""
 
+    TMP_PREFIX = "cube3d-cli-e2e-"
+
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory(prefix="cube3d-cli-e2e-")
-        cls.cert = os.path.join(cls.tmp.name, "cert.pem")
-        key = os.path.join(cls.tmp.name, "key.pem")
+    def make_server(cls, tmp_dir):
+        cls.cert = os.path.join(tmp_dir, "cert.pem")
+        key = os.path.join(tmp_dir, "key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
                         "-keyout", key, "-out", cls.cert, "-days", "1", "-subj", "/CN=localhost",
                         "-addext", "subjectAltName=DNS:localhost"],
                        check=True, capture_output=True, timeout=60)
-        cls.server = TlsServerProcess(cls.cert, key, cls.tmp.name)
-        try:
-            cls.server.start()
-        except BaseException:
-            cls.server.kill()
-            cls.tmp.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop()
-        finally:
-            cls.tmp.cleanup()
+        # Its own health checks go over TLS, checking the name localhost.
+        return e2e.TlsServerProcess(cls.cert, key, tmp_dir)
 
     def setUp(self):
         self.work = tempfile.TemporaryDirectory(prefix="cube3d-cli-client-")

@@ -4,9 +4,9 @@ connection). Run by ctest (tests/CMakeLists.txt, test e2e.http):
 
     CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_http_e2e
 
-Reuses test_server_e2e's helpers (server processes, generated protos, metrics parsing); the
-demo model (random weights, 64 shape tokens) on the CPU, resolution 4 unless a test needs a
-long request. Every wait is bounded; the server's log is printed when a test fails.
+Uses server_process's helpers (server processes with the gateway, generated protos, metrics
+parsing); the demo model (random weights, 64 shape tokens) on the CPU, resolution 4 unless a
+test needs a long request. Every wait is bounded; the server's log is printed when a test fails.
 """
 import http.client
 import io
@@ -24,14 +24,13 @@ import unittest
 import trimesh
 from google.protobuf import json_format
 
-import test_server_e2e as e2e
-from test_server_e2e import (DEMO_CONFIG, HOST, RES, RPC_TIMEOUT_S, SERVER_BIN, SOURCE,
-                             STARTUP_TIMEOUT_S, STOP_TIMEOUT_S, TOKENS, ServerProcess,
-                             free_ports, metric_value, parse_metrics)
+import server_process as e2e
+from server_process import (DEMO_CONFIG, HOST, JSON_HEADERS, RES, RPC_TIMEOUT_S, SERVER_BIN,
+                            SOURCE, STARTUP_TIMEOUT_S, STOP_TIMEOUT_S, TOKENS, ServerProcess,
+                            ServerTestCase, free_ports, metric_value, parse_metrics)
 
 GENERATE = "/v1/meshes:generate"
 STREAM = "/v1/meshes:generateStream"
-JSON_HEADERS = {"Content-Type": "application/json"}
 CHAIR = {"prompt": "a wooden chair", "resolutionBase": RES}
 SLOW_RES = 7  # a few seconds of meshing on a CPU: a request surely in flight
 
@@ -45,22 +44,6 @@ def tearDownModule():
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-def http_call(port, method, path, body=None, headers=None, timeout=RPC_TIMEOUT_S):
-    """One request on its own connection: (status, headers, body bytes). A dict body is sent as
-    JSON."""
-    headers = dict(headers or {})
-    if isinstance(body, dict):
-        body = json.dumps(body)
-        headers = {**JSON_HEADERS, **headers}
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.headers, response.read()
-    finally:
-        conn.close()
-
 
 def read_events(response):
     """Yields (event, data) from a text/event-stream response as each frame arrives."""
@@ -112,70 +95,12 @@ def server_timing(header):
     return timings
 
 
-class HttpServerProcess(ServerProcess):
-    """A cube3d-server with the HTTP gateway on a free loopback port too."""
+class HttpTestCase(ServerTestCase):
+    """One server with the gateway for the class (SERVER_ARGS), stopped with SIGTERM, exit code 0
+    expected."""
 
-    def __init__(self, extra_args, log_dir):
-        super().__init__(extra_args, log_dir)
-        self.base_args = list(extra_args)
-        self.http_port = None
-
-    def start(self, attempts=3):
-        for attempt in range(attempts):
-            self.http_port = free_ports(1)[0]
-            self.extra_args = self.base_args + ["--set", f"http_listen={HOST}:{self.http_port}"]
-            try:
-                super().start(attempts=1)
-                return
-            except AssertionError:
-                log = self.log()
-                clash = any(s in log for s in ("cannot listen", "Address already in use",
-                                               "uses the port of"))
-                if not clash or attempt + 1 == attempts:
-                    raise
-
-    def http(self, method, path, body=None, headers=None, timeout=RPC_TIMEOUT_S):
-        return http_call(self.http_port, method, path, body, headers, timeout)
-
-    def http_metrics(self):
-        status, _, body = self.http("GET", "/metrics", timeout=10)
-        if status != 200:
-            raise AssertionError(f"/metrics answered {status}")
-        return parse_metrics(body.decode())
-
-
-class HttpTestCase(unittest.TestCase):
-    """One server for the class (SERVER_ARGS), stopped with SIGTERM, exit code 0 expected."""
-
-    SERVER_ARGS = []
-    server = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls._tmp = tempfile.TemporaryDirectory(prefix="cube3d-http-e2e-")
-        cls.server = HttpServerProcess(cls.SERVER_ARGS, cls._tmp.name)
-        try:
-            cls.server.start()
-        except BaseException:
-            cls._tmp.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop()
-        finally:
-            cls.server.kill()
-            cls._tmp.cleanup()
-
-    def run(self, result=None):
-        before = len(result.failures) + len(result.errors) if result else 0
-        outcome = super().run(result)
-        if result is not None and len(result.failures) + len(result.errors) > before \
-                and self.server is not None:
-            sys.stderr.write(f"\n----- cube3d-server log ({self.id()}) -----\n"
-                             f"{self.server.log_tail()}\n----- end of log -----\n")
-        return outcome
+    HTTP = True
+    TMP_PREFIX = "cube3d-http-e2e-"
 
     def assert_error(self, answer, http_status, grpc_status):
         """Checks an error answer's status and body; returns its message."""
@@ -417,17 +342,10 @@ class HttpLifecycleTest(unittest.TestCase):
             model_path = os.path.join(tmp, "slow.yaml")
             with open(model_path, "w") as f:
                 f.write(model_yaml)
-            server = HttpServerProcess([], tmp)
-            server.port, server.metrics_port, server.http_port = free_ports(3)
-            server.log_path = os.path.join(tmp, "server.log")
-            with open(server.log_path, "wb") as log:
-                server.proc = subprocess.Popen(
-                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", server.address,
-                     "--metrics-listen", f"{HOST}:{server.metrics_port}",
-                     "--batch-buckets", "1",
-                     "--set", f"http_listen={HOST}:{server.http_port}",
-                     "--set", f"model.config={model_path}"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            server = ServerProcess(["--batch-buckets", "1", "--set", f"model.config={model_path}"],
+                                   tmp, http=True)
+            # Launched, not started: the test watches /readyz from the first moment.
+            server.launch()
             try:
                 self._loading_then_ready(server)
                 self._draining(server)

@@ -1,4 +1,4 @@
-"""cube3d-loadgen end to end: one real cube3d-server on the demo model (test_server_e2e's
+"""cube3d-loadgen end to end: one real cube3d-server on the demo model (server_process's
 helpers start and stop it), driven by cube3d-loadgen in a closed loop, an open loop and with an
 impossible deadline; the tests read the --json report (and the --per-request-csv file). Run by
 ctest (tests/CMakeLists.txt, test e2e.loadgen):
@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import unittest
 
-import test_server_e2e as e2e
+import server_process as e2e
 
 LOADGEN_BIN = os.path.join(e2e.BIN_DIR, "cube3d-loadgen")
 RUN_TIMEOUT_S = 300  # one cube3d-loadgen run, generously (a loaded 2-core machine)

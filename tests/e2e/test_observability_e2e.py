@@ -4,7 +4,7 @@ oversized and misaddressed calls, over gRPC and HTTP); the metric names and type
 documented ones, in base units; JSON log lines parse and carry the request id, the API key's
 name and the W3C trace id. Run by ctest (tests/CMakeLists.txt, test e2e.observability):
     CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_observability_e2e
-Reuses test_server_e2e's server helpers.
+Uses server_process's server helpers (one keyed server with the HTTP gateway).
 """
 import collections
 import concurrent.futures
@@ -19,8 +19,8 @@ import urllib.request
 
 import grpc
 
-import test_server_e2e as e2e
-from test_server_e2e import HOST, RPC_TIMEOUT_S, make_request, metric_value, rpc_code
+import server_process as e2e
+from server_process import HOST, RPC_TIMEOUT_S, make_request, metric_value, rpc_code
 
 setUpModule = e2e.setUpModule
 tearDownModule = e2e.tearDownModule
@@ -55,12 +55,7 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
                    "--set", f"limits.max_message_bytes={MAX_MESSAGE_BYTES}",
                    "--set", f"limits.request_read_timeout_ms={READ_TIMEOUT_MS}",
                    "--set", "logging.format=json"]
-
-    @classmethod
-    def setUpClass(cls):
-        cls.http_port = e2e.free_ports(1)[0]
-        cls.SERVER_ARGS = cls.SERVER_ARGS + ["--http-listen", f"{HOST}:{cls.http_port}"]
-        super().setUpClass()
+    HTTP = True
 
     # -- clients --
 
@@ -116,7 +111,7 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         if traceparent:
             headers["traceparent"] = traceparent
-        req = urllib.request.Request(f"http://{HOST}:{self.http_port}{path}",
+        req = urllib.request.Request(f"http://{HOST}:{self.server.http_port}{path}",
                                      data=body, headers=headers, method=method)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:

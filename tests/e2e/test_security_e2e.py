@@ -14,10 +14,9 @@ import unittest
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_server_e2e as base  # noqa: E402
-from test_server_e2e import (DEMO_CONFIG, HOST, SERVER_BIN, SOURCE, STARTUP_TIMEOUT_S,  # noqa: E402
-                             KeyedServerTestCase, ServerTestCase, free_ports, keys_yaml,
-                             make_request, rpc_code)
+import server_process as base  # noqa: E402
+from server_process import (SOURCE, STARTUP_TIMEOUT_S, KeyedServerTestCase,  # noqa: E402
+                            ServerProcess, TlsServerProcess, keys_yaml, make_request, rpc_code)
 
 
 def setUpModule():
@@ -274,15 +273,10 @@ class MutualTlsTest(unittest.TestCase):
 
             server_cert, server_key, server_pem, _ = make_cert("server", "localhost")
             client_cert, _, client_pem, client_key_pem = make_cert("client", "studio-a")
-            port, metrics_port = free_ports(2)
-            log_path = os.path.join(tmp, "server.log")
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{port}",
-                     "--metrics-listen", f"{HOST}:{metrics_port}",
-                     "--set", f"tls.cert_file={server_cert}", "--set", f"tls.key_file={server_key}",
-                     "--set", f"tls.client_ca_file={client_cert}"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            server = TlsServerProcess(server_cert, server_key, tmp, client_ca=client_cert)
+            # Launched, not started: the test waits for SERVING over its own channels.
+            server.launch()
+            port, proc = server.port, server.proc
             with_cert = grpc.secure_channel(f"localhost:{port}", grpc.ssl_channel_credentials(
                 root_certificates=server_pem, private_key=client_key_pem,
                 certificate_chain=client_pem), options=base.CHANNEL_OPTIONS)
@@ -298,7 +292,7 @@ class MutualTlsTest(unittest.TestCase):
                                                timeout=2).status == 1
                     except grpc.RpcError:
                         time.sleep(0.2)
-                with open(log_path, errors="replace") as f:
+                with open(server.log_path, errors="replace") as f:
                     self.assertTrue(serving, f.read()[-3000:])
                 response = base.pb_grpc.MeshServiceStub(with_cert).GenerateMesh(
                     make_request("a lamp"), timeout=120)
@@ -309,12 +303,10 @@ class MutualTlsTest(unittest.TestCase):
             finally:
                 with_cert.close()
                 without.close()
-                proc.send_signal(signal.SIGTERM)
                 try:
-                    proc.wait(timeout=90)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    raise
+                    server.stop()  # SIGTERM; fails unless it exits 0
+                finally:
+                    server.kill()
 
 
 class SignalsDuringStartUpTest(unittest.TestCase):
@@ -330,33 +322,25 @@ class SignalsDuringStartUpTest(unittest.TestCase):
             model_path = os.path.join(tmp, "slow.yaml")
             with open(model_path, "w") as f:
                 f.write(model_yaml)
-            port, metrics_port = free_ports(2)
-            log_path = os.path.join(tmp, "server.log")
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{port}",
-                     "--metrics-listen", f"{HOST}:{metrics_port}",
-                     "--set", f"model.config={model_path}"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=SOURCE)
+            server = ServerProcess(["--set", f"model.config={model_path}"], tmp)
+            # Launched, not started: the signal must land while it loads.
+            server.launch()
             try:
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
-                    with open(log_path, errors="replace") as f:
-                        if "loading" in f.read():
-                            break
+                    if "loading" in server.log():
+                        break
                     time.sleep(0.02)
                 sent = time.monotonic()
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=20)
+                server.terminate()
+                server.wait_exit(timeout=20)
                 took = time.monotonic() - sent
-                with open(log_path, errors="replace") as f:
-                    log_text = f.read()
+                log_text = server.log()
                 self.assertLess(took, 5.0, log_text)
                 self.assertNotIn("cube3d-server serving", log_text)
                 self.assertIn("during start-up", log_text)
             finally:
-                if proc.poll() is None:
-                    proc.kill()
+                server.kill()
 
 
 if __name__ == "__main__":

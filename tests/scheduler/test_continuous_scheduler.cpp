@@ -1,17 +1,15 @@
-// The scheduler in continuous mode against a fake executor that keeps its slots in a vector and
-// generates one "token" per slot per step (the first at admission). It records every admission
-// and every job's admit/done/drop in order, can hold its steps until released, and can throw
-// from admit or step. Assertions are about order (who was admitted before whom finished), not
-// durations; waits use condition variables with generous timeouts.
+// The scheduler in continuous mode against the fake executor (fake_executor.h) with decode slots:
+// it keeps its slots in a vector and generates one "token" per slot per step (the first at
+// admission). It records every admission and every job's admit/done/drop in order, can hold its
+// steps until released, and can throw from admit or step. Assertions are about order (who was
+// admitted before whom finished), not durations; waits use condition variables with generous
+// timeouts.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,20 +21,19 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
-#include "cube3d/scheduler/batch_executor.h"
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "fake_executor.h"
 
 namespace cube3d {
 namespace {
 
 using namespace std::chrono_literals;
+using test::FakeExecutor;
+using test::kEndless;
+using test::kLongWait;
 
 constexpr auto kNoDeadline = SteadyClock::time_point::max();
-constexpr auto kLongWait = 5s;  // for things that should happen at once: only hit on failure
-constexpr int64_t kTokensPerJob = 5;
-// Never finishes on its own: the job holds its slot until cancelled or cleared.
-constexpr int64_t kEndless = std::numeric_limits<int64_t>::max();
 
 struct Outcome {
   bool ok = false;
@@ -105,239 +102,6 @@ class Outcomes {
   std::map<std::string, int> deliveries_;
 };
 
-struct Admission {
-  std::vector<std::string> ids;
-  int64_t active_before = 0;  // slots running when it came
-  size_t steps_before = 0;    // steps started before it
-  SteadyClock::time_point at;
-};
-
-class FakeContinuousExecutor : public BatchExecutor {
- public:
-  explicit FakeContinuousExecutor(int64_t slots) : capacity_(slots) {}
-
-  // Job `id` needs `tokens` tokens instead of kTokensPerJob.
-  void set_tokens(const std::string& id, int64_t tokens) {
-    const std::lock_guard lock(mutex_);
-    tokens_[id] = tokens;
-  }
-  // Steps block from now on until release(). Admissions do not.
-  void hold() {
-    const std::lock_guard lock(mutex_);
-    held_ = true;
-  }
-  void release() {
-    {
-      const std::lock_guard lock(mutex_);
-      held_ = false;
-    }
-    changed_.notify_all();
-  }
-  // Admission / step number `index` (from 0) calls `thrower` instead of doing its work.
-  void throw_on_admission(size_t index, std::function<void()> thrower) {
-    const std::lock_guard lock(mutex_);
-    admission_throw_index_ = index;
-    admission_thrower_ = std::move(thrower);
-  }
-  void throw_on_step(size_t index, std::function<void()> thrower) {
-    const std::lock_guard lock(mutex_);
-    step_throw_index_ = index;
-    step_thrower_ = std::move(thrower);
-  }
-
-  bool wait_for_steps_started(size_t count) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, kLongWait, [&] { return steps_started_ >= count; });
-  }
-  bool wait_for_admitted(size_t jobs) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, kLongWait, [&] { return admitted_jobs_ >= jobs; });
-  }
-
-  std::vector<Admission> admissions() const {
-    const std::lock_guard lock(mutex_);
-    return admissions_;
-  }
-  // Every admitted job id, in admission order.
-  std::vector<std::string> admitted_ids() const {
-    const std::lock_guard lock(mutex_);
-    std::vector<std::string> ids;
-    for (const auto& admission : admissions_) {
-      ids.insert(ids.end(), admission.ids.begin(), admission.ids.end());
-    }
-    return ids;
-  }
-  // "admit:<id>", "done:<id>" (tokens complete), "dropped:<id>" (cancelled), "cleared:<id>".
-  std::vector<std::string> events() const {
-    const std::lock_guard lock(mutex_);
-    return events_;
-  }
-  // Position of `event` in events(), or events().size() when absent.
-  size_t position_of(const std::string& event) const {
-    const std::lock_guard lock(mutex_);
-    return static_cast<size_t>(std::find(events_.begin(), events_.end(), event) - events_.begin());
-  }
-  int64_t max_active() const {
-    const std::lock_guard lock(mutex_);
-    return max_active_;
-  }
-  size_t clear_calls() const {
-    const std::lock_guard lock(mutex_);
-    return clear_calls_;
-  }
-  size_t static_batches() const {
-    const std::lock_guard lock(mutex_);
-    return static_batches_;
-  }
-  // Breaches of the BatchExecutor contract by the scheduler (or a held step that timed out).
-  std::vector<std::string> violations() const {
-    const std::lock_guard lock(mutex_);
-    return violations_;
-  }
-
-  bool supports_continuous() const override { return true; }
-
-  int64_t active_slots() const override {
-    const std::lock_guard lock(mutex_);
-    return static_cast<int64_t>(slots_.size());
-  }
-
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
-    {
-      const std::lock_guard lock(mutex_);
-      ++static_batches_;
-    }
-    for (const auto& job : jobs) succeed(*job, bucket);
-  }
-
-  void admit(const std::vector<std::shared_ptr<Job>>& jobs) override {
-    std::function<void()> thrower;
-    std::vector<std::shared_ptr<Job>> done;
-    {
-      const std::lock_guard lock(mutex_);
-      Admission admission{
-          {}, static_cast<int64_t>(slots_.size()), steps_started_, SteadyClock::now()};
-      for (const auto& job : jobs) admission.ids.push_back(job->request().request_id);
-      if (jobs.empty()) violations_.push_back("empty admission");
-      if (static_cast<int64_t>(slots_.size() + jobs.size()) > capacity_) {
-        violations_.push_back("admission past the free slots");
-      }
-      const size_t index = admissions_.size();
-      admissions_.push_back(std::move(admission));
-      if (admission_thrower_ && index == admission_throw_index_) {
-        thrower = admission_thrower_;
-      } else {
-        for (const auto& job : jobs) {
-          const auto& id = job->request().request_id;
-          events_.push_back("admit:" + id);
-          const auto total = tokens_.contains(id) ? tokens_.at(id) : kTokensPerJob;
-          if (total <= 1) {  // the first token comes with the prefill
-            events_.push_back("done:" + id);
-            done.push_back(job);
-          } else {
-            slots_.push_back(Slot{job, 1, total});
-          }
-        }
-        admitted_jobs_ += jobs.size();
-        max_active_ = std::max(max_active_, static_cast<int64_t>(slots_.size()));
-      }
-    }
-    changed_.notify_all();
-    if (thrower) thrower();  // nothing admitted
-    for (const auto& job : done) succeed(*job, capacity_);
-  }
-
-  void step() override {
-    std::function<void()> thrower;
-    std::vector<std::shared_ptr<Job>> done;
-    std::vector<std::shared_ptr<Job>> dropped;
-    {
-      std::unique_lock lock(mutex_);
-      const size_t index = steps_started_++;
-      if (slots_.empty()) violations_.push_back("step with no active slot");
-      changed_.notify_all();
-      // Bounded, so that a test failing while the steps are held cannot hang in the destructor.
-      if (!changed_.wait_for(lock, 10s, [&] { return !held_; })) {
-        violations_.push_back("held step was never released");
-      }
-      if (step_thrower_ && index == step_throw_index_) {
-        thrower = step_thrower_;  // the slots stay as they were
-      } else {
-        std::erase_if(slots_, [&](Slot& slot) {
-          const auto& id = slot.job->request().request_id;
-          if (slot.job->cancelled() || slot.job->finished()) {
-            events_.push_back("dropped:" + id);
-            dropped.push_back(slot.job);
-            return true;
-          }
-          if (++slot.tokens_done < slot.tokens_total) return false;
-          events_.push_back("done:" + id);
-          done.push_back(slot.job);
-          return true;
-        });
-      }
-    }
-    if (thrower) thrower();
-    for (const auto& job : dropped) job->fail(cancelled("cancelled while running"));
-    for (const auto& job : done) succeed(*job, capacity_);
-    // Endless jobs keep the worker stepping; a pause keeps it from taking a whole core.
-    std::this_thread::sleep_for(100us);
-  }
-
-  std::vector<std::shared_ptr<Job>> clear_slots() override {
-    const std::lock_guard lock(mutex_);
-    ++clear_calls_;
-    std::vector<std::shared_ptr<Job>> jobs;
-    for (const auto& slot : slots_) {
-      events_.push_back("cleared:" + slot.job->request().request_id);
-      jobs.push_back(slot.job);
-    }
-    slots_.clear();
-    return jobs;
-  }
-
- private:
-  struct Slot {
-    std::shared_ptr<Job> job;
-    int64_t tokens_done = 0;
-    int64_t tokens_total = 0;
-  };
-
-  static void succeed(Job& job, int64_t bucket) {
-    JobResult result;
-    result.request_id = job.request().request_id;
-    result.batch_bucket = bucket;
-    job.succeed(result);
-  }
-
-  const int64_t capacity_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, int64_t> tokens_;
-  std::vector<Slot> slots_;
-  bool held_ = false;
-  size_t admission_throw_index_ = 0;
-  std::function<void()> admission_thrower_;
-  size_t step_throw_index_ = 0;
-  std::function<void()> step_thrower_;
-  std::vector<Admission> admissions_;
-  std::vector<std::string> events_;
-  size_t admitted_jobs_ = 0;
-  size_t steps_started_ = 0;
-  int64_t max_active_ = 0;
-  size_t clear_calls_ = 0;
-  size_t static_batches_ = 0;
-  std::vector<std::string> violations_;
-};
-
-// Runs static batches only: BatchExecutor's defaults for the continuous methods.
-class StaticOnlyExecutor : public BatchExecutor {
- public:
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t /*bucket*/) override {
-    for (const auto& job : jobs) job->fail(internal_error("not expected to run"));
-  }
-};
-
 SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
                             int64_t max_joins_per_step = 2, int64_t max_queue_size = 64) {
   SchedulerConfig config;
@@ -377,14 +141,14 @@ bool contains(const std::string& text, const std::string& part) {
 
 // Holds the steps and runs job "A" (admitted alone, its first step blocked), so that whatever
 // is submitted next waits in the queue until release(). Needs max_queue_delay_ms = 0.
-void start_a_held_slot(Scheduler& scheduler, FakeContinuousExecutor& executor, Outcomes& outcomes) {
+void start_a_held_slot(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes) {
   executor.hold();
   scheduler.submit(outcomes.make_job("A"));
   ASSERT_TRUE(executor.wait_for_steps_started(1));
 }
 
 TEST(ContinuousScheduler, StaticOnlyExecutorIsRejectedInContinuousMode) {
-  StaticOnlyExecutor executor;
+  FakeExecutor executor;  // no decode slots: BatchExecutor's defaults for continuous batching
   try {
     const Scheduler scheduler(SchedulerConfig{}, executor);  // continuous by default
     ADD_FAILURE() << "accepted an executor without continuous batching";
@@ -399,7 +163,7 @@ TEST(ContinuousScheduler, StaticOnlyExecutorIsRejectedInContinuousMode) {
 
 TEST(ContinuousScheduler, ContinuousExecutorInStaticModeRunsWholeBatches) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   {
     auto config = make_config({1, 2, 4, 8}, 0);
     config.mode = BatchingMode::kStatic;
@@ -415,7 +179,7 @@ TEST(ContinuousScheduler, ContinuousExecutorInStaticModeRunsWholeBatches) {
 TEST(ContinuousScheduler, LoneRequestWaitsForTheQueueDelayWhenNoSlotRuns) {
   constexpr int64_t kDelayMs = 300;
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, kDelayMs), executor);
 
   const auto submitted = SteadyClock::now();
@@ -432,7 +196,7 @@ TEST(ContinuousScheduler, LoneRequestWaitsForTheQueueDelayWhenNoSlotRuns) {
 
 TEST(ContinuousScheduler, IdleSchedulerAdmitsAWholeBucketAtOnce) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   // The 10 s delay would hold a partial batch; a full one goes at once, past the join budget.
   Scheduler scheduler(make_config({1, 2, 4, 8}, 10'000, /*max_joins_per_step=*/2), executor);
   std::vector<std::string> ids;
@@ -451,7 +215,7 @@ TEST(ContinuousScheduler, IdleSchedulerAdmitsAWholeBucketAtOnce) {
 
 TEST(ContinuousScheduler, ArrivalJoinsTheRunningBatchAtTheNextStep) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   std::atomic<int> observed_batches{0};
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor,
                       [&](int64_t, int64_t) { ++observed_batches; });
@@ -477,7 +241,7 @@ TEST(ContinuousScheduler, ArrivalJoinsTheRunningBatchAtTheNextStep) {
 
 TEST(ContinuousScheduler, ArrivalDoesNotWaitForTheQueueDelayWhileSlotsRun) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(4);
+  FakeExecutor executor(4);
   for (const char* id : {"s1", "s2", "s3"}) executor.set_tokens(id, 2);
   executor.set_tokens("long", 200);
   // A 10 s delay: a partial first batch would wait for it, a joiner must not.
@@ -500,7 +264,7 @@ TEST(ContinuousScheduler, ArrivalDoesNotWaitForTheQueueDelayWhileSlotsRun) {
 
 TEST(ContinuousScheduler, NeverMoreSlotsThanTheLargestBucket) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(4);
+  FakeExecutor executor(4);
   Scheduler scheduler(make_config({1, 2, 4}, 0, /*max_joins_per_step=*/4), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   for (int i = 0; i < 29; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
@@ -517,7 +281,7 @@ TEST(ContinuousScheduler, NeverMoreSlotsThanTheLargestBucket) {
 
 TEST(ContinuousScheduler, JoinsWhileSlotsRunAreLimitedByMaxJoinsPerStep) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0, /*max_joins_per_step=*/2), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   for (int i = 0; i < 7; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
@@ -538,7 +302,7 @@ TEST(ContinuousScheduler, JoinsWhileSlotsRunAreLimitedByMaxJoinsPerStep) {
 
 TEST(ContinuousScheduler, AdmissionIsFifo) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0, /*max_joins_per_step=*/8), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   std::vector<std::string> expected{"A"};
@@ -557,7 +321,7 @@ TEST(ContinuousScheduler, ClientsAreAdmittedInTurnWhateverTheirFloods) {
   // Fair queueing across API keys: a flood of 8 from one client, then 2 from each of two
   // others; one slot frees at a time, and the others do not wait behind the whole flood.
   Outcomes outcomes;
-  FakeContinuousExecutor executor(1);
+  FakeExecutor executor(1);
   Scheduler scheduler(make_config({1}, 0), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   for (int i = 0; i < 8; ++i)
@@ -586,7 +350,7 @@ TEST(ContinuousScheduler, ClientsAreAdmittedInTurnWhateverTheirFloods) {
 
 TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(1);
+  FakeExecutor executor(1);
   Scheduler scheduler(make_config({1}, 0), executor);
   executor.hold();
   const auto running = outcomes.make_job("running");
@@ -617,7 +381,7 @@ TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
 
 TEST(ContinuousScheduler, DeadlinePassingInTheQueueFailsWhileTheSlotsRun) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(1);
+  FakeExecutor executor(1);
   executor.set_tokens("busy", kEndless);
   Scheduler scheduler(make_config({1}, 0), executor);
   scheduler.submit(outcomes.make_job("busy"));
@@ -634,7 +398,7 @@ TEST(ContinuousScheduler, DeadlinePassingInTheQueueFailsWhileTheSlotsRun) {
 
 TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningJobs) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   executor.throw_on_admission(1, [] { throw resource_exhausted("out of KV-cache memory"); });
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
   start_a_held_slot(scheduler, executor, outcomes);
@@ -661,7 +425,7 @@ TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningJobs) {
 
 TEST(ContinuousScheduler, ForeignExceptionFromAdmitBecomesInternal) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(2);
+  FakeExecutor executor(2);
   executor.throw_on_admission(0, [] { throw std::runtime_error("tokenizer exploded"); });
   Scheduler scheduler(make_config({1, 2}, 0), executor);
   scheduler.submit(outcomes.make_job("A"));
@@ -678,7 +442,7 @@ TEST(ContinuousScheduler, ForeignExceptionFromAdmitBecomesInternal) {
 
 TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirJobs) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   // Step 0 is A's held step; step 1 runs A and B.
   executor.throw_on_step(1, [] { throw internal_error("CUDA error: an illegal memory access"); });
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
@@ -707,7 +471,7 @@ TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirJobs) {
 
 TEST(ContinuousScheduler, DrainWaitsForTheRunningSlots) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   scheduler.submit(outcomes.make_job("B"));
@@ -734,7 +498,7 @@ TEST(ContinuousScheduler, DrainWaitsForTheRunningSlots) {
 
 TEST(ContinuousScheduler, DrainGivesUpOnEndlessSlotsAndFailsThemUnavailable) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(1);
+  FakeExecutor executor(1);
   executor.set_tokens("endless", kEndless);
   Scheduler scheduler(make_config({1}, 0), executor);
   scheduler.submit(outcomes.make_job("endless"));
@@ -752,7 +516,7 @@ TEST(ContinuousScheduler, DrainGivesUpOnEndlessSlotsAndFailsThemUnavailable) {
 
 TEST(ContinuousScheduler, DestructorFailsActiveSlotsUnavailableAndReturnsPromptly) {
   Outcomes outcomes;
-  FakeContinuousExecutor executor(2);
+  FakeExecutor executor(2);
   std::vector<std::shared_ptr<Job>> running;
   for (const char* id : {"A", "B"}) {
     executor.set_tokens(id, kEndless);
@@ -787,7 +551,7 @@ TEST(ContinuousScheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutc
   constexpr int kJobsPerThread = 50;
   constexpr size_t kJobs = kThreads * kJobsPerThread;
   Outcomes outcomes;
-  FakeContinuousExecutor executor(8);
+  FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 1, 2, /*max_queue_size=*/kJobs), executor);
 
   std::vector<std::thread> submitters;

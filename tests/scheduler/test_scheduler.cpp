@@ -1,12 +1,12 @@
-// The scheduler in static mode against a fake executor that records its batches, can hold a batch
-// until it is released (or its jobs are cancelled, like the real one), and can throw. Waits use
-// condition variables with generous timeouts; the few timing checks leave wide margins.
+// The scheduler in static mode against the fake executor (fake_executor.h) that records its
+// batches, can hold a batch until it is released (or its jobs are cancelled, like the real one),
+// and can throw. Waits use condition variables with generous timeouts; the few timing checks
+// leave wide margins.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,18 +18,19 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
-#include "cube3d/scheduler/batch_executor.h"
 #include "cube3d/scheduler/bucket_policy.h"
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "fake_executor.h"
 
 namespace cube3d {
 namespace {
 
 using namespace std::chrono_literals;
+using test::FakeExecutor;
+using test::kLongWait;
 
 constexpr auto kNoDeadline = SteadyClock::time_point::max();
-constexpr auto kLongWait = 5s;  // for things that should happen at once: only hit on failure
 
 struct Outcome {
   bool ok = false;
@@ -104,102 +105,6 @@ class Outcomes {
   std::map<std::string, Outcome> outcomes_;
   std::map<std::string, int> deliveries_;
   std::map<std::string, std::vector<JobStage>> stages_;
-};
-
-struct RecordedBatch {
-  int64_t bucket = 0;
-  std::vector<std::string> ids;
-  SteadyClock::time_point started;
-};
-
-class FakeExecutor : public BatchExecutor {
- public:
-  // Batches block from now on until release(), or until all their jobs are cancelled.
-  void hold() {
-    const std::lock_guard lock(mutex_);
-    held_ = true;
-  }
-  void release() {
-    {
-      const std::lock_guard lock(mutex_);
-      held_ = false;
-    }
-    changed_.notify_all();
-  }
-  // Batch number `index` (from 0) succeeds its first `succeed_first` jobs, then calls `thrower`.
-  void throw_on_batch(size_t index, std::function<void()> thrower, size_t succeed_first = 0) {
-    const std::lock_guard lock(mutex_);
-    throw_index_ = index;
-    thrower_ = std::move(thrower);
-    succeed_first_ = succeed_first;
-  }
-
-  bool wait_for_batches(size_t count, std::chrono::milliseconds timeout = kLongWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return batches_.size() >= count; });
-  }
-  std::vector<RecordedBatch> batches() const {
-    const std::lock_guard lock(mutex_);
-    return batches_;
-  }
-  std::set<std::string> executed_ids() const {
-    const std::lock_guard lock(mutex_);
-    std::set<std::string> ids;
-    for (const auto& batch : batches_) ids.insert(batch.ids.begin(), batch.ids.end());
-    return ids;
-  }
-
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
-    std::function<void()> thrower;
-    size_t succeed_first = 0;
-    {
-      std::unique_lock lock(mutex_);
-      RecordedBatch batch{bucket, {}, SteadyClock::now()};
-      for (const auto& job : jobs) batch.ids.push_back(job->request().request_id);
-      const size_t index = batches_.size();
-      batches_.push_back(std::move(batch));
-      changed_.notify_all();
-      // Cancellation does not notify anyone, so look at it every few milliseconds.
-      while (held_ && !all_cancelled(jobs)) changed_.wait_for(lock, 5ms);
-      if (thrower_ && index == throw_index_) {
-        thrower = thrower_;
-        succeed_first = succeed_first_;
-      }
-    }
-    if (thrower) {
-      for (size_t i = 0; i < succeed_first && i < jobs.size(); ++i) succeed(*jobs[i], bucket);
-      thrower();
-    }
-    for (const auto& job : jobs) {
-      if (job->cancelled()) {
-        job->fail(cancelled("cancelled while running"));
-      } else {
-        succeed(*job, bucket);
-      }
-    }
-  }
-
- private:
-  static bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
-    for (const auto& job : jobs) {
-      if (!job->cancelled()) return false;
-    }
-    return true;
-  }
-  static void succeed(Job& job, int64_t bucket) {
-    JobResult result;
-    result.request_id = job.request().request_id;
-    result.batch_bucket = bucket;
-    job.succeed(result);
-  }
-
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<RecordedBatch> batches_;
-  bool held_ = false;
-  size_t throw_index_ = 0;
-  std::function<void()> thrower_;
-  size_t succeed_first_ = 0;
 };
 
 // Static batching: these tests drive execute() (continuous mode: test_continuous_scheduler.cpp).

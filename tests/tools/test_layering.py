@@ -63,6 +63,68 @@ class LayeringTest(unittest.TestCase):
                 self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
             self.assertEqual(len(lines), len(expected), proc.stdout)
 
+    def test_planted_server_part_violations_fail(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            files = {
+                # A front door reaching past the core: the executor, the pipeline, the engine.
+                "src/server/http/bad_route.cpp":
+                    '#include "cube3d/server/executor/engine_executor.h"\n'
+                    '#include "cube3d/pipeline/shape_pipeline.h"\n'
+                    '#include "cube3d/server/core/mesh_service_core.h"\n',
+                "include/cube3d/server/grpc/bad_service.h":
+                    '#include "cube3d/engine/engine.h"\n#include "cube3d/server/http/router.h"\n',
+                # The core with a transport library in it, or a front door's header.
+                "src/server/core/bad_core.cpp":
+                    '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
+                    '#include <grpcpp/support/status.h>\n'
+                    '#include "cube3d/server/http/http_server.h"\n',
+                # app/ is main's own.
+                "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
+                # Server code outside a part folder.
+                "src/server/loose.cpp": '#include "cube3d/core/error.h"\n',
+                # A client that includes the server.
+                "src/clients/bad_client.cpp":
+                    '#include "cube3d/server/core/mesh_service_core.h"\n'
+                    '#include "cube3d/api/grpc_status.h"\n#include "cube3d/engine/engine.h"\n',
+            }
+            for rel, text in files.items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+            proc = check("--root", root)
+            self.assertEqual(proc.returncode, 1, proc.stdout)
+            lines = proc.stdout.splitlines()
+            expected = [
+                "src/server/http/bad_route.cpp:1: server/http may not include "
+                "cube3d/server/executor/engine_executor.h (server/executor)",
+                "src/server/http/bad_route.cpp:2: server/http may not include "
+                "cube3d/pipeline/shape_pipeline.h (layer pipeline)",
+                "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
+                "cube3d/engine/engine.h (layer engine)",
+                "include/cube3d/server/grpc/bad_service.h:1: server may not include "
+                "cube3d/engine/engine.h (layer engine)",
+                "include/cube3d/server/grpc/bad_service.h:2: server/grpc may not include "
+                "cube3d/server/http/router.h (server/http)",
+                "src/server/core/bad_core.cpp:1: server/core includes <boost/beast/http.hpp> "
+                "(a transport library)",
+                "src/server/core/bad_core.cpp:2: server/core includes <grpcpp/server.h> "
+                "(a transport library)",
+                "src/server/core/bad_core.cpp:4: server/core may not include "
+                "cube3d/server/http/http_server.h (server/http)",
+                "src/server/config/bad_config.cpp:1: server/config may not include "
+                "cube3d/server/app/signal_watcher.h (server/app)",
+                "src/server/loose.cpp: server code outside a part folder",
+                "src/clients/bad_client.cpp:1: clients may not include "
+                "cube3d/server/core/mesh_service_core.h (layer server)",
+                "src/clients/bad_client.cpp:1: clients may not include "
+                "cube3d/server/core/mesh_service_core.h (a server header)",
+                "src/clients/bad_client.cpp:3: clients may not include cube3d/engine/engine.h "
+                "(layer engine)",
+            ]
+            for e in expected:
+                self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
+            self.assertEqual(len(lines), len(expected), proc.stdout)
+
     def test_planted_link_violations_fail(self):
         generate = BUILD / "bin" / "cube3d-generate"
         with tempfile.TemporaryDirectory() as tmp:

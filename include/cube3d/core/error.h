@@ -2,6 +2,7 @@
 // at the service boundary, and a message that names the file, tensor or field at fault.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -43,5 +44,9 @@ Error cancelled(const std::string& message);
 Error deadline_exceeded(const std::string& message);
 Error unavailable(const std::string& message);
 Error unauthenticated(const std::string& message);
+
+// Throws invalid_argument "<key>: <value> is outside [<min>, <max>]" when value is not in the
+// closed range: the one wording of every settings struct's range checks.
+void require_in_range(std::string_view key, int64_t value, int64_t min, int64_t max);
 
 }  // namespace cube3d

@@ -1,0 +1,39 @@
+// The one place where the server config becomes the options of the layers below it: one
+// function per layer, so a setting is read in exactly one spot and no field is copied by hand
+// in main(). Sections that are another layer's own struct (batching = SchedulerConfig,
+// limits/defaults = RequestPolicy) are passed through whole.
+#pragma once
+
+#include "cube3d/core/model_config.h"
+#include "cube3d/pipeline/shape_pipeline.h"
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/config/server_config.h"
+#include "cube3d/server/core/mesh_service_core.h"
+#include "cube3d/server/executor/engine_executor.h"
+#include "cube3d/server/http/http_gateway.h"
+
+namespace cube3d {
+
+// Model files, device, dtype, graphs, and the capture plan: every batch bucket, with and
+// without guidance rows (a batch whose requests all ask for guidance 0 has one row each), in
+// the configured single-stream mode, all captured at load before the server reports SERVING.
+EngineOptions engine_options(const ServerConfig& config);
+
+// Decode mode, progress interval, mesh threads, the occupancy evaluation and the mesh
+// post-processing. The metrics observer (on_generated) is the caller's to set.
+ExecutorOptions executor_options(const ServerConfig& config);
+
+SchedulerConfig scheduler_config(const ServerConfig& config);
+
+// The request policy (limits, defaults, whether the model takes a bounding box), prompt
+// logging, and T for progress events.
+ServiceOptions service_options(const ServerConfig& config, const ModelConfig& model);
+
+// The HTTP front door: its listeners (http_listen, metrics_listen), the `http:` section, the
+// body limit (limits.max_message_bytes), and how many generate calls it holds at once:
+// max_queue_size + 4 x the largest bucket + 16 (every request the scheduler holds, waiting,
+// decoding or meshing, and a burst the core refuses at once: the core's limits decide, not
+// this). I/O threads: http.io_threads, or one per core.
+HttpGatewayOptions http_gateway_options(const ServerConfig& config);
+
+}  // namespace cube3d

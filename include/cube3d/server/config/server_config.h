@@ -1,0 +1,152 @@
+// The server's configuration: one YAML file (models/demo-server.yaml documents every key),
+// optionally amended by command-line overrides of single dotted keys. Loading checks every key
+// and names the one at fault; `server_config_to_yaml` prints the effective configuration
+// (--print-config) in a form that loads back to the same settings.
+//
+// Paths: a relative path in the file (model.*, tls.*) is relative to the folder holding the
+// file, so a config and the model files beside it can move together. A path given as an
+// override is relative to the current directory, like any other command-line path. Both are
+// stored as absolute paths, so --print-config says exactly which files the server opens.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cube3d/core/constants.h"
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/core/request_policy.h"
+#include "cube3d/server/grpc/grpc_options.h"
+#include "cube3d/server/http/http_config.h"
+
+namespace cube3d {
+
+// Both files or neither (neither: plaintext gRPC).
+struct TlsConfig {
+  std::string cert_file;  // PEM certificate chain
+  std::string key_file;   // PEM private key
+  // mTLS: PEM roots that client certificates must chain to; empty: none asked for.
+  std::string client_ca_file;
+  // With client_ca_file: "required" (a call without a valid client certificate is refused at
+  // the handshake) or "optional" (asked for, checked when sent).
+  std::string client_certificates = "required";
+  bool enabled() const { return !cert_file.empty(); }
+  bool operator==(const TlsConfig&) const = default;
+};
+
+// Who may call: API keys with per-key quotas (api_keys.h). Empty: no keys asked for.
+struct AuthConfig {
+  std::string api_keys_file;
+  bool operator==(const AuthConfig&) const = default;
+};
+
+struct ModelFiles {
+  std::string config = "models/demo.yaml";  // required in the file: model YAML
+  std::string gpt_weights;    // shape_gpt.safetensors; empty: random weights (with shape_weights)
+  std::string shape_weights;  // shape_tokenizer.safetensors
+  std::string clip_model;     // Hugging Face CLIP folder; empty: random CLIP (random weights)
+  std::string clip_vocab;     // bpe_simple_vocab_16e6.txt.gz or a vocab.json+merges.txt folder
+  bool operator==(const ModelFiles&) const = default;
+};
+
+// The `batching:` section is the scheduler's own config (its defaults, its validation).
+using BatchingConfig = SchedulerConfig;
+
+struct MeshConfig {
+  // How the occupancy field is evaluated: "hierarchical" (coarse-to-fine near the surface) or
+  // "dense" (every grid point, as the official code). See include/cube3d/mesh/
+  // hierarchical_occupancy.h for the coarsest level and the dilation margin.
+  std::string occupancy = "hierarchical";
+  int64_t occupancy_coarsest_resolution_base = kDefaultOccupancyCoarsestResolutionBase;
+  int64_t occupancy_dilation = kDefaultOccupancyDilation;
+  bool postprocess = true;
+  bool remove_floaters = true;
+  double floater_ratio = 0.15;  // components below this share of the largest are dropped
+  bool simplify = true;
+  int64_t mesh_threads = 2;
+  bool operator==(const MeshConfig&) const = default;
+};
+
+struct LoggingConfig {
+  std::string level = "info";   // trace | debug | info | warn | error | critical | off
+  std::string format = "text";  // text | json (one JSON object per line, for log pipelines)
+  bool prompts = false;         // log request prompts (users' text: off by default)
+  bool operator==(const LoggingConfig&) const = default;
+};
+
+struct ServerConfig {
+  std::string listen = "0.0.0.0:50051";
+  TlsConfig tls;
+  AuthConfig auth;
+  // gRPC server reflection (what grpcurl lists and describes with); off hides the API's shape
+  // from anonymous callers.
+  bool reflection = true;
+  ModelFiles model;
+  std::string device = "cpu";                   // cpu | cuda | cuda:N
+  std::string dtype = "float32";                // float32 | bfloat16
+  std::string single_stream_decode = "causal";  // causal | reference
+  std::string cuda_graphs = "on";  // on | off | emulate (true / false read as on / off)
+  BatchingConfig batching;
+  LimitsConfig limits;
+  RequestDefaults defaults;
+  MeshConfig mesh;
+  std::string metrics_listen = "0.0.0.0:9464";  // empty: no metrics endpoint
+  // The HTTP/JSON front door (POST /v1/meshes:generate, health, metrics), host:port; empty: off.
+  std::string http_listen;
+  // The HTTP server's threads, deadlines, limits and CORS (http_listen and metrics_listen).
+  HttpConfig http;
+  // The gRPC server's resource bounds, keepalive policy and connection lifetime.
+  GrpcOptions grpc;
+  LoggingConfig logging;
+  int64_t drain_grace_seconds = 30;
+  int64_t progress_interval_tokens = 32;
+
+  std::string source;  // where it came from, for messages; not a setting
+
+  // Compares the settings; `source` is left out, so that a printed config read back from
+  // elsewhere still compares equal.
+  bool operator==(const ServerConfig& other) const;
+};
+
+// One command-line override: a dotted key ("batching.max_queue_delay_ms") and its value as
+// text, read with the key's type ("1,2,4" or "[1, 2, 4]" for batching.batch_buckets; "null"
+// unsets defaults.top_p).
+struct ConfigOverride {
+  std::string key;
+  std::string value;
+};
+
+// Reads, resolves relative paths against the file's folder, applies `overrides` in order and
+// validates once at the end, so that an override can repair a value the file gets wrong (a
+// weights path that does not exist on this machine, say). Throws cube3d::Error: kNotFound
+// when the file (or a file it names) does not exist, kInvalidArgument naming the file and the
+// key otherwise.
+ServerConfig load_server_config(const std::string& path,
+                                const std::vector<ConfigOverride>& overrides = {});
+
+// Parses YAML text; `source` names it in messages. Relative paths are resolved against
+// `base_dir` when it is not empty and left as they are (relative to the current directory)
+// when it is. Validates, like load_server_config.
+ServerConfig parse_server_config(const std::string& yaml_text, const std::string& source,
+                                 const std::string& base_dir = "");
+
+// Checks every value and the relations between them (min <= default <= max resolution, TLS
+// files in pairs, files that exist, ...). Throws cube3d::Error naming `config.source` and the
+// key.
+void validate_server_config(const ServerConfig& config);
+
+// The effective configuration as YAML, every key written out; parses back to an equal config.
+std::string server_config_to_yaml(const ServerConfig& config);
+
+// Sets one dotted key from text and validates the result; on any error `config` is left
+// unchanged and the message names the key (an unknown one with a "did you mean" hint).
+void apply_override(ServerConfig& config, const std::string& key, const std::string& value);
+
+// Splits "key=value" (the value may itself contain '='); throws invalid_argument without one.
+ConfigOverride parse_config_override(const std::string& text);
+
+// Every dotted key a file or an override may set, in file order (for --help and messages).
+std::vector<std::string> server_config_keys();
+
+}  // namespace cube3d

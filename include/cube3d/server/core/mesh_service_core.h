@@ -1,0 +1,126 @@
+// The one service core behind every front door (gRPC, HTTP/JSON): admits a call (API key),
+// validates its request, hands it to the scheduler as a Job, watches its deadline, and delivers
+// its outcome (the mesh or a status) and its progress to the front door's observer. Validation,
+// deadlines, cancellation, queue limits, metrics and the request log are therefore the same
+// whichever way a request came in; a front door only translates its transport to and from this.
+//
+// Nothing here waits: start() returns at once and the outcome arrives by completion, on the
+// scheduler's, the executor's or the core's timer thread, so that a call in flight costs the
+// server a little memory and no thread of its own (a front door holds no thread per call either).
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cube3d/core/clock.h"
+#include "cube3d/scheduler/job.h"
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/core/request_policy.h"
+#include "cube3d/server/core/timer_queue.h"
+#include "cube3d/server/observability/metrics.h"
+#include "cube3d/v1/mesh_service.pb.h"
+#include "cube3d/v1/wire/request_wire.pb.h"
+
+namespace cube3d {
+
+struct ServiceOptions {
+  // Also the deadline for requests without one and the largest response (policy.limits).
+  RequestPolicy policy;
+  bool log_prompts = false;
+  int64_t tokens_per_shape = 0;  // T, for progress events
+};
+
+// What the core needs to know about the call a front door serves.
+struct CallContext {
+  // The caller's deadline (steady clock); time_point::max() for none (the core then applies
+  // limits.default_deadline_ms).
+  SteadyClock::time_point deadline = SteadyClock::time_point::max();
+  const char* transport = "grpc";  // for the request log
+  // The front door counts the outcome itself (gRPC: with the code the client finally saw);
+  // false: the core counts the status it answers.
+  bool outcome_counted_by_front_door = false;
+  // The `authorization` metadata or header ("Bearer <key>"); empty when absent.
+  std::string authorization;
+  // The W3C `traceparent` metadata or header, as the client sent it (parsed, and ignored when
+  // invalid, for the log's trace_id); empty when absent.
+  std::string traceparent;
+};
+
+// How a call ended. `trailers` are for the transport's trailing metadata or response headers
+// ("retry-after" over an API key's limit).
+struct CallOutcome {
+  grpc::Status status;
+  v1::GenerateMeshResponse response;  // filled when status.ok()
+  std::vector<std::pair<std::string, std::string>> trailers;
+};
+
+// Where a call's news goes. Both run on whichever thread has it (a scheduler or executor thread,
+// the core's timer thread, or the caller's own inside start() for what ends at once), one at a
+// time and in order: every progress event before the outcome, none after. Neither may block or
+// call back into the call (cancel): queue the news for the transport and return.
+struct CallObserver {
+  std::function<void(const JobProgress&)> progress;  // may be empty
+  std::function<void(CallOutcome)> done;             // exactly once
+};
+
+// A call in flight, as its front door holds it.
+class ActiveCall {
+ public:
+  virtual ~ActiveCall() = default;
+  // The caller went away (its connection closed, it cancelled, its write timed out): the job is
+  // cancelled (dropped from the queue, or its decode slot freed) and `why` is the outcome that
+  // is counted and logged, unless the call has already ended. Idempotent, any thread.
+  virtual void cancel(const grpc::Status& why) = 0;
+  virtual bool finished() const = 0;
+};
+
+// The request as the gRPC service reads it (prompt as bytes), from the client's message (HTTP
+// parses JSON into the latter; the conversion cannot fail, the wire format being the same).
+v1::wire::GenerateMeshRequest to_wire(const v1::GenerateMeshRequest& request);
+
+// One progress event as a client sees it (stream and Server-Sent Events alike).
+v1::Progress to_progress_event(const JobProgress& progress, int64_t tokens_per_shape);
+
+class MeshServiceCore {
+ public:
+  // The core answers UNAVAILABLE ("loading") until a scheduler is attached: the server
+  // listens (and reports NOT_SERVING) while the model loads and warms up.
+  MeshServiceCore(ServiceOptions options, Metrics& metrics);
+  ~MeshServiceCore();
+  MeshServiceCore(const MeshServiceCore&) = delete;
+  MeshServiceCore& operator=(const MeshServiceCore&) = delete;
+
+  void attach(Scheduler* scheduler) { scheduler_.store(scheduler); }
+  // With keys, every call must bring a known API key (auth.api_keys_file); null: open.
+  void use_api_keys(ApiKeys* keys) { api_keys_.store(keys); }
+  bool ready() const { return scheduler_.load() != nullptr; }
+  const ServiceOptions& options() const { return options_; }
+  // Deadlines of the core's calls, and the front doors' own timeouts (one thread for all).
+  TimerQueue& timers() { return timers_; }
+
+  // Starts one request and returns at once; its outcome (OK with the response, or an error:
+  // every error a client can cause maps to a status, never to a crash) and its progress go to
+  // `observer`. The returned handle cancels it; dropping the handle does not.
+  std::shared_ptr<ActiveCall> start(const v1::wire::GenerateMeshRequest& request,
+                                    const CallContext& call, CallObserver observer);
+
+ private:
+  friend class CoreCall;
+  grpc::Status fill_response(const JobResult& result, v1::GenerateMeshResponse* response) const;
+
+  ServiceOptions options_;
+  std::atomic<Scheduler*> scheduler_{nullptr};
+  std::atomic<ApiKeys*> api_keys_{nullptr};
+  Metrics& metrics_;
+  TimerQueue timers_;  // last: its thread stops first, before what its actions touch goes
+};
+
+}  // namespace cube3d

@@ -1,0 +1,93 @@
+// The gRPC front door of MeshService: cube3d.v1.MeshService/GenerateMesh and
+// GenerateMeshStream over the one service core (core/mesh_service_core.h), on gRPC's callback
+// API: a call is a reactor that reads its request, starts it on the core and writes what the
+// core delivers; no thread waits for a call, whatever the client does (grpc_server_options.h
+// says what bounds the calls themselves).
+//
+// The methods are registered by hand rather than through the generated MeshService::Service so
+// that the server reads the request itself, as its wire twin (prompt as bytes,
+// proto/cube3d/v1/wire/request_wire.proto): invalid UTF-8 then gets INVALID_ARGUMENT naming
+// `prompt`, and bytes that are no request at all INVALID_ARGUMENT too, instead of protobuf's
+// parse failure (INTERNAL). Both are bidirectional streams at the C++ level (on the wire a unary
+// call and a stream look the same), so that a message the transport refuses (over the receive
+// limit) still reaches our reactor, which counts it. The method paths, and the descriptors that
+// reflection serves (found by the service's name), are those of the public
+// cube3d/v1/mesh_service.proto.
+//
+// Every call is counted once, when gRPC is done with it, with the code its client saw
+// (call_outcome.h).
+#pragma once
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/impl/service_type.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cube3d/server/core/mesh_service_core.h"
+#include "cube3d/server/grpc/grpc_options.h"
+
+namespace cube3d {
+
+// The full name clients and health checks use.
+inline constexpr const char* kMeshServiceName = "cube3d.v1.MeshService";
+
+class MeshServiceImpl final : public grpc::Service {
+ public:
+  using Count = std::function<void(const std::string& code)>;
+
+  // `core` must outlive the service; `count` gets each call's code (cube3d_requests_total).
+  MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count);
+  ~MeshServiceImpl() override;
+
+  // Calls open whose request message has not arrived (for tests).
+  int64_t calls_awaiting_message() const;
+
+  // A call waiting for its request message, as the service's bound on them sees it.
+  class AwaitingCall {
+   public:
+    virtual ~AwaitingCall() = default;
+    // Ends the call with `status` if its message has still not arrived.
+    virtual void refuse_unread(const grpc::Status& status) = 0;
+  };
+  // Registers a call and returns its place; when there would be too many, the oldest one is
+  // taken off the list and refused (on this thread, with none of the service's locks held).
+  uint64_t await_message(std::weak_ptr<AwaitingCall> call);
+  // The call at `place` no longer waits (its message came, or it ended); harmless when it was
+  // refused already.
+  void message_arrived(uint64_t place);
+
+  MeshServiceCore& core() { return core_; }
+  const GrpcOptions& options() const { return options_; }
+  void count(const std::string& code) const {
+    if (count_) count_(code);
+  }
+
+ private:
+  MeshServiceCore& core_;
+  const GrpcOptions options_;
+  const Count count_;
+
+  mutable std::mutex awaiting_mutex_;
+  std::map<uint64_t, std::weak_ptr<AwaitingCall>> awaiting_;  // by place: the oldest first
+  uint64_t next_place_ = 0;
+};
+
+// Calls to methods the server does not have: UNIMPLEMENTED naming the method and what the
+// server has, counted with the code the client saw (gRPC's core would refuse them without
+// telling the application). For ServerBuilder::RegisterCallbackGenericService.
+class UnknownMethods final : public grpc::CallbackGenericService {
+ public:
+  explicit UnknownMethods(std::function<void(const std::string& code)> count);
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
+
+ private:
+  const std::function<void(const std::string& code)> count_;
+};
+
+}  // namespace cube3d

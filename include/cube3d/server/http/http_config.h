@@ -1,0 +1,31 @@
+// The HTTP front door's settings (the server config's `http:` section is this struct): the I/O
+// threads, the deadlines and limits of http_server.h, and CORS. http_listen (the API's address)
+// and metrics_listen stay top-level keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cube3d {
+
+struct HttpConfig {
+  int64_t io_threads = 0;  // 0: one per core
+  int64_t header_timeout_ms = 10'000;
+  int64_t body_timeout_ms = 60'000;
+  int64_t idle_timeout_ms = 60'000;
+  int64_t write_timeout_ms = 30'000;
+  int64_t max_connections = 10'000;
+  int64_t max_connections_per_client = 256;
+  int64_t max_request_line_bytes = 8 * 1024;
+  int64_t max_header_bytes = 16 * 1024;
+  int64_t max_header_count = 100;
+  // Origins ("https://studio.example.com") whose pages may call the API; "*" for any; empty: off.
+  std::vector<std::string> cors_allowed_origins;
+  bool operator==(const HttpConfig&) const = default;
+};
+
+// Throws invalid_argument naming the http.* key at fault.
+void validate_http_config(const HttpConfig& config);
+
+}  // namespace cube3d

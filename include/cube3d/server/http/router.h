@@ -1,0 +1,48 @@
+// Routes requests to handlers by path and method: an unknown path is 404 naming the paths there
+// are, a known path with another method 405 with Allow, GET routes answer HEAD too, OPTIONS is a
+// CORS preflight (when CORS is on) or 405, and every answer of a cross-origin request carries its
+// CORS headers (cors.h).
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cube3d/server/http/cors.h"
+#include "cube3d/server/http/http_server.h"
+
+namespace cube3d::http {
+
+class Router {
+ public:
+  using RouteHandler = std::function<void(const std::shared_ptr<Exchange>&)>;
+  // How the router's own refusals are answered (and counted): the front door's error body.
+  using Refuse =
+      std::function<void(const std::shared_ptr<Exchange>&, int http_status, grpc::StatusCode code,
+                         const std::string& message, Headers extra)>;
+
+  Router(Cors cors, Refuse refuse);
+
+  // `methods`: "GET" (which serves HEAD too), "POST", ...
+  void add(std::string path, std::vector<std::string> methods, RouteHandler handler);
+  void handle(const std::shared_ptr<Exchange>& exchange) const;
+  // "GET, HEAD" / "POST"; empty for a path there is not.
+  std::string allowed_methods(const std::string& path) const;
+
+ private:
+  struct Route {
+    std::string path;
+    std::vector<std::string> methods;
+    RouteHandler handler;
+  };
+  const Route* find(const std::string& path) const;
+
+  Cors cors_;
+  Refuse refuse_;
+  std::vector<Route> routes_;
+};
+
+}  // namespace cube3d::http

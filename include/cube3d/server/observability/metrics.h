@@ -1,0 +1,90 @@
+// Prometheus metrics: one registry, served at /metrics by the HTTP front door's server (on
+// metrics_listen, and on http_listen); not by prometheus-cpp's exposer, whose civetweb threads
+// have a stack too small for libtorch's static thread-local storage in any process that links
+// it. Names follow Prometheus' conventions: base units (seconds, bytes), counters end in _total,
+// the server's own under cube3d_, the process's under process_ (process_metrics.h).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cube3d {
+
+// cube3d_build_info's labels: what an operator groups dashboards and alerts by.
+struct BuildInfo {
+  std::string version;
+  std::string revision;
+  std::string device;  // cpu | cuda
+  std::string dtype;   // float32 | bfloat16 | ...
+};
+
+class Metrics {
+ public:
+  explicit Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build = {});
+  ~Metrics();
+
+  // One request's end, with the gRPC code its client saw (cube3d_requests_total{code}).
+  void request_finished(const std::string& code);
+  // A successful request's durations: end to end, waiting for its first decode step, meshing.
+  void observe_request_seconds(double seconds);
+  void observe_queue_seconds(double seconds);
+  void observe_mesh_seconds(double seconds);
+  // Requests past the queue (text encoding, decoding, meshing) and those waiting for a batch.
+  void request_running(int64_t delta);
+  void set_queue_depth(int64_t depth);
+  // A batch formed (static batching) or a decode step (continuous): its size, by bucket.
+  void batch_started(int64_t bucket, int64_t jobs);
+  void decode_step(int64_t bucket, int64_t slots) { batch_started(bucket, slots); }
+  void observe_ttft_seconds(double seconds);
+  void observe_tpot_seconds(double seconds);
+  void tokens_generated(int64_t tokens);
+  void set_model_load_seconds(double seconds);
+  // Continuous batching: jobs that joined the running batch and their text encoding + prefill
+  // time; the active slots.
+  void jobs_admitted(int64_t jobs, double prefill_seconds);
+  void set_active_slots(int64_t slots);
+
+  // HTTP connections by listener ("http", "metrics"): opened, closed (by reason: client,
+  // idle_timeout, header_timeout, body_timeout, write_timeout, refused_request, done,
+  // server_stop) and refused at accept (max_connections, max_connections_per_client).
+  void http_connection_opened(const std::string& listener);
+  void http_connection_closed(const std::string& listener, const std::string& reason);
+  void http_connection_refused(const std::string& listener, const std::string& reason);
+
+  // The Prometheus text exposition of the registry (what a scrape gets).
+  std::string exposition() const;
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Histogram* request_duration_;
+  prometheus::Histogram* queue_duration_;
+  prometheus::Histogram* mesh_duration_;
+  prometheus::Gauge* running_;
+  prometheus::Gauge* queue_depth_;
+  std::map<int64_t, prometheus::Histogram*> batch_size_by_bucket_;
+  prometheus::Histogram* ttft_;
+  prometheus::Histogram* tpot_;
+  prometheus::Counter* tokens_;
+  prometheus::Gauge* model_load_;
+  prometheus::Gauge* active_slots_;
+  prometheus::Counter* admissions_;
+  prometheus::Histogram* prefill_;
+  prometheus::Family<prometheus::Gauge>* http_connections_;
+  prometheus::Family<prometheus::Counter>* http_closed_;
+  prometheus::Family<prometheus::Counter>* http_refused_;
+  std::mutex mutex_;  // guards lazily created label children
+};
+
+}  // namespace cube3d

@@ -1,0 +1,362 @@
+// cube3d-client: asks a cube3d-server for a mesh and writes it to a file whose extension picks
+// the format (.glb, .obj, .ply; mesh.glb by default). Shows progress on stderr (a bar on a
+// terminal, a line every few seconds otherwise); exits non-zero with the gRPC status on failure.
+// --health instead asks grpc.health.v1.Health/Check about cube3d.v1.MeshService and exits 0 only
+// when it is SERVING (a container's HEALTHCHECK: docker/Dockerfile).
+#include <google/protobuf/wrappers.pb.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+
+#include "cube3d/api/grpc_status.h"
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
+#include "cube3d/v1/mesh_service.grpc.pb.h"
+
+namespace cube3d {
+namespace {
+
+constexpr const char* kDefaultServer = "127.0.0.1:50051";
+constexpr const char* kDefaultOut = "mesh.glb";
+// Without a terminal (a log, a CI job) a line per progress event would flood the output: one
+// line per stage change, and at most one per this many seconds within a stage.
+constexpr double kPlainProgressSeconds = 5.0;
+// --health: the service asked about (the server reports it and "" alike), and the deadline when
+// --timeout-ms gives none: a probe must answer well within its orchestrator's own timeout.
+constexpr const char* kHealthService = "cube3d.v1.MeshService";
+constexpr int64_t kHealthTimeoutMs = 3000;
+
+CliArgs make_args() {
+  CliArgs args("cube3d-client", "Generate a mesh with a running cube3d-server.");
+  args.option("--server", 1,
+              std::string("server address: HOST:PORT, [IPV6]:PORT or unix:PATH (not a URL; "
+                          "default ") +
+                  kDefaultServer + ")",
+              "ADDR")
+      .option("--tls", 0, "connect with TLS, checking the server against the system's roots")
+      .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
+      .option("--server-name", 1,
+              "TLS: the name the certificate must carry, when it differs from the --server host "
+              "(e.g. connecting by IP to a certificate for localhost)",
+              "NAME")
+      .option("--health", 0,
+              std::string("only check the server's health (grpc.health.v1.Health/Check for ") +
+                  kHealthService +
+                  ") and exit: 0 when SERVING, 1 otherwise (not serving, unreachable, no answer "
+                  "within --timeout-ms, default " +
+                  std::to_string(kHealthTimeoutMs) + ")")
+      .option("--prompt", 1, "text prompt (required unless --health)", "S")
+      .option("--out", 1,
+              std::string("output file (default ") + kDefaultOut +
+                  " in the current folder); the extension picks the format: .glb .obj .ply",
+              "F")
+      .option("--guidance-scale", 1, "classifier-free guidance scale", "G")
+      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
+      .option("--seed", 1, "sampling seed", "N")
+      .option("--bbox", 3, "bounding box proportions (v0.5 models)", "X")
+      .option("--resolution-base", 1, "occupancy grid resolution (2^R + 1 per axis)", "R")
+      .option("--target-faces", 1, "decimation target", "N")
+      .option("--request-id", 1, "request id for the server's logs", "ID")
+      .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
+      .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
+      .env("CUBE3D_API_KEY")
+      .option("--tokens-out", 1, "also write the shape tokens", "F")
+      .option("--no-progress", 0, "no progress on stderr");
+  return args;
+}
+
+v1::MeshFormat format_for(const std::string& path) {
+  const auto dot = path.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
+  if (ext == ".glb") return v1::MESH_FORMAT_GLB;
+  if (ext == ".obj") return v1::MESH_FORMAT_OBJ;
+  if (ext == ".ply") return v1::MESH_FORMAT_PLY;
+  throw invalid_argument("--out " + path + ": the extension must be .glb, .obj or .ply");
+}
+
+// A gRPC target, not a URL: "http://host:port" would otherwise surface later as a DNS failure
+// on a host called "http".
+std::string server_target(const std::string& address) {
+  std::string lower = address;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
+    throw invalid_argument("--server " + address +
+                           ": gRPC takes HOST:PORT (e.g. localhost:50051), not a URL; use --tls "
+                           "for TLS");
+  }
+  if (address.empty()) throw invalid_argument("--server: empty address (expected HOST:PORT)");
+  return address;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CliArgs& args,
+                                                              grpc::ChannelArguments& channel) {
+  const bool tls = args.has("--tls") || args.has("--ca");
+  if (args.has("--server-name")) {
+    if (!tls) {
+      throw invalid_argument("--server-name is the name TLS checks: it needs --tls or --ca");
+    }
+    channel.SetSslTargetNameOverride(args.get("--server-name"));
+  }
+  if (!tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;  // no roots: gRPC's (the system's) roots
+  if (args.has("--ca")) {
+    const std::string path = args.get("--ca");
+    ssl.pem_root_certs = read_file(path, "--ca certificate");
+    // Caught here rather than as an opaque handshake failure after the connection attempt.
+    if (ssl.pem_root_certs.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      throw invalid_argument("--ca " + path + ": not a PEM certificate (no BEGIN CERTIFICATE)");
+    }
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+std::string current_folder() {
+  char buffer[4096];
+  return ::getcwd(buffer, sizeof buffer) != nullptr ? std::string(buffer) : std::string(".");
+}
+
+// The path as the user should look for it: relative paths are shown from the current folder.
+std::string absolute(const std::string& path) {
+  return !path.empty() && path[0] == '/' ? path : current_folder() + "/" + path;
+}
+
+// Fails before the (possibly minutes long) generation when `path` cannot be written: its folder
+// is missing or not writable, or the path is a folder. The write itself still reports its own
+// failure (a full disk), with the reason.
+void check_writable(const std::string& option, const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw invalid_argument(option + " " + path + ": cannot write in " + folder + ": " +
+                           std::strerror(errno));
+  }
+  if (path_kind(path) == PathKind::kDirectory) {
+    throw invalid_argument(option + " " + path + ": cannot write: " + std::strerror(EISDIR));
+  }
+}
+
+float bbox_value(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    throw invalid_argument("--bbox: expected a number, got '" + text + "'");
+  }
+  return value;
+}
+
+const char* stage_name(const v1::Progress& p) {
+  static const char* const stages[] = {"?", "queued", "text", "decoding", "meshing", "done"};
+  return stages[p.stage() >= 0 && p.stage() <= 5 ? p.stage() : 0];
+}
+
+// Progress on stderr: a bar redrawn in place (\r) on a terminal; plain lines elsewhere, where \r
+// would pile up in a log.
+class ProgressView {
+ public:
+  explicit ProgressView(bool enabled)
+      : enabled_(enabled), terminal_(enabled && ::isatty(::fileno(stderr)) == 1) {}
+
+  void show(const v1::Progress& p) {
+    if (!enabled_) return;
+    if (terminal_) {
+      draw_bar(p);
+    } else {
+      const auto now = std::chrono::steady_clock::now();
+      if (p.stage() != last_stage_ ||
+          std::chrono::duration<double>(now - last_line_).count() >= kPlainProgressSeconds) {
+        std::fprintf(stderr, "progress: %s, %u/%u tokens\n", stage_name(p), p.tokens_done(),
+                     p.tokens_total());
+        last_line_ = now;
+        last_stage_ = p.stage();
+      }
+    }
+  }
+
+  // Ends the bar's line, so that what follows starts on its own.
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  void draw_bar(const v1::Progress& p) {
+    const int width = 30;
+    const double frac =
+        p.tokens_total() ? static_cast<double>(p.tokens_done()) / p.tokens_total() : 0.0;
+    const int filled = static_cast<int>(frac * width);
+    std::fprintf(stderr, "\r[%-*s] %4u/%-4u %-9s", width,
+                 std::string(static_cast<size_t>(filled), '#').c_str(), p.tokens_done(),
+                 p.tokens_total(), stage_name(p));
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  const bool enabled_;
+  const bool terminal_;
+  bool drawn_ = false;
+  int last_stage_ = -1;
+  std::chrono::steady_clock::time_point last_line_;
+};
+
+// HealthCheckRequest {string service = 1;} and HealthCheckResponse {ServingStatus status = 1;}
+// have the wire format of google.protobuf.StringValue and Int32Value (field 1, a string; field
+// 1, a varint), so libprotobuf's well-known types stand in for grpc/health/v1/health.proto,
+// which Debian's gRPC does not install.
+const char* serving_status_name(int32_t status) {
+  static const char* const names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  return status >= 0 && status <= 3 ? names[status] : "UNRECOGNIZED";
+}
+
+// --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
+// exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
+int check_health(const CliArgs& args) {
+  const std::string address = args.get("--server", kDefaultServer);
+  const std::string target = server_target(address);
+  grpc::ChannelArguments channel_args;
+  const auto credentials = channel_credentials(args, channel_args);
+  const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
+  if (args.has("--api-key"))
+    context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+
+  google::protobuf::StringValue request;  // HealthCheckRequest
+  request.set_value(kHealthService);
+  google::protobuf::Int32Value response;  // HealthCheckResponse
+  std::promise<grpc::Status> done;
+  grpc::TemplatedGenericStub<google::protobuf::StringValue, google::protobuf::Int32Value> stub(
+      channel);
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  const grpc::Status status = done.get_future().get();
+  if (!status.ok()) {
+    std::fprintf(stderr, "cube3d-client: health of %s at %s: %s: %s\n", kHealthService,
+                 address.c_str(), grpc_code_name(status.error_code()),
+                 status.error_message().c_str());
+    return 1;
+  }
+  const char* name = serving_status_name(response.value());
+  if (response.value() != 1) {
+    std::fprintf(stderr, "cube3d-client: health of %s at %s: %s\n", kHealthService, address.c_str(),
+                 name);
+    return 1;
+  }
+  std::printf("%s at %s: %s\n", kHealthService, address.c_str(), name);
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  if (args.has("--health")) return check_health(args);
+  if (!args.has("--prompt")) throw invalid_argument("--prompt is required");
+  const std::string out = args.get("--out", kDefaultOut);
+  const std::string target = server_target(args.get("--server", kDefaultServer));
+
+  v1::GenerateMeshRequest request;
+  request.set_prompt(args.get("--prompt"));
+  request.set_format(format_for(out));
+  if (args.has("--guidance-scale")) {
+    request.set_guidance_scale(static_cast<float>(args.get_double("--guidance-scale", 3.0)));
+  }
+  if (args.has("--top-p")) request.set_top_p(static_cast<float>(args.get_double("--top-p", 1)));
+  if (args.has("--seed")) request.set_seed(args.get_uint("--seed", 0));
+  if (args.has("--resolution-base")) {
+    request.set_resolution_base(static_cast<int32_t>(args.get_int("--resolution-base", 8)));
+  }
+  if (args.has("--target-faces")) {
+    request.set_target_face_count(static_cast<uint32_t>(args.get_uint("--target-faces", 0)));
+  }
+  if (args.has("--bbox")) {
+    const auto v = args.get_all("--bbox");
+    request.mutable_bounding_box()->set_x(bbox_value(v[0]));
+    request.mutable_bounding_box()->set_y(bbox_value(v[1]));
+    request.mutable_bounding_box()->set_z(bbox_value(v[2]));
+  }
+  request.set_request_id(args.get("--request-id"));
+  request.set_return_shape_tokens(args.has("--tokens-out"));
+  check_writable("--out", out);
+  if (args.has("--tokens-out")) check_writable("--tokens-out", args.get("--tokens-out"));
+
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(-1);
+  const auto credentials = channel_credentials(args, channel_args);
+  const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
+  const auto stub = v1::MeshService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(args.get_int("--timeout-ms", 600000)));
+  if (args.has("--api-key"))
+    context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+  ProgressView progress(!args.has("--no-progress"));
+
+  auto reader = stub->GenerateMeshStream(&context, request);
+  v1::GenerateMeshEvent event;
+  v1::GenerateMeshResponse response;
+  bool have_result = false;
+  while (reader->Read(&event)) {
+    if (event.has_progress()) progress.show(event.progress());
+    if (event.has_result()) {
+      response = event.result();
+      have_result = true;
+    }
+  }
+  progress.finish();
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    std::fprintf(stderr, "cube3d-client: %s: %s\n", grpc_code_name(status.error_code()),
+                 status.error_message().c_str());
+    return 3;
+  }
+  if (!have_result) throw internal_error("the server closed the stream without a result");
+
+  // write_file says why a write failed ("cannot write F: No space left on device").
+  write_file(out, response.encoded());
+  if (args.has("--tokens-out")) {
+    std::string tokens;
+    for (int i = 0; i < response.shape_tokens_size(); ++i) {
+      if (i > 0) tokens += ' ';
+      tokens += std::to_string(response.shape_tokens(i));
+    }
+    write_file(args.get("--tokens-out"), tokens + "\n");
+  }
+  for (const auto& w : response.warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const auto& t = response.timings();
+  std::printf("wrote %s (%zu bytes): %u vertices, %u faces (request %s, bucket %u)\n",
+              absolute(out).c_str(), response.encoded().size(), response.vertex_count(),
+              response.face_count(), response.request_id().c_str(), response.batch_bucket());
+  if (args.has("--tokens-out")) {
+    std::printf("wrote %s: %d shape tokens\n", absolute(args.get("--tokens-out")).c_str(),
+                response.shape_tokens_size());
+  }
+  std::printf(
+      "queue %.1f ms | text %.1f ms | prefill %.1f ms | decode %.1f ms (TPOT %.3f ms) | "
+      "mesh %.1f ms | total %.1f ms\n",
+      t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.tpot_ms(), t.mesh_ms(),
+      t.total_ms());
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  return cube3d::run_tool("cube3d-client", cube3d::run, argc, argv);
+}

@@ -1,0 +1,271 @@
+// cube3d-loadgen: drives a cube3d-server with an open-loop (Poisson arrivals at --rate) or a
+// closed-loop (--concurrency workers) load of streaming GenerateMesh requests, over gRPC or
+// HTTP (--protocol), and reports the time to first token, end-to-end latency, the server's
+// queue time, throughput and errors by gRPC status code. This file reads the flags and prints;
+// the load shapes are load_driver.h, the protocols grpc_sender.h and http_sender.h, the report
+// load_report.h.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/clients/load_driver.h"
+#include "cube3d/clients/load_report.h"
+#include "cube3d/clients/request_plan.h"
+#include "cube3d/clients/request_sender.h"
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+namespace {
+
+constexpr const char* kDefaultServer = "127.0.0.1:50051";  // cube3d-client's default
+constexpr int64_t kDefaultDeadlineMs = 600000;             // cube3d-client's default
+
+// Small game objects, so that a default run looks like the traffic the server is meant for.
+const std::vector<std::string> kBuiltinPrompts = {
+    "a wooden treasure chest with iron bands",
+    "a medieval longsword with a leather grip",
+    "a red health potion in a round glass bottle",
+    "a low-poly pine tree",
+    "a stone well with a wooden roof",
+    "a sci-fi supply crate",
+    "a round wooden shield with a metal rim",
+    "a wizard's staff topped with a crystal",
+    "an oak barrel with two hoops",
+    "a small cartoon mushroom house",
+};
+
+CliArgs make_args() {
+  CliArgs args("cube3d-loadgen",
+               "Load-test a running cube3d-server with streaming GenerateMesh requests, over\n"
+               "gRPC or HTTP.\n"
+               "\n"
+               "Protocol (--protocol, default grpc; same flags, same report either way):\n"
+               "  grpc   MeshService.GenerateMeshStream; --server is the gRPC listen address.\n"
+               "         All requests share one channel (calls multiplexed on one HTTP/2\n"
+               "         connection).\n"
+               "  http   POST /v1/meshes:generateStream (the request as JSON, the answer as\n"
+               "         text/event-stream); --server is the http_listen address. The deadline\n"
+               "         goes in X-Request-Timeout-Ms, the key in 'Authorization: Bearer'.\n"
+               "         Each closed-loop worker keeps one keep-alive connection; the open loop\n"
+               "         reuses idle connections and opens one more whenever all are busy.\n"
+               "\n"
+               "Load shape (exactly one):\n"
+               "  --rate R          open loop: Poisson arrivals, R requests/s on average\n"
+               "                    (exponential gaps, seeded by --arrival-seed); every request\n"
+               "                    runs on its own thread, so slow answers never delay sending\n"
+               "  --concurrency N   closed loop: N workers, each sending its next request when\n"
+               "                    the previous one finished\n"
+               "Bounds (at least one): --requests N and/or --duration S; sending stops at the\n"
+               "first reached, then every sent request is awaited (bounded by its deadline).\n"
+               "--warmup N requests run first, in the same shape, and are left out of the report.\n"
+               "\n"
+               "Per request: ttft = send -> first DECODING progress event; e2e = send -> final\n"
+               "status (HTTP: the end of the answer); queue = the server's Timings.queue_ms.\n"
+               "Latencies cover OK requests; percentiles interpolate linearly between closest\n"
+               "ranks (numpy's default). Failures count by gRPC code name (HTTP: the error\n"
+               "body's status; no connection UNAVAILABLE, the deadline passing on the client\n"
+               "DEADLINE_EXCEEDED); a stream that ends without a result is NO_RESULT.\n"
+               "Request i (warm-up first, from 0) uses prompt i mod the prompt count and seed\n"
+               "--seed + i.\n"
+               "\n"
+               "Exit status: 0 when the run completed (even with failed requests), 2 on a usage\n"
+               "error, 1 when every measured request failed with UNAVAILABLE (no server).");
+  args.option("--protocol", 1, "grpc or http (default grpc)", "P")
+      .option("--server", 1,
+              std::string("server address: the gRPC or the HTTP listener (default ") +
+                  kDefaultServer + ")",
+              "HOST:PORT")
+      .option("--rate", 1, "open loop: mean arrival rate in requests per second", "R")
+      .option("--arrival-seed", 1, "open loop: seed of the arrival times (default 1)", "N")
+      .option("--concurrency", 1, "closed loop: number of workers", "N")
+      .option("--requests", 1, "measured requests to send (after the warm-up)", "N")
+      .option("--duration", 1, "stop sending after this many seconds of measuring", "S")
+      .option("--warmup", 1, "requests sent first and left out of the report (default 0)", "N")
+      .option("--prompts", 1, "prompts, one per line (blank lines skipped); default: built-in",
+              "FILE")
+      .option("--resolution-base", 1, "occupancy grid resolution (default: the server's)", "R")
+      .option("--format", 1, "mesh format: glb, obj, ply or raw (default: the server's)", "F")
+      .option("--guidance-scale", 1, "classifier-free guidance scale (default: the server's)", "G")
+      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
+      .option("--seed", 1, "base sampling seed; request i gets seed + i (default 0)", "N")
+      .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS")
+      .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
+      .env("CUBE3D_API_KEY")
+      .option("--json", 1, "also write the report as JSON", "FILE")
+      .option("--per-request-csv", 1,
+              "also write a CSV line per measured request (index, send offset, status, "
+              "ttft, e2e, queue)",
+              "FILE");
+  return args;
+}
+
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw not_found("--prompts " + path + ": cannot read the file");
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(file, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
+    if (line.find_first_not_of(" \t") != std::string::npos) prompts.push_back(line);
+  }
+  if (file.bad()) throw invalid_argument("--prompts " + path + ": read error");
+  if (prompts.empty()) throw invalid_argument("--prompts " + path + ": no prompts in the file");
+  return prompts;
+}
+
+v1::MeshFormat parse_format(const std::string& name) {
+  if (name == "glb") return v1::MESH_FORMAT_GLB;
+  if (name == "obj") return v1::MESH_FORMAT_OBJ;
+  if (name == "ply") return v1::MESH_FORMAT_PLY;
+  if (name == "raw") return v1::MESH_FORMAT_RAW;
+  throw invalid_argument("--format: expected glb, obj, ply or raw, got '" + name + "'");
+}
+
+double positive_double(const CliArgs& args, const std::string& name) {
+  const double v = args.get_double(name, 0);
+  if (!(v > 0) || !std::isfinite(v)) {
+    throw invalid_argument(name + ": expected a positive number, got '" + args.get(name) + "'");
+  }
+  return v;
+}
+
+uint64_t positive_uint(const CliArgs& args, const std::string& name) {
+  const uint64_t v = args.get_uint(name, 0);
+  if (v == 0) throw invalid_argument(name + ": expected a positive integer, got 0");
+  return v;
+}
+
+void write_file(const std::string& flag, const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file) throw invalid_argument(flag + " " + path + ": cannot write the file");
+}
+
+// What the flags ask for.
+struct Settings {
+  Protocol protocol = Protocol::kGrpc;
+  LoadConfig config;
+  RequestPlan plan;
+  SenderOptions sender;
+};
+
+void read_load_shape(const CliArgs& args, LoadConfig& config) {
+  if (args.has("--rate") == args.has("--concurrency")) {
+    throw invalid_argument(
+        "give exactly one of --rate (open loop) and --concurrency (closed loop)");
+  }
+  config.open_loop = args.has("--rate");
+  if (config.open_loop) {
+    config.rate_rps = positive_double(args, "--rate");
+    config.arrival_seed = args.get_uint("--arrival-seed", 1);
+  } else {
+    if (args.has("--arrival-seed")) throw invalid_argument("--arrival-seed needs --rate");
+    config.concurrency = positive_uint(args, "--concurrency");
+  }
+  if (!args.has("--requests") && !args.has("--duration")) {
+    throw invalid_argument("give --requests and/or --duration (the run needs a bound)");
+  }
+  if (args.has("--requests")) config.max_requests = positive_uint(args, "--requests");
+  if (args.has("--duration")) config.max_duration_s = positive_double(args, "--duration");
+  config.warmup = args.get_uint("--warmup", 0);
+  config.deadline_ms = args.get_int("--deadline-ms", kDefaultDeadlineMs);
+  if (config.deadline_ms <= 0) throw invalid_argument("--deadline-ms: expected a positive number");
+}
+
+void read_request_fields(const CliArgs& args, LoadConfig& config, RequestPlan& plan) {
+  plan.prompts = kBuiltinPrompts;
+  config.prompts_source = "built-in";
+  if (args.has("--prompts")) {
+    plan.prompts = read_prompts(args.get("--prompts"));
+    config.prompts_source = args.get("--prompts");
+  }
+  config.prompt_count = plan.prompts.size();
+  v1::GenerateMeshRequest& request = plan.request_template;
+  if (args.has("--resolution-base")) {
+    config.resolution_base = args.get_int("--resolution-base", 0);
+    request.set_resolution_base(static_cast<int32_t>(*config.resolution_base));
+  }
+  if (args.has("--format")) {
+    config.format = args.get("--format");
+    request.set_format(parse_format(*config.format));
+  }
+  if (args.has("--guidance-scale")) {
+    config.guidance_scale = args.get_double("--guidance-scale", 0);
+    request.set_guidance_scale(static_cast<float>(*config.guidance_scale));
+  }
+  if (args.has("--top-p")) {
+    config.top_p = args.get_double("--top-p", 1);
+    request.set_top_p(static_cast<float>(*config.top_p));
+  }
+  config.base_seed = args.get_uint("--seed", 0);
+  plan.base_seed = config.base_seed;
+}
+
+Settings read_settings(const CliArgs& args) {
+  Settings s;
+  s.protocol = parse_protocol(args.get("--protocol", "grpc"));
+  s.config.protocol = protocol_name(s.protocol);
+  s.config.server = args.get("--server", kDefaultServer);
+  read_load_shape(args, s.config);
+  read_request_fields(args, s.config, s.plan);
+  s.sender.server = s.config.server;
+  s.sender.deadline_ms = s.config.deadline_ms;
+  s.sender.api_key = args.get("--api-key");
+  return s;
+}
+
+void report_unreachable(const LoadConfig& config, const char* which) {
+  std::fprintf(stderr,
+               "cube3d-loadgen: %s is unreachable over %s: every %srequest failed with "
+               "UNAVAILABLE\n",
+               config.server.c_str(), config.protocol.c_str(), which);
+}
+
+int run(int argc, char** argv) {
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  const Settings settings = read_settings(args);
+  const LoadConfig& config = settings.config;
+  LoadDriver driver(config, settings.plan, make_sender_factory(settings.protocol, settings.sender));
+  if (config.warmup > 0) {
+    std::fprintf(stderr, "cube3d-loadgen: warm-up: %llu request(s) over %s\n",
+                 static_cast<unsigned long long>(config.warmup), config.protocol.c_str());
+    // The warm-up draws its arrivals from the next seed, so the measured schedule is the same
+    // with or without it.
+    const PhaseResult warm = driver.run_phase(0, config.warmup, 0, config.arrival_seed + 1);
+    if (server_unreachable(summarize_run(config, warm.records, warm.wall_s))) {
+      report_unreachable(config, "warm-up ");
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "cube3d-loadgen: measuring\n");
+  const PhaseResult measured = driver.run_phase(config.warmup, config.max_requests,
+                                                config.max_duration_s, config.arrival_seed);
+  const LoadReport report = summarize_run(config, measured.records, measured.wall_s);
+
+  std::fputs(format_report_table(config, report).c_str(), stdout);
+  std::fflush(stdout);
+  if (args.has("--json")) write_file("--json", args.get("--json"), report_json(config, report));
+  if (args.has("--per-request-csv")) {
+    write_file("--per-request-csv", args.get("--per-request-csv"), records_csv(measured.records));
+  }
+  if (server_unreachable(report)) {
+    report_unreachable(config, "");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  return cube3d::run_tool("cube3d-loadgen", cube3d::run, argc, argv);
+}

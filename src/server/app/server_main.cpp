@@ -1,0 +1,300 @@
+// cube3d-server: the gRPC MeshService over the engine, configured by one YAML file.
+//   cube3d-server --config models/demo-server.yaml [--listen HOST:PORT] [--print-config] ...
+// Health is NOT_SERVING until the model is loaded and warmed up, and again while draining.
+// SIGTERM/SIGINT: stop accepting (UNAVAILABLE), finish in-flight work within the grace period,
+// exit 0.
+#include <grpc/support/log.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/version.h"
+#include "cube3d/core/clock.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
+#include "cube3d/core/logging.h"
+#include "cube3d/core/model_config.h"
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/app/file_limits.h"
+#include "cube3d/server/app/signal_watcher.h"
+#include "cube3d/server/config/layer_options.h"
+#include "cube3d/server/config/server_config.h"
+#include "cube3d/server/executor/engine_executor.h"
+#include "cube3d/server/grpc/grpc_server_options.h"
+#include "cube3d/server/grpc/mesh_service.h"
+#include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/observability/metrics.h"
+
+namespace cube3d {
+namespace {
+
+// Health answers for the whole server ("") and for the service by name, as probes configured
+// either way expect.
+void set_serving(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kMeshServiceName, serving);
+}
+
+// Linking gRPC's reflection library registers its plugin with every ServerBuilder (a static
+// initializer), so `reflection: false` has to take it out of the builder again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins,
+                  [](const auto& plugin) { return plugin->name() == "proto_server_reflection"; });
+  }
+};
+
+void log_grpc_line(gpr_log_func_args* args) {
+  const spdlog::level::level_enum level =
+      args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::debug;
+  spdlog::log(level, "grpc: {}", args->message);
+}
+
+CliArgs make_args() {
+  CliArgs args("cube3d-server",
+               "Serve Cube 3D text-to-mesh generation over gRPC.\nSettings: the config file, "
+               "then CUBE3D_* variables, then flags (the last wins).");
+  // The main keys also come from CUBE3D_* variables (containers, systemd units); precedence:
+  // config file < environment < flags.
+  args.option("--config", 1, "server YAML (required), e.g. models/demo-server.yaml", "F")
+      .env("CUBE3D_CONFIG")
+      .option("--print-config", 0, "print the effective config (after overrides) and exit")
+      .option("--listen", 1, "override listen", "HOST:PORT")
+      .env("CUBE3D_LISTEN")
+      .option("--metrics-listen", 1, "override metrics_listen ('' = off)", "HOST:PORT")
+      .env("CUBE3D_METRICS_LISTEN")
+      .option("--http-listen", 1, "override http_listen ('' = off)", "HOST:PORT")
+      .env("CUBE3D_HTTP_LISTEN")
+      .option("--log-level", 1, "override logging.level", "L")
+      .env("CUBE3D_LOG_LEVEL")
+      .option("--log-format", 1, "override logging.format: text | json", "F")
+      .env("CUBE3D_LOG_FORMAT")
+      .option("--device", 1, "override device", "D")
+      .option("--dtype", 1, "override dtype", "T")
+      .option("--batch-buckets", 1, "override batching.batch_buckets, e.g. 1,2,4,8", "LIST")
+      .option("--max-queue-delay-ms", 1, "override batching.max_queue_delay_ms", "MS")
+      .option("--set", 1, "override any key: dotted.key=value (repeatable)", "K=V",
+              /*repeatable=*/true);
+  return args;
+}
+
+int run(int argc, char** argv) {
+  // Signals are taken by one thread from here on, before any other thread exists: SIGTERM
+  // during start-up exits at once, SIGHUP reloads the API keys.
+  SignalWatcher signals;
+
+  CliArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  if (!args.has("--config")) {
+    throw invalid_argument("--config is required (or set CUBE3D_CONFIG)");
+  }
+  std::vector<ConfigOverride> overrides;
+  const std::pair<const char*, const char*> flag_keys[] = {
+      {"--listen", "listen"},
+      {"--metrics-listen", "metrics_listen"},
+      {"--http-listen", "http_listen"},
+      {"--log-level", "logging.level"},
+      {"--log-format", "logging.format"},
+      {"--device", "device"},
+      {"--dtype", "dtype"},
+      {"--batch-buckets", "batching.batch_buckets"},
+      {"--max-queue-delay-ms", "batching.max_queue_delay_ms"}};
+  for (const auto& [flag, key] : flag_keys) {
+    if (args.has(flag)) overrides.push_back({key, args.get(flag)});
+  }
+  for (const auto& text : args.get_all("--set")) overrides.push_back(parse_config_override(text));
+  const ServerConfig config = load_server_config(args.get("--config"), overrides);
+  if (args.has("--print-config")) {
+    std::fputs(server_config_to_yaml(config).c_str(), stdout);
+    return 0;
+  }
+  setup_logging(config.logging.level, parse_log_format(config.logging.format));
+  // gRPC's own log lines go through the same logger (and format: a JSON log stays JSON).
+  gpr_set_log_function(log_grpc_line);
+  // Every connection is a descriptor (http.max_connections is 10,000 by default).
+  const FileLimit files = raise_open_file_limit();
+  if (files.now < static_cast<uint64_t>(config.http.max_connections) + 1024 &&
+      (!config.http_listen.empty() || !config.metrics_listen.empty())) {
+    spdlog::warn(
+        "open-file limit {} (hard limit) is below http.max_connections {} + 1024: "
+        "connections beyond it will wait in the kernel's backlog",
+        files.now, config.http.max_connections);
+  }
+
+  // gRPC first, with health NOT_SERVING, so orchestrators see the process while it loads; the
+  // MeshService answers UNAVAILABLE until the scheduler is attached.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  Metrics metrics(config.batching.batch_buckets,
+                  BuildInfo{project_version(), git_revision(), config.device, config.dtype});
+  const auto load_start = SteadyClock::now();
+  const ModelConfig model_config = load_model_config(config.model.config);
+
+  MeshServiceCore core(service_options(config, model_config), metrics);
+  // Every mesh call counted once with the code its client saw (call_outcome.h); calls to
+  // unknown methods too.
+  const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
+  MeshServiceImpl service(core, config.grpc, count);
+  // API keys: loaded before the port opens (a bad file stops the start), re-read on SIGHUP.
+  std::unique_ptr<ApiKeys> api_keys;
+  if (!config.auth.api_keys_file.empty()) {
+    api_keys = std::make_unique<ApiKeys>(load_api_keys(config.auth.api_keys_file));
+    core.use_api_keys(api_keys.get());
+    spdlog::info("API keys: {} from {}", api_keys->size(), config.auth.api_keys_file);
+    signals.on_reload([&api_keys, path = config.auth.api_keys_file] {
+      try {
+        api_keys->replace(load_api_keys(path));
+        spdlog::info("SIGHUP: API keys reloaded: {} from {}", api_keys->size(), path);
+      } catch (const std::exception& e) {
+        spdlog::error("SIGHUP: kept the current API keys: {}", e.what());
+      }
+    });
+  }
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (config.tls.enabled()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({read_file(config.tls.key_file, "TLS key"),
+                                      read_file(config.tls.cert_file, "TLS certificate")});
+    if (!config.tls.client_ca_file.empty()) {
+      // mTLS: client certificates must chain to these roots.
+      ssl.pem_root_certs = read_file(config.tls.client_ca_file, "TLS client CA");
+      ssl.client_certificate_request =
+          config.tls.client_certificates == "optional"
+              ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(config.listen, credentials, &bound_port);
+  // gRPC sets SO_REUSEPORT by default: a second server on a busy port would start, say
+  // "serving" and silently split the traffic with the first. One process per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.RegisterService(&service);
+  UnknownMethods unknown_methods(count);
+  builder.RegisterCallbackGenericService(&unknown_methods);
+  // Thread quota, streams per connection, keepalive enforcement, connection age, message sizes.
+  apply_grpc_options(builder, config.grpc, config.limits.max_message_bytes);
+  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    throw unavailable("listen " + config.listen +
+                      ": cannot listen on this address: the port is in use by another process "
+                      "(is another cube3d-server running?) or the host is not an address of "
+                      "this machine");
+  }
+  // The default health service starts out SERVING; not yet.
+  set_serving(*server, false);
+  spdlog::info("listening on {} (port {}); loading {}", config.listen, bound_port,
+               model_config.source);
+  // The HTTP/JSON front door over the same core, and the metrics endpoint, also before the
+  // model loads: /healthz answers and /readyz says 503 until the scheduler is attached.
+  std::unique_ptr<HttpGateway> http;
+  if (!config.http_listen.empty() || !config.metrics_listen.empty()) {
+    const HttpGatewayOptions http_options = http_gateway_options(config);
+    http = std::make_unique<HttpGateway>(core, metrics, http_options);
+    spdlog::info("HTTP on {}, metrics on {} ({} I/O threads)",
+                 config.http_listen.empty() ? "off" : config.http_listen,
+                 config.metrics_listen.empty() ? "off" : config.metrics_listen,
+                 http_options.server.io_threads);
+  }
+
+  const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options(config));
+  if (!engine->text_encoder()) {
+    throw invalid_argument(config.source + ": model.clip_model is required for " +
+                           model_config.source + " (it has real weights)");
+  }
+
+  ExecutorOptions executor_setup = executor_options(config);
+  executor_setup.on_generated = [&metrics](double ttft, double tpot, int64_t tokens) {
+    metrics.observe_ttft_seconds(ttft / 1000.0);
+    metrics.observe_tpot_seconds(tpot / 1000.0);
+    metrics.tokens_generated(tokens);
+  };
+  executor_setup.on_admitted = [&metrics](int64_t jobs, double prefill_ms) {
+    metrics.jobs_admitted(jobs, prefill_ms / 1000.0);
+  };
+  executor_setup.on_step = [&metrics](int64_t bucket, int64_t slots) {
+    metrics.decode_step(bucket, slots);
+  };
+  executor_setup.on_active_slots = [&metrics](int64_t slots) { metrics.set_active_slots(slots); };
+  EngineExecutor executor(*engine, std::move(executor_setup));
+  executor.warm_up(config.batching.batch_buckets);
+  metrics.set_model_load_seconds(ms_since(load_start) / 1000.0);
+
+  Scheduler scheduler(scheduler_config(config), executor, [&metrics](int64_t bucket, int64_t jobs) {
+    metrics.batch_started(bucket, jobs);
+  });
+  signals.serving();  // a stop signal now drains (before: exits at once)
+  core.attach(&scheduler);
+  set_serving(*server, true);
+  spdlog::info(
+      "cube3d-server serving {} on {} (port {}), {} batching, buckets up to {}, metrics {}",
+      model_config.source, config.listen, bound_port, to_string(config.batching.mode),
+      config.batching.batch_buckets.back(),
+      config.metrics_listen.empty() ? "off" : config.metrics_listen);
+
+  std::thread queue_gauge([&] {
+    while (!scheduler.draining()) {
+      metrics.set_queue_depth(scheduler.queue_depth());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+
+  const int signal_number = signals.wait_for_stop();
+  spdlog::info("signal {}: draining (grace {} s)", signal_number, config.drain_grace_seconds);
+  const auto drain_deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
+  set_serving(*server, false);
+  if (http) http->set_draining(true);
+  scheduler.begin_drain();
+  // The scheduler cancels what is still running when the grace runs out; mesh work stops at
+  // its next check (between occupancy chunks), so the wait after it is short.
+  bool drained = scheduler.drain(std::chrono::seconds(config.drain_grace_seconds));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      drain_deadline - std::chrono::steady_clock::now());
+  drained = executor.wait_idle(std::max(left, std::chrono::milliseconds(2000))) && drained;
+  // Calls are done or answering now; both front doors share 5 s to send their last bytes
+  // (the HTTP gateway's stop() waits for its answers to finish writing; gRPC's Shutdown
+  // cancels what is left at the deadline).
+  const auto wind_down = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  if (http) {
+    http->stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+        wind_down - std::chrono::steady_clock::now()));
+  }
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::max<std::chrono::steady_clock::duration>(
+                       wind_down - std::chrono::steady_clock::now(), std::chrono::seconds(0)));
+  queue_gauge.join();
+  signals.on_reload({});  // the keys go before the watcher does
+  spdlog::info("stopped ({})", drained ? "all work finished" : "grace period ran out");
+  return 0;
+}
+
+}  // namespace
+}  // namespace cube3d
+
+int main(int argc, char** argv) {
+  return cube3d::run_tool("cube3d-server", cube3d::run, argc, argv);
+}

@@ -1,0 +1,80 @@
+#include "cube3d/server/config/layer_options.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace cube3d {
+
+EngineOptions engine_options(const ServerConfig& config) {
+  EngineOptions options;
+  options.gpt_weights = config.model.gpt_weights;
+  options.shape_weights = config.model.shape_weights;
+  options.clip_model = config.model.clip_model;
+  options.clip_vocab = config.model.clip_vocab;
+  options.device = config.device;
+  options.dtype = config.dtype;
+  options.cuda_graphs = parse_graph_mode(config.cuda_graphs);
+  options.max_batch = config.batching.batch_buckets.back();
+  options.capture.buckets = config.batching.batch_buckets;
+  options.capture.guided = true;
+  options.capture.unguided = true;
+  options.capture.modes = {parse_single_stream_decode(config.single_stream_decode)};
+  return options;
+}
+
+ExecutorOptions executor_options(const ServerConfig& config) {
+  ExecutorOptions options;
+  options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
+  options.batch_buckets = config.batching.batch_buckets;
+  options.progress_interval_tokens = config.progress_interval_tokens;
+  options.mesh_threads = config.mesh.mesh_threads;
+  OccupancySamplingOptions& sampling = options.shape.occupancy.sampling;
+  sampling.hierarchical = parse_occupancy_mode(config.mesh.occupancy, "mesh.occupancy");
+  sampling.coarsest_resolution_base = config.mesh.occupancy_coarsest_resolution_base;
+  sampling.dilation = config.mesh.occupancy_dilation;
+  MeshPipelineOptions& mesh = options.shape.mesh;
+  mesh.postprocess = config.mesh.postprocess;
+  mesh.simplify = config.mesh.simplify;
+  mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
+  mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
+  return options;
+}
+
+SchedulerConfig scheduler_config(const ServerConfig& config) { return config.batching; }
+
+ServiceOptions service_options(const ServerConfig& config, const ModelConfig& model) {
+  ServiceOptions options;
+  options.policy.limits = config.limits;
+  options.policy.defaults = config.defaults;
+  options.policy.model_has_bbox = model.gpt.use_bbox;
+  options.log_prompts = config.logging.prompts;
+  options.tokens_per_shape = model.shape.num_encoder_latents;
+  return options;
+}
+
+HttpGatewayOptions http_gateway_options(const ServerConfig& config) {
+  HttpGatewayOptions options;
+  options.listen = config.http_listen;
+  options.metrics_listen = config.metrics_listen;
+  const auto& buckets = config.batching.batch_buckets;
+  const int64_t largest = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
+  options.max_generating = config.batching.max_queue_size + 4 * largest + 16;
+  options.cors_allowed_origins = config.http.cors_allowed_origins;
+  http::ServerOptions& server = options.server;
+  const HttpConfig& h = config.http;
+  server.io_threads =
+      h.io_threads > 0 ? h.io_threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  server.max_connections = h.max_connections;
+  server.max_connections_per_client = h.max_connections_per_client;
+  server.header_timeout = std::chrono::milliseconds(h.header_timeout_ms);
+  server.body_timeout = std::chrono::milliseconds(h.body_timeout_ms);
+  server.idle_timeout = std::chrono::milliseconds(h.idle_timeout_ms);
+  server.write_timeout = std::chrono::milliseconds(h.write_timeout_ms);
+  server.limits.max_request_line_bytes = h.max_request_line_bytes;
+  server.limits.max_header_bytes = h.max_header_bytes;
+  server.limits.max_header_count = h.max_header_count;
+  server.limits.max_body_bytes = config.limits.max_message_bytes;
+  return options;
+}
+
+}  // namespace cube3d

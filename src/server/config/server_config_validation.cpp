@@ -1,0 +1,274 @@
+// Server config validation: each value in its range or among its words, the relations between
+// values (min <= default <= max resolution, TLS files in pairs, two listeners on two ports), and
+// the files the server will open, so that a bad config fails at start-up with a message naming
+// the key rather than at the first request or half-way through loading a model. Reading and
+// printing are in server_config.cpp.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "cube3d/core/constants.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
+#include "cube3d/core/mesh_format.h"
+#include "cube3d/core/net_address.h"
+#include "cube3d/core/yaml_reader.h"
+#include "cube3d/server/config/server_config.h"
+
+namespace cube3d {
+namespace {
+
+constexpr int64_t kMaxPromptBytes = 65'536;
+constexpr int64_t kMinMessageBytes = 1 << 20;
+constexpr int64_t kMaxMessageBytes = INT_MAX;  // gRPC takes the limits as int
+// Deadlines and the drain grace period become std::chrono nanoseconds; the caps keep a typo
+// (extra digits) from overflowing them and are far beyond any sensible value.
+constexpr int64_t kMaxDeadlineMs = 7LL * 24 * 3600 * 1000;  // a week
+constexpr int64_t kMaxDrainGraceSeconds = 24 * 3600;
+constexpr int64_t kMaxMeshThreads = 1024;
+// mesh.occupancy_dilation is a margin in cells of the level being refined. At the default
+// coarsest level (2^5 = 32 cells a side) 8 cells either side of the surface already span half
+// the box, so a larger margin refines most of the coarse levels and saves little over the dense
+// grid while still paying for the bookkeeping: such a config wants mesh.occupancy: dense. The
+// default is 1; 2 already costs 1.5 times the points for no change on the test fields
+// (mesh/hierarchical_occupancy.h). The sampler accepts up to 2^10, which only a typo asks for.
+constexpr int64_t kMaxOccupancyDilation = 8;
+
+constexpr std::array<std::string_view, 2> kDtypes = {"float32", "bfloat16"};
+constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
+constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
+constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
+constexpr std::array<std::string_view, 2> kOccupancyModes = {"hierarchical", "dense"};
+constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
+constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
+                                                        "error", "critical", "off"};
+
+using yaml::fail;
+using yaml::format_float;
+
+template <std::size_t N>
+std::string join_words(const std::array<std::string_view, N>& words) {
+  std::string text;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) text += i + 1 == N ? " or " : ", ";
+    text += words[i];
+  }
+  return text;
+}
+
+void check_range(std::string_view where, std::string_view key, int64_t value, int64_t min,
+                 int64_t max) {
+  if (value < min || value > max) {
+    const std::string range =
+        max == std::numeric_limits<int64_t>::max()
+            ? " must be at least " + std::to_string(min)
+            : " must be between " + std::to_string(min) + " and " + std::to_string(max);
+    fail(where, std::string(key) + " (" + std::to_string(value) + ")" + range);
+  }
+}
+
+template <std::size_t N>
+void check_word(std::string_view where, std::string_view key, const std::string& value,
+                const std::array<std::string_view, N>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+    fail(where, std::string(key) + ": unknown value '" + value + "' (expected " +
+                    join_words(allowed) + ")");
+  }
+}
+
+// "host:port" or "[ipv6]:port", as gRPC and the metrics exposer take them.
+HostPort check_address(std::string_view where, std::string_view key, const std::string& text) {
+  try {
+    return parse_host_port(text, key);
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+}
+
+// A file the server will open later: missing -> kNotFound, the wrong kind or unreadable ->
+// kInvalidArgument, each naming the key.
+void check_file(std::string_view where, std::string_view key, const std::string& path,
+                ReadableKind kind) {
+  try {
+    require_readable(path, kind);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(where) + ": " + std::string(key) + ": " + e.what());
+  }
+}
+
+void check_device(std::string_view where, const std::string& device) {
+  if (device == "cpu" || device == "cuda") return;
+  if (device.starts_with("cuda:")) {
+    const std::string_view index = std::string_view(device).substr(5);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
+    if (ec == std::errc() && end == index.data() + index.size() && value >= 0) return;
+  }
+  fail(where, "device: unknown device '" + device + "' (expected cpu, cuda or cuda:N)");
+}
+
+}  // namespace
+
+void validate_server_config(const ServerConfig& c) {
+  const std::string_view where = c.source.empty() ? std::string_view("server config") : c.source;
+  const HostPort listen = check_address(where, "listen", c.listen);
+
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    fail(where, std::string("tls.cert_file and tls.key_file: set both or neither (") +
+                    (c.tls.cert_file.empty() ? "tls.cert_file" : "tls.key_file") + " is empty)");
+  }
+  if (c.tls.enabled()) {
+    check_file(where, "tls.cert_file", c.tls.cert_file, ReadableKind::kFile);
+    check_file(where, "tls.key_file", c.tls.key_file, ReadableKind::kFile);
+  }
+  if (!c.tls.client_ca_file.empty()) {
+    if (!c.tls.enabled()) {
+      fail(where, "tls.client_ca_file: client certificates need TLS (tls.cert_file, tls.key_file)");
+    }
+    check_file(where, "tls.client_ca_file", c.tls.client_ca_file, ReadableKind::kFile);
+  }
+  check_word(where, "tls.client_certificates", c.tls.client_certificates, kClientCertificates);
+  if (!c.auth.api_keys_file.empty()) {
+    check_file(where, "auth.api_keys_file", c.auth.api_keys_file, ReadableKind::kFile);
+  }
+
+  if (c.model.config.empty()) fail(where, "model.config: must name the model YAML file");
+  check_file(where, "model.config", c.model.config, ReadableKind::kFile);
+  // A trained GPT with a random decoder (or the reverse) only makes noise.
+  if (c.model.gpt_weights.empty() != c.model.shape_weights.empty()) {
+    fail(where, std::string("model.gpt_weights and model.shape_weights: set both or neither (") +
+                    (c.model.gpt_weights.empty() ? "model.gpt_weights" : "model.shape_weights") +
+                    " is empty)");
+  }
+  if (!c.model.gpt_weights.empty()) {
+    check_file(where, "model.gpt_weights", c.model.gpt_weights, ReadableKind::kFile);
+    check_file(where, "model.shape_weights", c.model.shape_weights, ReadableKind::kFile);
+  }
+  if (!c.model.clip_model.empty()) {
+    check_file(where, "model.clip_model", c.model.clip_model, ReadableKind::kDirectory);
+  }
+  if (!c.model.clip_vocab.empty()) {
+    check_file(where, "model.clip_vocab", c.model.clip_vocab, ReadableKind::kFileOrDirectory);
+  }
+
+  check_device(where, c.device);
+  check_word(where, "dtype", c.dtype, kDtypes);
+  check_word(where, "single_stream_decode", c.single_stream_decode, kDecodeModes);
+  check_word(where, "cuda_graphs", c.cuda_graphs, kGraphModes);
+
+  const std::vector<int64_t>& buckets = c.batching.batch_buckets;
+  if (buckets.empty()) fail(where, "batching.batch_buckets: must list at least one batch size");
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const std::string key = "batching.batch_buckets[" + std::to_string(i) + "]";
+    check_range(where, key, buckets[i], 1, kMaxBatchBucket);
+    if (i > 0 && buckets[i] == buckets[i - 1]) {
+      fail(where, "batching.batch_buckets: " + std::to_string(buckets[i]) + " is listed twice");
+    }
+    if (i > 0 && buckets[i] < buckets[i - 1]) {
+      fail(where, "batching.batch_buckets: must be in increasing order (" +
+                      std::to_string(buckets[i - 1]) + " comes before " +
+                      std::to_string(buckets[i]) + ")");
+    }
+  }
+  check_range(where, "batching.max_queue_delay_ms", c.batching.max_queue_delay_ms, 0,
+              kMaxQueueDelayMs);
+  check_range(where, "batching.max_queue_size", c.batching.max_queue_size, 1,
+              std::numeric_limits<int64_t>::max());
+  check_range(where, "batching.max_joins_per_step", c.batching.max_joins_per_step, 1,
+              kMaxBatchBucket);
+
+  const LimitsConfig& limits = c.limits;
+  check_range(where, "limits.max_prompt_bytes", limits.max_prompt_bytes, 1, kMaxPromptBytes);
+  check_range(where, "limits.max_resolution_base", limits.max_resolution_base, 1,
+              kMaxResolutionBase);
+  if (limits.min_resolution_base < 1 || limits.min_resolution_base > limits.max_resolution_base) {
+    fail(where, "limits.min_resolution_base (" + std::to_string(limits.min_resolution_base) +
+                    ") must be between 1 and limits.max_resolution_base (" +
+                    std::to_string(limits.max_resolution_base) + ")");
+  }
+  check_range(where, "limits.max_message_bytes", limits.max_message_bytes, kMinMessageBytes,
+              kMaxMessageBytes);
+  check_range(where, "limits.max_target_face_count", limits.max_target_face_count, 1,
+              std::numeric_limits<int64_t>::max());
+  check_range(where, "limits.default_deadline_ms", limits.default_deadline_ms, 0, kMaxDeadlineMs);
+  check_range(where, "limits.request_read_timeout_ms", limits.request_read_timeout_ms, 100,
+              kMaxDeadlineMs);
+
+  const RequestDefaults& defaults = c.defaults;
+  // The negated comparison also catches NaN.
+  if (!(defaults.guidance_scale >= 0.0 && defaults.guidance_scale <= kMaxGuidanceScale)) {
+    fail(where, "defaults.guidance_scale (" + format_float(defaults.guidance_scale) +
+                    ") must be a number between 0 and " + format_float(kMaxGuidanceScale));
+  }
+  if (defaults.top_p && !(*defaults.top_p > 0.0 && *defaults.top_p <= 1.0)) {
+    fail(where, "defaults.top_p (" + format_float(*defaults.top_p) +
+                    ") must be in (0, 1], or null for greedy decoding");
+  }
+  if (defaults.resolution_base < limits.min_resolution_base ||
+      defaults.resolution_base > limits.max_resolution_base) {
+    fail(where, "defaults.resolution_base (" + std::to_string(defaults.resolution_base) +
+                    ") must be between limits.min_resolution_base (" +
+                    std::to_string(limits.min_resolution_base) +
+                    ") and limits.max_resolution_base (" +
+                    std::to_string(limits.max_resolution_base) + ")");
+  }
+  // Only a config built in code can hold a value outside the enum.
+  if (!mesh_format_from_name(to_string(defaults.format))) {
+    fail(where, "defaults.format: not one of raw, obj, ply or glb");
+  }
+
+  check_word(where, "mesh.occupancy", c.mesh.occupancy, kOccupancyModes);
+  // Any level up to the hard cap: one at or above a request's resolution_base evaluates that
+  // request's grid densely (the sampler clamps it), which is not an error.
+  check_range(where, "mesh.occupancy_coarsest_resolution_base",
+              c.mesh.occupancy_coarsest_resolution_base, 1, kMaxResolutionBase);
+  check_range(where, "mesh.occupancy_dilation", c.mesh.occupancy_dilation, 0,
+              kMaxOccupancyDilation);
+  if (!(c.mesh.floater_ratio > 0.0 && c.mesh.floater_ratio < 1.0)) {
+    fail(where, "mesh.floater_ratio (" + format_float(c.mesh.floater_ratio) +
+                    ") must be strictly between 0 and 1");
+  }
+  check_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 1, kMaxMeshThreads);
+
+  if (!c.metrics_listen.empty()) {
+    const HostPort metrics = check_address(where, "metrics_listen", c.metrics_listen);
+    // Two listeners on one port: the second bind would fail at start-up with a vaguer message.
+    if (listeners_collide(metrics, listen)) {
+      fail(where, "metrics_listen ('" + c.metrics_listen + "') uses the port of listen ('" +
+                      c.listen + "')");
+    }
+  }
+  if (!c.http_listen.empty()) {
+    const HostPort http = check_address(where, "http_listen", c.http_listen);
+    if (listeners_collide(http, listen)) {
+      fail(where,
+           "http_listen ('" + c.http_listen + "') uses the port of listen ('" + c.listen + "')");
+    }
+    if (!c.metrics_listen.empty() &&
+        listeners_collide(http, check_address(where, "metrics_listen", c.metrics_listen))) {
+      fail(where, "http_listen ('" + c.http_listen + "') uses the port of metrics_listen ('" +
+                      c.metrics_listen + "')");
+    }
+  }
+  // The front doors' own sections are checked by their own rules (one set of ranges).
+  try {
+    validate_http_config(c.http);
+    validate_grpc_options(c.grpc);
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+  check_word(where, "logging.level", c.logging.level, kLogLevels);
+  check_word(where, "logging.format", c.logging.format, kLogFormats);
+  check_range(where, "drain_grace_seconds", c.drain_grace_seconds, 0, kMaxDrainGraceSeconds);
+  check_range(where, "progress_interval_tokens", c.progress_interval_tokens, 1,
+              std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace cube3d

@@ -1,0 +1,339 @@
+#include "cube3d/server/executor/engine_executor.h"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "cube3d/core/error.h"
+
+namespace cube3d {
+namespace {
+
+bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
+  return std::all_of(jobs.begin(), jobs.end(),
+                     [](const auto& j) { return j->cancelled() || j->finished(); });
+}
+
+std::vector<PromptRequest> prompts_of(const std::vector<std::shared_ptr<Job>>& jobs) {
+  std::vector<PromptRequest> prompts;
+  prompts.reserve(jobs.size());
+  for (const auto& job : jobs) {
+    const JobRequest& r = job->request();
+    prompts.push_back({r.prompt, r.guidance_scale, r.top_p, r.seed, r.bounding_box});
+  }
+  return prompts;
+}
+
+}  // namespace
+
+EngineExecutor::EngineExecutor(Engine& engine, ExecutorOptions options)
+    : options_(std::move(options)), engine_(engine), pipeline_(engine, options_.shape) {
+  const int64_t threads = std::max<int64_t>(1, options_.mesh_threads);
+  for (int64_t i = 0; i < threads; ++i) threads_.emplace_back([this] { mesh_worker(); });
+}
+
+EngineExecutor::~EngineExecutor() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void EngineExecutor::post(std::function<void()> task) {
+  {
+    const std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  changed_.notify_one();
+}
+
+void EngineExecutor::mesh_worker() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      ++busy_;
+    }
+    task();
+    {
+      const std::lock_guard lock(mutex_);
+      --busy_;
+    }
+    changed_.notify_all();
+  }
+}
+
+bool EngineExecutor::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return tasks_.empty() && busy_ == 0; });
+}
+
+void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) {
+  const auto batch_start = SteadyClock::now();
+  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
+  const std::vector<PromptRequest> prompts = prompts_of(jobs);
+  const int64_t total = pipeline_.engine().tokens_per_shape();
+  GenerationOptions options;
+  options.single_stream_decode = options_.single_stream_decode;
+  options.bucket = bucket;
+  options.progress_interval = options_.progress_interval_tokens;
+  options.on_progress = [&](int64_t done) {
+    for (const auto& job : jobs) job->progress({JobStage::kDecoding, done, total});
+    return !all_cancelled(jobs);
+  };
+  const TokenBatch tokens = pipeline_.generate_tokens(prompts, options);
+  const GenerationResult& generated = tokens.generation;
+  if (generated.stopped) {
+    for (const auto& job : jobs) job->fail(cancelled("request cancelled during decoding"));
+    return;
+  }
+  if (options_.on_generated) {
+    options_.on_generated(tokens.text_encoding_ms + generated.prefill_ms, generated.tpot_ms(),
+                          generated.tokens * static_cast<int64_t>(jobs.size()));
+  }
+
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobRequest& r = jobs[i]->request();
+    JobResult result;
+    result.request_id = r.request_id;
+    result.format = r.format;
+    result.batch_bucket = bucket;
+    result.warnings = tokens.warnings[i];
+    result.timings.queue_ms = ms_between(jobs[i]->enqueued(), batch_start);
+    result.timings.text_encoding_ms = tokens.text_encoding_ms;
+    result.timings.prefill_ms = generated.prefill_ms;
+    result.timings.decode_ms = generated.decode_ms;
+    result.timings.tpot_ms = generated.tpot_ms();
+    const at::Tensor ids = generated.ids.narrow(0, static_cast<int64_t>(i), 1).clone();
+    if (r.return_shape_tokens) {
+      const int64_t* data = ids.data_ptr<int64_t>();
+      result.shape_tokens.assign(data, data + ids.numel());
+    }
+    auto job = jobs[i];
+    post([this, job, ids, result = std::move(result)]() mutable {
+      finish_job(job, ids, std::move(result));
+    });
+  }
+}
+
+ContinuousDecoder& EngineExecutor::continuous_decoder() {
+  if (!decoder_) {
+    decoder_ = engine_.continuous_decoder(
+        {options_.batch_buckets, options_.single_stream_decode, /*record_logits=*/false});
+  }
+  return *decoder_;
+}
+
+int64_t EngineExecutor::active_slots() const { return static_cast<int64_t>(slot_jobs_.size()); }
+
+void EngineExecutor::report_active_slots() const {
+  if (options_.on_active_slots) options_.on_active_slots(active_slots());
+}
+
+void EngineExecutor::admit(const std::vector<std::shared_ptr<Job>>& jobs) {
+  const auto admitted = SteadyClock::now();
+  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
+  const std::vector<PromptRequest> prompts = prompts_of(jobs);
+  EncodedPrompts encoded = pipeline_.encode_prompts(prompts);
+  ContinuousDecoder& decoder = continuous_decoder();
+  const auto prefill_start = SteadyClock::now();
+  const std::vector<ContinuousDecoder::SlotId> ids = decoder.admit(encoded.requests);
+  decoder.synchronize();  // the first tokens are out: the prefill's end
+  const auto first_token = SteadyClock::now();
+  const double prefill_ms = ms_between(prefill_start, first_token);
+  const int64_t total = decoder.total_tokens();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SlotJob& slot = slot_jobs_[ids[i]];
+    slot.job = jobs[i];
+    slot.admitted = admitted;
+    slot.first_token = first_token;
+    slot.text_encoding_ms = encoded.text_encoding_ms;
+    slot.prefill_ms = prefill_ms;
+    slot.largest_bucket = decoder.bucket();
+    slot.warnings = std::move(encoded.warnings[i]);
+  }
+  report_active_slots();
+  for (const auto& job : jobs) job->progress({JobStage::kDecoding, 1, total});
+  if (options_.on_admitted) {
+    options_.on_admitted(static_cast<int64_t>(jobs.size()), encoded.text_encoding_ms + prefill_ms);
+  }
+  spdlog::debug("continuous: {} joined ({} active, bucket {}), text {:.1f} ms, prefill {:.1f} ms",
+                jobs.size(), decoder.active(), decoder.bucket(), encoded.text_encoding_ms,
+                prefill_ms);
+  // A request with a single token is done at its first.
+  for (const auto id : ids) {
+    if (decoder.done(id)) retire(id);
+  }
+  report_active_slots();
+}
+
+void EngineExecutor::step() {
+  if (!decoder_) return;
+  // Cancelled (client gone, deadline, shutdown) or already answered: the slot is freed now.
+  std::vector<ContinuousDecoder::SlotId> dropped;
+  for (const auto& [id, slot] : slot_jobs_) {
+    if (slot.job->cancelled() || slot.job->finished()) dropped.push_back(id);
+  }
+  for (const auto id : dropped) {
+    const std::shared_ptr<Job> job = slot_jobs_.at(id).job;
+    decoder_->release(id);
+    slot_jobs_.erase(id);
+    job->fail(cancelled("request cancelled during decoding"));
+  }
+  if (!dropped.empty()) report_active_slots();
+  if (slot_jobs_.empty()) return;
+
+  const int64_t bucket = decoder_->bucket();
+  const int64_t active = decoder_->active();
+  decoder_->step();
+  if (options_.on_step) options_.on_step(bucket, active);
+  const int64_t total = decoder_->total_tokens();
+  const int64_t interval = options_.progress_interval_tokens;
+  const bool report = interval > 0 && decoder_->steps() % interval == 0;
+  if (report) decoder_->synchronize();
+  std::vector<ContinuousDecoder::SlotId> done;
+  for (auto& [id, slot] : slot_jobs_) {
+    slot.largest_bucket = std::max(slot.largest_bucket, bucket);
+    const int64_t tokens = decoder_->tokens_done(id);
+    if (tokens >= total) {
+      done.push_back(id);
+    } else if (report) {
+      slot.job->progress({JobStage::kDecoding, tokens, total});
+    }
+  }
+  for (const auto id : done) retire(id);
+  if (!done.empty()) report_active_slots();
+}
+
+void EngineExecutor::retire(ContinuousDecoder::SlotId id) {
+  SlotJob slot = std::move(slot_jobs_.at(id));
+  slot_jobs_.erase(id);
+  const at::Tensor ids = decoder_->ids(id).unsqueeze(0);  // waits for the last step
+  decoder_->release(id);
+  const auto now = SteadyClock::now();
+  const int64_t total = ids.size(1);
+  const JobRequest& r = slot.job->request();
+  JobResult result;
+  result.request_id = r.request_id;
+  result.format = r.format;
+  result.batch_bucket = slot.largest_bucket;
+  result.warnings = std::move(slot.warnings);
+  result.timings.queue_ms = ms_between(slot.job->enqueued(), slot.admitted);
+  result.timings.text_encoding_ms = slot.text_encoding_ms;
+  result.timings.prefill_ms = slot.prefill_ms;
+  result.timings.decode_ms = ms_between(slot.first_token, now);
+  result.timings.tpot_ms =
+      total > 1 ? result.timings.decode_ms / static_cast<double>(total - 1) : 0.0;
+  if (r.return_shape_tokens) {
+    const int64_t* data = ids.data_ptr<int64_t>();
+    result.shape_tokens.assign(data, data + ids.numel());
+  }
+  if (options_.on_generated) {
+    options_.on_generated(slot.text_encoding_ms + slot.prefill_ms, result.timings.tpot_ms, total);
+  }
+  slot.job->progress({JobStage::kDecoding, total, total});
+  auto job = slot.job;
+  post([this, job, ids, result = std::move(result)]() mutable {
+    finish_job(job, ids, std::move(result));
+  });
+}
+
+std::vector<std::shared_ptr<Job>> EngineExecutor::clear_slots() {
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (auto& [id, slot] : slot_jobs_) jobs.push_back(std::move(slot.job));
+  slot_jobs_.clear();
+  if (decoder_) decoder_->release_all();
+  report_active_slots();
+  return jobs;
+}
+
+void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids,
+                                JobResult result) {
+  const auto mesh_start = SteadyClock::now();
+  // A job that was cancelled, timed out or already failed (draining) is not meshed; the checks
+  // between chunks keep a cancelled job from holding a mesh thread (and shutdown) for long.
+  const auto stop = [&job] { return job->cancelled() || job->finished(); };
+  if (stop()) {
+    job->fail(cancelled("request cancelled before meshing"));
+    return;
+  }
+  try {
+    const JobRequest& r = job->request();
+    const int64_t tokens = ids.size(1);
+    job->progress({JobStage::kMeshing, tokens, tokens});
+    // Progress at most every quarter second (a chunk can be much shorter on a GPU), and always
+    // for the last chunk of a level.
+    auto last_report = SteadyClock::now();
+    const auto on_progress = [&](const OccupancyProgress& p) {
+      const auto now = SteadyClock::now();
+      if (p.points_done < p.points_planned && now - last_report < std::chrono::milliseconds(250)) {
+        return;
+      }
+      last_report = now;
+      job->progress({JobStage::kMeshing, tokens, tokens, p.points_done, p.points_planned,
+                     p.levels_done, p.levels_total});
+    };
+    ShapeRequest shape_request;
+    shape_request.resolution_base = r.resolution_base;
+    shape_request.format = r.format;
+    if (r.target_face_count) {
+      shape_request.target_faces = static_cast<size_t>(*r.target_face_count);
+    }
+    // One request's latents at a time: the shape's numbers then never depend on which other
+    // requests shared the batch, so equal tokens give byte-identical meshes.
+    Shape shape = pipeline_.make_shape(ids, shape_request, on_progress, stop);
+    for (std::string& w : shape.warnings) result.warnings.push_back(std::move(w));
+    result.vertex_count = static_cast<int64_t>(shape.mesh.vertex_count());
+    result.face_count = static_cast<int64_t>(shape.mesh.face_count());
+    result.occupancy_points = shape.report.occupancy.points_evaluated;
+    result.timings.occupancy_ms = shape.report.occupancy_ms;
+    if (r.format == MeshFormat::kRaw) {
+      result.vertices = std::move(shape.mesh.vertices);
+      result.indices = std::move(shape.mesh.indices);
+    } else {
+      result.encoded = std::move(shape.encoded);
+    }
+    const auto now = SteadyClock::now();
+    result.timings.mesh_ms = ms_between(mesh_start, now);
+    result.timings.total_ms = ms_between(job->enqueued(), now);
+    job->progress({JobStage::kDone, tokens, tokens});
+    job->succeed(result);
+  } catch (const Error& e) {
+    job->fail(e.code() == ErrorCode::kCancelled ? cancelled("request cancelled while meshing") : e);
+  } catch (const std::exception& e) {
+    job->fail(internal_error(std::string("mesh stage failed: ") + e.what()));
+  }
+}
+
+void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {
+  // The decode runners (and their graphs) were made at load (EngineOptions.capture): one whole
+  // generation in the serving mode replays a graph end to end before the first request.
+  const auto start = SteadyClock::now();
+  if (pipeline_.engine().text_encoder()) {
+    GenerationOptions options;
+    options.bucket = buckets.front();
+    options.single_stream_decode = options_.single_stream_decode;
+    const TokenBatch tokens = pipeline_.generate_tokens({PromptRequest{}}, options);
+    ShapeRequest small;
+    small.resolution_base = 3;
+    small.format = MeshFormat::kRaw;
+    (void)pipeline_.make_shape(tokens.generation.ids, small);
+    // Continuous batching's shared unconditional prefix, computed once here rather than in
+    // the first request's admission (static batching never uses it; it costs one prefill).
+    (void)continuous_decoder();
+  }
+  std::string names;
+  for (const int64_t b : buckets) names += (names.empty() ? "" : ", ") + std::to_string(b);
+  spdlog::info("warm-up of buckets [{}] took {:.0f} ms", names,
+               ms_between(start, SteadyClock::now()));
+}
+
+}  // namespace cube3d

@@ -1,0 +1,99 @@
+#include "cube3d/server/http/content_negotiation.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
+#include "cube3d/server/http/http_error.h"
+#include "cube3d/server/http/http_message.h"
+
+namespace cube3d::http {
+namespace {
+
+// One media type per file format.
+constexpr MeshMediaType kMeshMediaTypes[] = {
+    {v1::MESH_FORMAT_GLB, "model/gltf-binary", "glb"},
+    {v1::MESH_FORMAT_OBJ, "model/obj", "obj"},
+    {v1::MESH_FORMAT_PLY, "application/x-ply", "ply"},
+};
+
+}  // namespace
+
+const MeshMediaType* media_type_of(v1::MeshFormat format) {
+  for (const auto& m : kMeshMediaTypes) {
+    if (m.format == format) return &m;
+  }
+  return nullptr;
+}
+
+Accepted parse_accept(const std::string& header) {
+  Accepted accepted;
+  if (lower_trimmed(header).empty()) {
+    accepted.json = true;
+    return accepted;
+  }
+  struct Range {
+    std::string type;
+    double q;
+  };
+  std::vector<Range> ranges;
+  std::string_view rest = header;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t semicolon = item.find(';');
+    Range range{lower_trimmed(item.substr(0, semicolon)), 1.0};
+    for (std::string_view params = semicolon == std::string_view::npos ? std::string_view()
+                                                                       : item.substr(semicolon + 1);
+         !params.empty();) {
+      const size_t next = params.find(';');
+      const std::string param = lower_trimmed(params.substr(0, next));
+      params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+      if (param.starts_with("q=")) {
+        try {
+          range.q = std::stod(param.substr(2));
+        } catch (const std::exception&) {
+          range.q = 1.0;  // an unreadable weight: as if none were given
+        }
+      }
+    }
+    if (range.q > 0 && !range.type.empty()) ranges.push_back(std::move(range));
+  }
+  std::stable_sort(ranges.begin(), ranges.end(),
+                   [](const Range& a, const Range& b) { return a.q > b.q; });
+  for (const auto& range : ranges) {
+    if (range.type == "application/json" || range.type == "*/*" || range.type == "application/*") {
+      accepted.json = true;
+    }
+    for (const auto& m : kMeshMediaTypes) {
+      if (range.type == m.type && std::find(accepted.meshes.begin(), accepted.meshes.end(),
+                                            m.format) == accepted.meshes.end()) {
+        accepted.meshes.push_back(m.format);
+      }
+    }
+  }
+  return accepted;
+}
+
+std::optional<v1::MeshFormat> negotiate(const std::string& accept_header,
+                                        v1::GenerateMeshRequest& request) {
+  const Accepted accepted = parse_accept(accept_header);
+  if (accepted.meshes.empty()) return std::nullopt;
+  if (!request.has_format() || request.format() == v1::MESH_FORMAT_UNSPECIFIED) {
+    request.set_format(accepted.meshes.front());
+    return accepted.meshes.front();
+  }
+  // The body's format decides what is generated; Accept only says how it comes back.
+  if (std::find(accepted.meshes.begin(), accepted.meshes.end(), request.format()) !=
+      accepted.meshes.end()) {
+    return request.format();
+  }
+  if (accepted.json) return std::nullopt;
+  throw HttpError(406, grpc::StatusCode::INVALID_ARGUMENT,
+                  "the body asks for format " + v1::MeshFormat_Name(request.format()) +
+                      " but Accept is '" + accept_header +
+                      "': make them agree, drop one of them, or accept application/json");
+}
+
+}  // namespace cube3d::http

@@ -1,0 +1,482 @@
+#include "cube3d/server/http/http_gateway.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <optional>
+#include <utility>
+
+#include "cube3d/api/grpc_status.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/logging.h"
+#include "cube3d/core/printable.h"
+#include "cube3d/server/http/content_negotiation.h"
+#include "cube3d/server/http/http_error.h"
+#include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/router.h"
+
+namespace cube3d {
+namespace {
+
+using http::HttpError;
+
+constexpr const char* kApiListener = "http";
+constexpr const char* kMetricsListener = "metrics";
+constexpr const char* kGeneratePath = "/v1/meshes:generate";
+constexpr const char* kStreamPath = "/v1/meshes:generateStream";
+constexpr const char* kTimeoutHeader = "X-Request-Timeout-Ms";
+constexpr const char* kTimeoutParam = "timeout_ms";
+constexpr const char* kRequestIdHeader = "X-Request-Id";
+constexpr const char* kJsonType = "application/json";
+constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr const char* kEventStreamType = "text/event-stream";
+// A year: "no limit" for practical purposes, and far from overflowing the steady clock.
+constexpr int64_t kMaxTimeoutMs = int64_t{365} * 24 * 3600 * 1000;
+// The metrics listener's deadline for a request head: a scraper sends it at once.
+constexpr std::chrono::milliseconds kMetricsHeaderTimeout{2000};
+// A quiet stream (a long wait in the queue) gets a comment line this often, so that proxies
+// do not close it as idle.
+constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
+
+http::Response error_response(int http_status, grpc::StatusCode code, const std::string& message,
+                              int64_t retry_after_seconds = 0) {
+  http::Response response =
+      http::make_response(http_status, http_error_body(http_status, code, message), kJsonType);
+  if (retry_after_seconds > 0) {
+    response.headers.set("Retry-After", std::to_string(retry_after_seconds));
+  }
+  if (code == grpc::StatusCode::UNAUTHENTICATED) {
+    response.headers.set("WWW-Authenticate", "Bearer");  // RFC 6750: how to authenticate
+  }
+  return response;
+}
+
+// The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
+// unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
+bool is_queue_full(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         status.error_message().starts_with("queue full");
+}
+
+http::Response status_response(const grpc::Status& status, int64_t retry_after,
+                               const std::vector<std::pair<std::string, std::string>>& trailers) {
+  http::Response response =
+      error_response(http_status_of(status.error_code()), status.error_code(),
+                     status.error_message(), is_queue_full(status) ? retry_after : 0);
+  // Headers the core asked for ("retry-after" over an API key's limit) win.
+  for (const auto& [key, value] : trailers) response.headers.set(key, value);
+  return response;
+}
+
+// The status of an answer the HTTP layer made itself, for the error body.
+grpc::StatusCode code_of_http_status(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 414:
+    case 431:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case 403:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case 404:
+      return grpc::StatusCode::NOT_FOUND;
+    case 405:
+    case 501:
+    case 505:
+      return grpc::StatusCode::UNIMPLEMENTED;
+    case 408:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case 413:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case 417:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    default:
+      return http_status >= 500 ? grpc::StatusCode::INTERNAL : grpc::StatusCode::UNKNOWN;
+  }
+}
+
+// Protobuf's parse errors span lines (the input and a caret): one line reads better in JSON.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+std::string to_json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  // Every field, defaults included: HTTP clients have no generated defaults to fall back on.
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    throw internal_error("cannot write " + message.GetTypeName() +
+                         " as JSON: " + std::string(status.message()));
+  }
+  return json;
+}
+
+v1::GenerateMeshRequest parse_request(const std::string& body) {
+  v1::GenerateMeshRequest request;
+  // Unknown fields are an error (a misspelt field must not be silently dropped); both the
+  // lowerCamelCase and the proto field names are read, as protobuf's JSON mapping defines.
+  const google::protobuf::util::JsonParseOptions options;
+  const auto status = google::protobuf::util::JsonStringToMessage(body, &request, options);
+  if (!status.ok()) {
+    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
+                    "the body is not a cube3d.v1.GenerateMeshRequest in JSON: " +
+                        one_line(std::string(status.message())));
+  }
+  return request;
+}
+
+SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_point now) {
+  std::string text;
+  std::string source;
+  if (const auto header = req.headers.get(kTimeoutHeader)) {
+    text = std::string(*header);
+    source = std::string("header ") + kTimeoutHeader;
+  } else if (const auto param = req.query_param(kTimeoutParam)) {
+    text = *param;
+    source = std::string("query parameter ") + kTimeoutParam;
+  } else {
+    return SteadyClock::time_point::max();
+  }
+  int64_t ms = 0;
+  const char* const end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, ms);
+  if (error != std::errc() || stop != end || ms <= 0 || ms > kMaxTimeoutMs) {
+    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
+                    source + " is '" + printable(text, 64) +
+                        "': it must be a whole number of milliseconds, 1.." +
+                        std::to_string(kMaxTimeoutMs));
+  }
+  return now + std::chrono::milliseconds(ms);
+}
+
+std::string server_timing(const v1::Timings& t) {
+  return fmt::format(
+      "queue;dur={:.1f}, text;dur={:.1f}, prefill;dur={:.1f}, decode;dur={:.1f}, "
+      "mesh;dur={:.1f}, total;dur={:.1f}",
+      t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.mesh_ms(), t.total_ms());
+}
+
+std::string sse_event(const char* name, const std::string& data) {
+  // `data` is one line of JSON: one data field.
+  return fmt::format("event: {}\ndata: {}\n\n", name, data);
+}
+
+grpc::Status client_gone() {
+  return grpc::Status(grpc::StatusCode::CANCELLED,
+                      "the client went away (it closed the connection, or read nothing within "
+                      "http.write_timeout_ms)");
+}
+
+// One of the gateway's generate calls in flight, released when the last copy goes (with the
+// call's outcome).
+std::shared_ptr<void> take_generate_slot(std::atomic<int64_t>& in_flight, int64_t max) {
+  if (in_flight.fetch_add(1) >= max) {
+    in_flight.fetch_sub(1);
+    return nullptr;
+  }
+  // Points at the counter (a null pointer would read as "no slot"); the deleter only counts.
+  return std::shared_ptr<void>(&in_flight,
+                               [](std::atomic<int64_t>* count) { count->fetch_sub(1); });
+}
+
+// What a mesh call's client got, counted once its exchange ends (as the gRPC front door counts
+// at the end of each call): the code of the answer when the answer was written in full,
+// CANCELLED when the client went before (its connection closed, or it read nothing for
+// http.write_timeout_ms), whatever the core had answered. Touched on the exchange's I/O thread
+// only (the answer is set in a deferred task, the end reported there too).
+struct CallTally {
+  std::string answered_code;  // empty until an answer is on its way
+};
+
+// Cancels the core's work when the exchange is abandoned, and counts the call.
+std::function<void(bool)> count_at_the_end(Metrics& metrics, std::shared_ptr<CallTally> tally,
+                                           const std::shared_ptr<ActiveCall>& call) {
+  return
+      [&metrics, tally = std::move(tally), weak = std::weak_ptr<ActiveCall>(call)](bool delivered) {
+        if (!delivered) {
+          if (const auto active = weak.lock()) active->cancel(client_gone());
+        }
+        metrics.request_finished(delivered && !tally->answered_code.empty() ? tally->answered_code
+                                                                            : "CANCELLED");
+      };
+}
+
+HttpError too_many_calls(int64_t max, int64_t retry_after) {
+  return HttpError(
+      429, grpc::StatusCode::RESOURCE_EXHAUSTED,
+      "too many HTTP generate calls in flight (" + std::to_string(max) + "); retry later",
+      retry_after);
+}
+
+}  // namespace
+
+struct HttpGateway::Impl {
+  Impl(MeshServiceCore& core, Metrics& metrics, HttpGatewayOptions options)
+      : core(core),
+        metrics(metrics),
+        options(std::move(options)),
+        api_router(http::Cors(this->options.cors_allowed_origins), refuse_and_count()) {
+    api_router.add(kGeneratePath, {"POST"},
+                   [this](const auto& ex) { guarded(ex, &Impl::generate); });
+    api_router.add(kStreamPath, {"POST"}, [this](const auto& ex) { guarded(ex, &Impl::stream); });
+    api_router.add("/healthz", {"GET"}, [](const auto& ex) {
+      ex->respond(http::make_response(200, "ok\n", "text/plain"));
+    });
+    api_router.add("/readyz", {"GET"}, [this](const auto& ex) { readyz(ex); });
+    api_router.add("/metrics", {"GET"}, [this](const auto& ex) { serve_metrics(ex); });
+  }
+
+  // The router's refusals (404, 405, 403): the error body, on the API listener counted like
+  // the core's answers (a request that ended with this status), not on the metrics one.
+  http::Router::Refuse refuse_and_count() {
+    return [this](const std::shared_ptr<http::Exchange>& ex, int http_status, grpc::StatusCode code,
+                  const std::string& message, http::Headers extra) {
+      metrics.request_finished(grpc_code_name(code));
+      spdlog::info("http {} {}: {} {}: {}", printable(ex->request().method, 16),
+                   printable(ex->request().path, 200), http_status, grpc_code_name(code), message);
+      http::Response response = error_response(http_status, code, message);
+      for (const auto& [k, v] : extra) response.headers.set(k, v);
+      ex->respond(std::move(response));
+    };
+  }
+
+  // Runs a mesh handler, answering the gateway's own errors with their status and body.
+  template <typename Handler>
+  void guarded(const std::shared_ptr<http::Exchange>& ex, Handler handler) {
+    // The gateway's own lines carry the caller's trace too (the core adds the rest).
+    const LogContext log_scope({.traceparent = ex->request().headers.value_or("traceparent")});
+    try {
+      (this->*handler)(ex);
+    } catch (const HttpError& e) {
+      // Counted like the core's answers: a request that ended with this status.
+      metrics.request_finished(grpc_code_name(e.code));
+      spdlog::info("http {} {}: {} {}: {}", ex->request().method, ex->request().path, e.http_status,
+                   grpc_code_name(e.code), e.what());
+      ex->respond(error_response(e.http_status, e.code, e.what(), e.retry_after_seconds));
+    }
+  }
+
+  struct Prepared {
+    v1::GenerateMeshRequest request;
+    CallContext call;
+  };
+  Prepared prepare(const http::Request& req) const;
+  void generate(const std::shared_ptr<http::Exchange>& ex);
+  void stream(const std::shared_ptr<http::Exchange>& ex);
+  void readyz(const std::shared_ptr<http::Exchange>& ex) const;
+  void serve_metrics(const std::shared_ptr<http::Exchange>& ex) const {
+    ex->respond(http::make_response(200, metrics.exposition(), kMetricsType));
+  }
+  // The metrics listener: GET (or HEAD) /metrics and nothing else, for scrapers (404 otherwise,
+  // in plain text, as a scraper's log shows it).
+  void metrics_endpoint(const std::shared_ptr<http::Exchange>& ex) const {
+    const http::Request& r = ex->request();
+    if ((r.method == "GET" || r.method == "HEAD") && r.path == "/metrics") return serve_metrics(ex);
+    ex->respond(http::make_response(404, "metrics are served at /metrics\n", "text/plain"));
+  }
+  http::Response answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format) const;
+
+  MeshServiceCore& core;
+  Metrics& metrics;
+  const HttpGatewayOptions options;
+  http::Router api_router;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> generating{0};
+  std::unique_ptr<http::Server> server;  // last: stops (and joins) before the routes go
+};
+
+HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req) const {
+  const auto now = SteadyClock::now();
+  Prepared prepared{parse_request(req.body), {}};
+  if (prepared.request.request_id().empty()) {
+    if (const auto id = req.headers.get(kRequestIdHeader)) {
+      prepared.request.set_request_id(std::string(*id));
+    }
+  }
+  prepared.call.deadline = deadline_of(req, now);
+  prepared.call.transport = "http";
+  prepared.call.authorization = req.headers.value_or("Authorization");
+  prepared.call.traceparent = req.headers.value_or("traceparent");
+  return prepared;
+}
+
+http::Response HttpGateway::Impl::answer(CallOutcome outcome,
+                                         std::optional<v1::MeshFormat> file_format) const {
+  if (!outcome.status.ok()) {
+    return status_response(outcome.status, options.retry_after_seconds, outcome.trailers);
+  }
+  const v1::GenerateMeshResponse& response = outcome.response;
+  const http::MeshMediaType* const media =
+      file_format ? http::media_type_of(*file_format) : nullptr;
+  http::Response out;
+  if (!media) {
+    out = http::make_response(200, to_json(response), kJsonType);
+  } else {
+    out.status = 200;
+    out.headers.set("Content-Type", media->type);
+    out.headers.set("X-Vertex-Count", std::to_string(response.vertex_count()));
+    out.headers.set("X-Face-Count", std::to_string(response.face_count()));
+    out.headers.set("X-Batch-Bucket", std::to_string(response.batch_bucket()));
+    out.headers.set("X-Occupancy-Points", std::to_string(response.occupancy_points()));
+    for (const auto& warning : response.warnings()) out.headers.add("X-Warning", warning);
+    out.headers.set("Content-Disposition", fmt::format("inline; filename=\"{}.{}\"",
+                                                       response.request_id(), media->extension));
+    out.body = std::move(*outcome.response.mutable_encoded());
+  }
+  out.headers.set(kRequestIdHeader, response.request_id());
+  out.headers.set("Server-Timing", server_timing(response.timings()));
+  return out;
+}
+
+void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
+  Prepared prepared = prepare(ex->request());
+  const std::optional<v1::MeshFormat> file_format =
+      http::negotiate(ex->request().headers.value_or("Accept"), prepared.request);
+  std::shared_ptr<void> slot = take_generate_slot(generating, options.max_generating);
+  if (!slot) throw too_many_calls(options.max_generating, options.retry_after_seconds);
+
+  prepared.call.outcome_counted_by_front_door = true;
+  auto tally = std::make_shared<CallTally>();
+  CallObserver observer;
+  observer.done = [this, ex, file_format, tally, slot = std::move(slot)](CallOutcome outcome) {
+    // The answer (JSON with a base64 mesh, or the file) is made on the connection's I/O
+    // thread, not on the executor's that delivers the outcome.
+    ex->defer([this, ex, file_format, tally, outcome = std::move(outcome)]() mutable {
+      tally->answered_code = grpc_code_name(outcome.status.error_code());
+      ex->respond(answer(std::move(outcome), file_format));
+    });
+  };
+  const std::shared_ptr<ActiveCall> call =
+      core.start(to_wire(prepared.request), prepared.call, std::move(observer));
+  ex->on_finished(count_at_the_end(metrics, tally, call));
+}
+
+// One streaming call's side of the gateway: the status line waits for the job's first event,
+// so that what fails before the job is queued (a bad request, a full queue, loading, draining)
+// is an HTTP status rather than a 200 stream of one error event. The core calls the observer
+// one event at a time, in order.
+struct StreamCall {
+  std::shared_ptr<http::Exchange> exchange;
+  std::shared_ptr<void> slot;
+  int64_t retry_after = 1;
+  bool started = false;
+
+  void start() {
+    started = true;
+    http::Response head;
+    head.status = 200;
+    head.headers.set("Content-Type", kEventStreamType);
+    head.headers.set("Cache-Control", "no-cache");
+    head.headers.set("X-Accel-Buffering", "no");  // proxies such as nginx: pass each event on
+    exchange->start_stream(std::move(head), {":\n\n", kStreamKeepAlive});
+  }
+};
+
+void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
+  Prepared prepared = prepare(ex->request());
+  std::shared_ptr<void> slot = take_generate_slot(generating, options.max_generating);
+  if (!slot) throw too_many_calls(options.max_generating, options.retry_after_seconds);
+  auto call = std::make_shared<StreamCall>();
+  call->exchange = ex;
+  call->slot = std::move(slot);
+  call->retry_after = options.retry_after_seconds;
+
+  prepared.call.outcome_counted_by_front_door = true;
+  auto tally = std::make_shared<CallTally>();
+  CallObserver observer;
+  observer.progress = [call, tokens = core.options().tokens_per_shape](const JobProgress& p) {
+    if (!call->started) call->start();
+    call->exchange->write(sse_event("progress", to_json(to_progress_event(p, tokens))));
+  };
+  observer.done = [call, tally](CallOutcome outcome) {
+    auto& ex = call->exchange;
+    const bool started = call->started;
+    const int64_t retry_after = call->retry_after;
+    ex->defer([ex, tally, started, retry_after, outcome = std::move(outcome)] {
+      tally->answered_code = grpc_code_name(outcome.status.error_code());
+      if (!started) {
+        ex->respond(status_response(outcome.status, retry_after, outcome.trailers));
+        return;
+      }
+      ex->write(outcome.status.ok() ? sse_event("result", to_json(outcome.response))
+                                    : sse_event("error", http_error_body(outcome.status)));
+      ex->end_stream();
+    });
+  };
+  const std::shared_ptr<ActiveCall> active =
+      core.start(to_wire(prepared.request), prepared.call, std::move(observer));
+  ex->on_finished(count_at_the_end(metrics, tally, active));
+}
+
+void HttpGateway::Impl::readyz(const std::shared_ptr<http::Exchange>& ex) const {
+  if (draining.load()) {
+    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
+                               "draining: the server is shutting down"));
+  } else if (!core.ready()) {
+    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
+                               "loading: the model is still loading and warming up"));
+  } else {
+    ex->respond(http::make_response(200, "ready\n", "text/plain"));
+  }
+}
+
+HttpGateway::HttpGateway(MeshServiceCore& core, Metrics& metrics, HttpGatewayOptions options)
+    : impl_(std::make_unique<Impl>(core, metrics, std::move(options))) {
+  Impl& impl = *impl_;
+  http::ServerOptions server_options = impl.options.server;
+  // Requests the HTTP layer refuses itself (a malformed head, a body over the limit, ...): the
+  // error body; on the API listener counted like every other answer.
+  server_options.refusal = [&impl](const std::string& listener, int status,
+                                   const std::string& message) {
+    const grpc::StatusCode code = code_of_http_status(status);
+    if (listener == kApiListener) {
+      impl.metrics.request_finished(grpc_code_name(code));
+      spdlog::info("http: refused a request: {} {}: {}", status, grpc_code_name(code), message);
+    }
+    return error_response(status, code, message);
+  };
+  server_options.observer.opened = [&impl](const std::string& listener) {
+    impl.metrics.http_connection_opened(listener);
+  };
+  server_options.observer.closed = [&impl](const std::string& listener, const std::string& reason) {
+    impl.metrics.http_connection_closed(listener, reason);
+  };
+  server_options.observer.refused = [&impl](const std::string& listener,
+                                            const std::string& reason) {
+    impl.metrics.http_connection_refused(listener, reason);
+  };
+  std::vector<http::Listener> listeners;
+  if (!impl.options.listen.empty()) {
+    listeners.push_back({kApiListener, impl.options.listen, "http_listen",
+                         [&impl](const auto& ex) { impl.api_router.handle(ex); }});
+  }
+  if (!impl.options.metrics_listen.empty()) {
+    // Scrapers send their head at once and scrape seldom: a short head deadline, and one
+    // request per connection (what the endpoint always did).
+    listeners.push_back({kMetricsListener, impl.options.metrics_listen, "metrics_listen",
+                         [&impl](const auto& ex) { impl.metrics_endpoint(ex); },
+                         kMetricsHeaderTimeout, /*keep_alive=*/false});
+  }
+  impl.server = std::make_unique<http::Server>(std::move(server_options), std::move(listeners));
+}
+
+HttpGateway::~HttpGateway() { stop(std::chrono::milliseconds(0)); }
+
+int HttpGateway::port() const { return impl_->server->port(kApiListener); }
+int HttpGateway::metrics_port() const { return impl_->server->port(kMetricsListener); }
+
+void HttpGateway::set_draining(bool draining) {
+  impl_->draining = draining;
+  impl_->server->set_draining(draining);
+}
+
+void HttpGateway::stop(std::chrono::milliseconds grace) { impl_->server->stop(grace); }
+
+}  // namespace cube3d

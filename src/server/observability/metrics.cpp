@@ -1,0 +1,192 @@
+#include "cube3d/server/observability/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include "cube3d/core/error.h"
+#include "cube3d/server/observability/process_metrics.h"
+
+namespace cube3d {
+namespace {
+
+// From a millisecond (a queue that is empty, a small mesh on a GPU) to ten minutes (a large
+// mesh meshed on a CPU behind a long queue).
+prometheus::Histogram::BucketBoundaries duration_buckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+          1,     2.5,    5,     10,   25,    50,   100, 250,  600};
+}
+
+// Time per output token: about a tenth of a millisecond (a small bucket on an H200 with CUDA
+// graphs) to half a second (a large batch on a CPU).
+prometheus::Histogram::BucketBoundaries token_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005,
+          0.0075, 0.01,    0.025,  0.05,  0.1,    0.25,  0.5};
+}
+
+prometheus::Histogram* histogram(prometheus::Registry& registry, const std::string& name,
+                                 const std::string& help,
+                                 const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+prometheus::Gauge* gauge(prometheus::Registry& registry, const std::string& name,
+                         const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Counter* counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
+    // process_* (CPU, memory, file descriptors, start time) come with every scrape.
+    : registry_(make_registry_with_process_metrics()) {
+  auto& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("cube3d_requests_total")
+                   .Help(
+                       "Mesh requests (gRPC and HTTP, and gRPC calls to unknown methods) by the "
+                       "gRPC status code their clients saw")
+                   .Register(r);
+  request_duration_ =
+      histogram(r, "cube3d_request_duration_seconds",
+                "Successful requests' time from arrival to response", duration_buckets());
+  queue_duration_ = histogram(r, "cube3d_queue_duration_seconds",
+                              "Successful requests' time from arrival to their first decode step",
+                              duration_buckets());
+  ttft_ = histogram(r, "cube3d_time_to_first_token_seconds",
+                    "Time to the first shape token (queue, text encoding and prefill)",
+                    duration_buckets());
+  tpot_ = histogram(r, "cube3d_time_per_output_token_seconds",
+                    "Decode time per shape token after the first", token_buckets());
+  mesh_duration_ = histogram(r, "cube3d_mesh_duration_seconds",
+                             "Successful requests' mesh stage: occupancy field, marching cubes, "
+                             "clean-up, simplification and encoding",
+                             duration_buckets());
+  running_ = gauge(r, "cube3d_requests_running",
+                   "Requests past the queue: encoding text, decoding or meshing");
+  queue_depth_ = gauge(r, "cube3d_queue_depth", "Requests waiting for a batch");
+  auto& batch_size = prometheus::BuildHistogram()
+                         .Name("cube3d_batch_size")
+                         .Help(
+                             "Requests per batch (static batching) or per decode step "
+                             "(continuous batching), by batch bucket")
+                         .Register(r);
+  prometheus::Histogram::BucketBoundaries sizes;
+  for (const int64_t b : buckets) sizes.push_back(static_cast<double>(b));
+  for (const int64_t b : buckets) {
+    batch_size_by_bucket_[b] = &batch_size.Add({{"batch_bucket", std::to_string(b)}}, sizes);
+  }
+  prometheus::BuildGauge()
+      .Name("cube3d_build_info")
+      .Help("The running server's version, git revision, device and dtype (value 1)")
+      .Register(r)
+      .Add({{"version", build.version},
+            {"revision", build.revision},
+            {"device", build.device},
+            {"dtype", build.dtype}})
+      .Set(1);
+  tokens_ = counter(r, "cube3d_tokens_generated_total", "Shape tokens generated for requests");
+  model_load_ = gauge(r, "cube3d_model_load_seconds", "Time to load and warm up the model");
+  active_slots_ = gauge(r, "cube3d_active_slots",
+                        "Requests holding a decode slot at the last step (continuous batching)");
+  admissions_ = counter(r, "cube3d_admissions_total",
+                        "Requests that joined the running batch (continuous batching)");
+  prefill_ = histogram(r, "cube3d_prefill_duration_seconds",
+                       "Text encoding and prefill of the requests joining at one step, during "
+                       "which the running requests wait (continuous batching)",
+                       duration_buckets());
+  http_connections_ = &prometheus::BuildGauge()
+                           .Name("cube3d_http_connections")
+                           .Help("Open HTTP connections, by listener (http, metrics)")
+                           .Register(r);
+  http_closed_ = &prometheus::BuildCounter()
+                      .Name("cube3d_http_connections_closed_total")
+                      .Help(
+                          "HTTP connections closed, by listener and reason (client, idle_timeout, "
+                          "header_timeout, body_timeout, write_timeout, refused_request, done, "
+                          "server_stop)")
+                      .Register(r);
+  http_refused_ = &prometheus::BuildCounter()
+                       .Name("cube3d_http_connections_refused_total")
+                       .Help(
+                           "HTTP connections closed at once when accepted, by listener and reason "
+                           "(max_connections, max_connections_per_client)")
+                       .Register(r);
+  // Every listener and reason from the start, at zero: a rate() over a series that appears
+  // only with its first event misses that event, and dashboards see the families before any.
+  // The reasons are the HTTP server's (server/http/http_server.h, ServerObserver).
+  for (const char* listener : {"http", "metrics"}) {
+    http_connections_->Add({{"listener", listener}});
+    for (const char* reason : {"client", "idle_timeout", "header_timeout", "body_timeout",
+                               "write_timeout", "refused_request", "done", "server_stop"}) {
+      http_closed_->Add({{"listener", listener}, {"reason", reason}});
+    }
+    for (const char* reason : {"max_connections", "max_connections_per_client"}) {
+      http_refused_->Add({{"listener", listener}, {"reason", reason}});
+    }
+  }
+}
+
+Metrics::~Metrics() = default;
+
+void Metrics::request_finished(const std::string& code) {
+  const std::lock_guard lock(mutex_);
+  requests_->Add({{"code", code}}).Increment();
+}
+
+void Metrics::observe_request_seconds(double seconds) { request_duration_->Observe(seconds); }
+void Metrics::observe_queue_seconds(double seconds) { queue_duration_->Observe(seconds); }
+void Metrics::observe_mesh_seconds(double seconds) { mesh_duration_->Observe(seconds); }
+
+void Metrics::request_running(int64_t delta) {
+  if (delta >= 0) {
+    running_->Increment(static_cast<double>(delta));
+  } else {
+    running_->Decrement(static_cast<double>(-delta));
+  }
+}
+
+void Metrics::set_queue_depth(int64_t depth) { queue_depth_->Set(static_cast<double>(depth)); }
+
+void Metrics::batch_started(int64_t bucket, int64_t jobs) {
+  const std::lock_guard lock(mutex_);
+  const auto it = batch_size_by_bucket_.find(bucket);
+  if (it != batch_size_by_bucket_.end()) it->second->Observe(static_cast<double>(jobs));
+}
+
+void Metrics::observe_ttft_seconds(double seconds) { ttft_->Observe(seconds); }
+void Metrics::observe_tpot_seconds(double seconds) { tpot_->Observe(seconds); }
+void Metrics::tokens_generated(int64_t tokens) { tokens_->Increment(static_cast<double>(tokens)); }
+void Metrics::set_model_load_seconds(double seconds) { model_load_->Set(seconds); }
+
+void Metrics::jobs_admitted(int64_t jobs, double prefill_seconds) {
+  admissions_->Increment(static_cast<double>(jobs));
+  prefill_->Observe(prefill_seconds);
+}
+
+void Metrics::set_active_slots(int64_t slots) { active_slots_->Set(static_cast<double>(slots)); }
+
+void Metrics::http_connection_opened(const std::string& listener) {
+  const std::lock_guard lock(mutex_);
+  http_connections_->Add({{"listener", listener}}).Increment();
+}
+
+void Metrics::http_connection_closed(const std::string& listener, const std::string& reason) {
+  const std::lock_guard lock(mutex_);
+  http_connections_->Add({{"listener", listener}}).Decrement();
+  http_closed_->Add({{"listener", listener}, {"reason", reason}}).Increment();
+}
+
+void Metrics::http_connection_refused(const std::string& listener, const std::string& reason) {
+  const std::lock_guard lock(mutex_);
+  http_refused_->Add({{"listener", listener}, {"reason", reason}}).Increment();
+}
+
+std::string Metrics::exposition() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace cube3d

@@ -1,0 +1,203 @@
+// The gRPC sender against a scripted MeshService on a loopback port: the request and its
+// metadata, ttft at the decoding event's arrival, queue time, status codes, NO_RESULT, a
+// deadline that passes, and no server.
+#include "cube3d/clients/grpc_sender.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cube3d/v1/mesh_service.grpc.pb.h"
+
+namespace cube3d {
+namespace {
+
+using namespace std::chrono_literals;
+
+using Script = std::function<grpc::Status(grpc::ServerContext*, const v1::GenerateMeshRequest&,
+                                          grpc::ServerWriter<v1::GenerateMeshEvent>*)>;
+
+class ScriptedService final : public v1::MeshService::Service {
+ public:
+  explicit ScriptedService(Script script) : script_(std::move(script)) {}
+  grpc::Status GenerateMeshStream(grpc::ServerContext* context,
+                                  const v1::GenerateMeshRequest* request,
+                                  grpc::ServerWriter<v1::GenerateMeshEvent>* writer) override {
+    {
+      const std::lock_guard lock(mutex_);
+      last_request_ = *request;
+      const auto auth = context->client_metadata().find("authorization");
+      last_authorization_ = auth == context->client_metadata().end()
+                                ? ""
+                                : std::string(auth->second.data(), auth->second.size());
+    }
+    return script_(context, *request, writer);
+  }
+  v1::GenerateMeshRequest last_request() const {
+    const std::lock_guard lock(mutex_);
+    return last_request_;
+  }
+  std::string last_authorization() const {
+    const std::lock_guard lock(mutex_);
+    return last_authorization_;
+  }
+
+ private:
+  const Script script_;
+  mutable std::mutex mutex_;
+  v1::GenerateMeshRequest last_request_;
+  std::string last_authorization_;
+};
+
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(Script script) : service_(std::move(script)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~ScriptedServer() { server_->Shutdown(std::chrono::system_clock::now() + 2s); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const ScriptedService& service() const { return service_; }
+
+ private:
+  ScriptedService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+v1::GenerateMeshEvent progress(v1::Stage stage) {
+  v1::GenerateMeshEvent e;
+  e.mutable_progress()->set_stage(stage);
+  return e;
+}
+
+v1::GenerateMeshEvent result(double queue_ms) {
+  v1::GenerateMeshEvent e;
+  e.mutable_result()->set_request_id("r");
+  e.mutable_result()->mutable_timings()->set_queue_ms(queue_ms);
+  return e;
+}
+
+std::unique_ptr<RequestSender> sender_for(const std::string& address, int64_t deadline_ms = 5000,
+                                          const std::string& api_key = "") {
+  SenderOptions options;
+  options.server = address;
+  options.deadline_ms = deadline_ms;
+  options.api_key = api_key;
+  return make_grpc_sender_factory(options)->make_sender();
+}
+
+v1::GenerateMeshRequest sample_request() {
+  v1::GenerateMeshRequest r;
+  r.set_prompt("a stone well");
+  r.set_seed(11);
+  return r;
+}
+
+TEST(GrpcSenderTest, AStreamWithAResultIsOkWithTtftAndQueueTime) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    writer->Write(progress(v1::STAGE_QUEUED));
+    std::this_thread::sleep_for(100ms);
+    writer->Write(progress(v1::STAGE_DECODING));
+    std::this_thread::sleep_for(300ms);
+    writer->Write(progress(v1::STAGE_DECODING));
+    writer->Write(result(3.25));
+    return grpc::Status::OK;
+  });
+  const RequestRecord record =
+      sender_for(server.address(), 5000, "k1")->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "OK");
+  EXPECT_DOUBLE_EQ(record.queue_ms.value_or(-1), 3.25);
+  ASSERT_TRUE(record.ttft_ms.has_value());
+  EXPECT_GE(*record.ttft_ms, 100.0);
+  EXPECT_LT(*record.ttft_ms, 350.0);
+  EXPECT_GE(record.e2e_ms, 400.0);
+  EXPECT_EQ(server.service().last_request().prompt(), "a stone well");
+  EXPECT_EQ(server.service().last_request().seed(), 11u);
+  EXPECT_EQ(server.service().last_authorization(), "Bearer k1");
+}
+
+TEST(GrpcSenderTest, NoKeyNoMetadata) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    writer->Write(result(0));
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(sender_for(server.address())->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(server.service().last_authorization(), "");
+}
+
+TEST(GrpcSenderTest, AnErrorStatusCountsAsItsCodeName) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    writer->Write(progress(v1::STAGE_QUEUED));
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+  });
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "RESOURCE_EXHAUSTED");
+  EXPECT_FALSE(record.queue_ms.has_value());
+}
+
+TEST(GrpcSenderTest, AnOkStreamWithoutAResultIsNoResult) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    writer->Write(progress(v1::STAGE_DECODING));
+    return grpc::Status::OK;
+  });
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "NO_RESULT");
+  EXPECT_TRUE(record.ttft_ms.has_value());
+  EXPECT_FALSE(record.queue_ms.has_value());
+}
+
+TEST(GrpcSenderTest, ADeadlineThatPassesIsDeadlineExceeded) {
+  ScriptedServer server([](grpc::ServerContext* context, const auto&, auto* writer) {
+    writer->Write(progress(v1::STAGE_QUEUED));
+    for (int i = 0; i < 100 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(20ms);
+    return grpc::Status::OK;
+  });
+  const RequestRecord record =
+      sender_for(server.address(), 300)->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "DEADLINE_EXCEEDED");
+  EXPECT_GE(record.e2e_ms, 250.0);
+  EXPECT_LT(record.e2e_ms, 1500.0);
+}
+
+TEST(GrpcSenderTest, NoServerIsUnavailable) {
+  int port = 0;
+  {
+    // A port that was free a moment ago and has no listener now.
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor(
+        io, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
+    port = acceptor.local_endpoint().port();
+  }
+  EXPECT_EQ(sender_for("127.0.0.1:" + std::to_string(port))
+                ->send(sample_request(), SteadyClock::now())
+                .status,
+            "UNAVAILABLE");
+}
+
+TEST(GrpcSenderTest, EverySenderOfAFactoryWorks) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    writer->Write(result(1));
+    return grpc::Status::OK;
+  });
+  SenderOptions options;
+  options.server = server.address();
+  const auto factory = make_grpc_sender_factory(options);
+  const auto a = factory->make_sender();
+  const auto b = factory->make_sender();
+  EXPECT_EQ(a->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(b->send(sample_request(), SteadyClock::now()).status, "OK");
+}
+
+}  // namespace
+}  // namespace cube3d

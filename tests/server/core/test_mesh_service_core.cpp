@@ -1,0 +1,300 @@
+// The service core without a network: a real scheduler over a fake executor, calls made
+// directly on the core (what the gRPC and HTTP front doors call). Covers what the end-to-end tests
+// cannot reach cheaply: the response size limit, the answers before the model is ready, and the
+// completion contract (one outcome, progress before it, none after, on whichever thread).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/core/mesh_service_core.h"
+#include "cube3d/server/observability/metrics.h"
+
+namespace cube3d {
+namespace {
+
+// Succeeds every job with a mesh of `vertices` vertices, or fails it with `error`.
+class FakeExecutor final : public BatchExecutor {
+ public:
+  int64_t vertices = 3;
+  std::optional<Error> error;
+
+  std::atomic<bool> hold{false};  // keep the jobs without an outcome (a long generation)
+
+  size_t held_count() {
+    const std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+  std::shared_ptr<Job> held_job(size_t i) {
+    const std::lock_guard lock(mutex_);
+    return held_.at(i);
+  }
+
+  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+    for (const auto& job : jobs) {
+      if (hold) {
+        const std::lock_guard lock(mutex_);
+        held_.push_back(job);
+        continue;
+      }
+      if (error) {
+        job->fail(*error);
+        continue;
+      }
+      JobResult result;
+      result.request_id = job->request().request_id;
+      result.format = job->request().format;
+      result.vertices.assign(static_cast<size_t>(3 * vertices), 0.5f);
+      result.indices = {0, 1, 2};
+      result.encoded = std::string(static_cast<size_t>(vertices), 'g');
+      result.vertex_count = vertices;
+      result.face_count = 1;
+      result.batch_bucket = bucket;
+      job->succeed(result);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<Job>> held_;
+};
+
+template <typename Predicate>
+bool eventually(Predicate predicate) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+class MeshServiceTest : public ::testing::Test {
+ protected:
+  MeshServiceTest() : metrics_({1, 2}) {
+    ServiceOptions options;
+    options.policy.limits.max_message_bytes = 1 << 20;
+    options.tokens_per_shape = 64;
+    service_ = std::make_unique<MeshServiceCore>(options, metrics_);
+    SchedulerConfig config;
+    config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
+    config.batch_buckets = {1, 2};
+    config.max_queue_delay_ms = 0;
+    scheduler_ = std::make_unique<Scheduler>(config, executor_);
+  }
+
+  // A front door that waits: starts the call and blocks until its outcome (the trailers the
+  // core asked for are kept in `trailers_`).
+  grpc::Status call(const v1::GenerateMeshRequest& request, v1::GenerateMeshResponse* response,
+                    const CallContext& context = {}) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<CallOutcome> outcome;
+    CallObserver observer;
+    observer.done = [&](CallOutcome o) {
+      const std::lock_guard lock(mutex);
+      outcome = std::move(o);
+      done.notify_all();
+    };
+    const auto active = service_->start(to_wire(request), context, std::move(observer));
+    std::unique_lock lock(mutex);
+    EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome.has_value(); }))
+        << "no outcome within 30 s";
+    if (!outcome) return grpc::Status(grpc::StatusCode::INTERNAL, "no outcome");
+    EXPECT_TRUE(active->finished());
+    for (const auto& [k, v] : outcome->trailers) trailers_[k] = v;
+    *response = std::move(outcome->response);
+    return outcome->status;
+  }
+
+  grpc::Status call_with(const CallContext& context, v1::GenerateMeshResponse* response) {
+    return call(request(v1::MESH_FORMAT_GLB), response, context);
+  }
+
+  static v1::GenerateMeshRequest request(v1::MeshFormat format) {
+    v1::GenerateMeshRequest r;
+    r.set_prompt("a chair");
+    r.set_format(format);
+    return r;
+  }
+
+  std::map<std::string, std::string> trailers_;
+  Metrics metrics_;
+  FakeExecutor executor_;
+  std::unique_ptr<MeshServiceCore> service_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(MeshServiceTest, AnswersUnavailableUntilTheModelIsReady) {
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_GLB), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("loading"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, ReturnsTheMeshOnceAttached) {
+  service_->attach(scheduler_.get());
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_RAW), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.raw().vertices_size(), 9);
+  EXPECT_EQ(response.raw().indices_size(), 3);
+  EXPECT_EQ(response.batch_bucket(), 1u);
+  EXPECT_EQ(response.request_id().size(), 32u);  // generated
+}
+
+TEST_F(MeshServiceTest, InvalidRequestsNeverReachTheScheduler) {
+  service_->attach(scheduler_.get());
+  v1::GenerateMeshRequest bad = request(v1::MESH_FORMAT_GLB);
+  bad.set_top_p(2.0f);
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("top_p"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, AMeshOverTheMessageLimitIsResourceExhaustedAndSaysHowToAskForLess) {
+  service_->attach(scheduler_.get());
+  executor_.vertices = 200'000;  // 2.4 MB of raw floats, over the 1 MiB limit
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_RAW), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("1048576"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("resolution_base"), std::string::npos);
+  EXPECT_NE(status.error_message().find("target_face_count"), std::string::npos);
+  EXPECT_EQ(response.ByteSizeLong(), 0u);  // nothing half-filled goes out
+}
+
+TEST_F(MeshServiceTest, ExecutorErrorsKeepTheirStatus) {
+  service_->attach(scheduler_.get());
+  executor_.error = failed_precondition("no CLIP text encoder");
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call(request(v1::MESH_FORMAT_GLB), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("CLIP"), std::string::npos);
+}
+
+TEST_F(MeshServiceTest, ACallerThatLeftGetsTheStatusItsTransportSaysAndTheJobIsCancelled) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  std::mutex mutex;
+  std::optional<CallOutcome> outcome;
+  int outcomes = 0;
+  CallObserver observer;
+  observer.done = [&](CallOutcome o) {
+    const std::lock_guard lock(mutex);
+    ++outcomes;
+    outcome = std::move(o);
+  };
+  const auto active = service_->start(to_wire(request(v1::MESH_FORMAT_GLB)), {}, observer);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  EXPECT_FALSE(active->finished());
+  active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "the client closed the connection"));
+  EXPECT_TRUE(active->finished());
+  {
+    const std::lock_guard lock(mutex);
+    ASSERT_TRUE(outcome);
+    EXPECT_EQ(outcome->status.error_code(), grpc::StatusCode::CANCELLED);
+    EXPECT_EQ(outcome->status.error_message(), "the client closed the connection");
+  }
+  EXPECT_TRUE(executor_.held_job(0)->cancelled());
+  // The job's own end, later, and a second cancel change nothing: one outcome per call.
+  executor_.held_job(0)->fail(cancelled("the request was cancelled"));
+  active->cancel(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "late"));
+  const std::lock_guard lock(mutex);
+  EXPECT_EQ(outcomes, 1);
+  EXPECT_EQ(outcome->status.error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  CallObserver observer;
+  observer.progress = [&](const JobProgress& p) {
+    const std::lock_guard lock(mutex);
+    seen.push_back("progress " + std::to_string(static_cast<int>(p.stage)));
+  };
+  observer.done = [&](CallOutcome o) {
+    const std::lock_guard lock(mutex);
+    seen.push_back("done " + std::to_string(o.status.error_code()));
+  };
+  const auto active = service_->start(to_wire(request(v1::MESH_FORMAT_GLB)), {}, observer);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  JobProgress decoding;
+  decoding.stage = JobStage::kDecoding;
+  executor_.held_job(0)->progress(decoding);
+  active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "gone"));
+  executor_.held_job(0)->progress(decoding);  // after the outcome: dropped
+  const std::lock_guard lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"progress 0", "progress 2", "done 1"}));
+}
+
+TEST_F(MeshServiceTest, ACallThatEndsAtOnceIsDeliveredInsideStart) {
+  // Not ready: the outcome comes before start() returns, and the handle says so.
+  bool delivered = false;
+  CallObserver observer;
+  observer.done = [&](CallOutcome o) {
+    delivered = true;
+    EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  };
+  const auto active = service_->start(to_wire(request(v1::MESH_FORMAT_GLB)), {}, observer);
+  EXPECT_TRUE(delivered);
+  EXPECT_TRUE(active->finished());
+}
+
+TEST_F(MeshServiceTest, TheCallersDeadlineIsDeadlineExceeded) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  CallContext call;
+  call.deadline = SteadyClock::now() + std::chrono::milliseconds(50);
+  v1::GenerateMeshResponse response;
+  const grpc::Status status = call_with(call, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_EQ(executor_.held_count(), 1u);
+  EXPECT_TRUE(executor_.held_job(0)->cancelled());
+}
+
+TEST_F(MeshServiceTest, WithApiKeysACallNeedsAKnownKeyWithinItsLimits) {
+  service_->attach(scheduler_.get());
+  ApiKeys keys({{"studio-a", sha256("key-a"), /*requests_per_minute=*/2, {}}});
+  service_->use_api_keys(&keys);
+  v1::GenerateMeshResponse response;
+  CallContext context;
+  EXPECT_EQ(call_with(context, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  context.authorization = "Bearer wrong";
+  EXPECT_EQ(call_with(context, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  context.authorization = "Bearer key-a";
+  const grpc::Status ok = call_with(context, &response);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  // The scheme is case-insensitive (RFC 9110); the key is not.
+  context.authorization = "bearer key-a";
+  const grpc::Status lower = call_with(context, &response);
+  ASSERT_TRUE(lower.ok()) << lower.error_message();
+  context.authorization = "Bearer KEY-A";
+  EXPECT_EQ(call_with(context, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  context.authorization = "Bearer key-a";
+  const grpc::Status over = call_with(context, &response);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("requests_per_minute"), std::string::npos);
+  EXPECT_EQ(trailers_["retry-after"], "30");
+  // An unauthenticated caller learns nothing about its request: no validation ran.
+  v1::GenerateMeshRequest bad = request(v1::MESH_FORMAT_GLB);
+  bad.set_top_p(7.0f);
+  EXPECT_EQ(call(bad, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  service_->use_api_keys(nullptr);
+}
+
+}  // namespace
+}  // namespace cube3d

@@ -1,0 +1,527 @@
+// Request validation: a valid GenerateMeshRequest becomes the expected JobRequest (with the
+// policy's defaults for unset fields), and every kind of bad field is rejected with
+// kInvalidArgument and a message that names the field. Also the MeshFormat conversions.
+#include "cube3d/server/core/request_validation.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "cube3d/core/error.h"
+#include "cube3d/v1/mesh_service.pb.h"
+
+namespace cube3d {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+v1::GenerateMeshRequest minimal_request(const std::string& prompt = "a wooden chair") {
+  v1::GenerateMeshRequest request;
+  request.set_prompt(prompt);
+  return request;
+}
+
+RequestPolicy bbox_policy() {
+  RequestPolicy policy;
+  policy.model_has_bbox = true;
+  return policy;
+}
+
+bool is_lower_hex(const std::string& s) {
+  for (const char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Validates `request` expecting kInvalidArgument; checks that the message contains every one of
+// `needles` (the field name first).
+void expect_invalid(const v1::GenerateMeshRequest& request, const RequestPolicy& policy,
+                    std::initializer_list<std::string> needles) {
+  try {
+    const JobRequest job = validate_request(request, policy);
+    ADD_FAILURE() << "expected kInvalidArgument, but the request was accepted (prompt \""
+                  << job.prompt << "\")";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    const std::string message = e.what();
+    for (const std::string& needle : needles) {
+      EXPECT_NE(message.find(needle), std::string::npos)
+          << "message \"" << message << "\" does not mention \"" << needle << "\"";
+    }
+  }
+}
+
+// --- valid requests ---------------------------------------------------------------------------
+
+TEST(RequestValidationTest, MinimalRequestTakesDefaultPolicyDefaults) {
+  const RequestPolicy policy;
+  const JobRequest job = validate_request(minimal_request(), policy);
+  EXPECT_EQ(job.prompt, "a wooden chair");
+  EXPECT_DOUBLE_EQ(job.guidance_scale, 3.0);
+  EXPECT_FALSE(job.top_p.has_value());
+  EXPECT_EQ(job.seed, 0u);
+  EXPECT_FALSE(job.bounding_box.has_value());
+  EXPECT_EQ(job.resolution_base, 8);
+  EXPECT_EQ(job.format, MeshFormat::kGlb);
+  EXPECT_FALSE(job.target_face_count.has_value());
+  EXPECT_FALSE(job.return_shape_tokens);
+}
+
+TEST(RequestValidationTest, UnsetFieldsTakeThePolicysCustomDefaults) {
+  RequestPolicy policy;
+  policy.defaults.guidance_scale = 5.5;
+  policy.defaults.top_p = 0.8;
+  policy.defaults.resolution_base = 6;
+  policy.defaults.format = MeshFormat::kObj;
+  const JobRequest job = validate_request(minimal_request(), policy);
+  EXPECT_DOUBLE_EQ(job.guidance_scale, 5.5);
+  ASSERT_TRUE(job.top_p.has_value());
+  EXPECT_DOUBLE_EQ(*job.top_p, 0.8);
+  EXPECT_EQ(job.resolution_base, 6);
+  EXPECT_EQ(job.format, MeshFormat::kObj);
+}
+
+TEST(RequestValidationTest, SetFieldsOverrideThePolicyDefaults) {
+  RequestPolicy policy;
+  policy.defaults.top_p = 0.8;
+  policy.defaults.format = MeshFormat::kObj;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(7.5f);
+  request.set_top_p(0.5f);
+  request.set_seed(1234567890123ULL);
+  request.set_resolution_base(5);
+  request.set_format(v1::MESH_FORMAT_PLY);
+  request.set_target_face_count(5000);
+  request.set_return_shape_tokens(true);
+  request.set_request_id("client-42_a.b:c");
+  const JobRequest job = validate_request(request, policy);
+  EXPECT_EQ(job.request_id, "client-42_a.b:c");
+  EXPECT_DOUBLE_EQ(job.guidance_scale, 7.5);
+  ASSERT_TRUE(job.top_p.has_value());
+  EXPECT_DOUBLE_EQ(*job.top_p, 0.5);
+  EXPECT_EQ(job.seed, 1234567890123ULL);
+  EXPECT_EQ(job.resolution_base, 5);
+  EXPECT_EQ(job.format, MeshFormat::kPly);
+  ASSERT_TRUE(job.target_face_count.has_value());
+  EXPECT_EQ(*job.target_face_count, 5000);
+  EXPECT_TRUE(job.return_shape_tokens);
+}
+
+TEST(RequestValidationTest, EmptyRequestIdIsReplacedByA32CharacterHexId) {
+  const JobRequest a = validate_request(minimal_request(), RequestPolicy{});
+  const JobRequest b = validate_request(minimal_request(), RequestPolicy{});
+  EXPECT_EQ(a.request_id.size(), 32u) << a.request_id;
+  EXPECT_TRUE(is_lower_hex(a.request_id)) << a.request_id;
+  EXPECT_NE(a.request_id, b.request_id);
+}
+
+TEST(RequestValidationTest, MakeRequestIdGivesDistinctHexIds) {
+  const std::string a = make_request_id();
+  const std::string b = make_request_id();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_TRUE(is_lower_hex(a)) << a;
+  EXPECT_NE(a, b);
+}
+
+TEST(RequestValidationTest, RequestIdOf128CharactersIsKept) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_request_id(std::string(128, 'x'));
+  EXPECT_EQ(validate_request(request, RequestPolicy{}).request_id, std::string(128, 'x'));
+}
+
+TEST(RequestValidationTest, PromptExactlyAtTheByteLimitIsAccepted) {
+  RequestPolicy policy;
+  policy.limits.max_prompt_bytes = 16;
+  const std::string prompt(16, 'a');
+  EXPECT_EQ(validate_request(minimal_request(prompt), policy).prompt, prompt);
+}
+
+TEST(RequestValidationTest, MultibyteUtf8PromptIsAccepted) {
+  const std::string prompt = "chaise \xc3\xa0 bascule \xe6\xa4\x85\xe5\xad\x90 \xf0\x9f\xaa\x91";
+  EXPECT_EQ(validate_request(minimal_request(prompt), RequestPolicy{}).prompt, prompt);
+}
+
+TEST(RequestValidationTest, GuidanceScaleBoundsAreInclusive) {
+  RequestPolicy policy;
+  policy.max_guidance_scale = 10.0;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(0.0f);
+  EXPECT_DOUBLE_EQ(validate_request(request, policy).guidance_scale, 0.0);
+  request.set_guidance_scale(10.0f);
+  EXPECT_DOUBLE_EQ(validate_request(request, policy).guidance_scale, 10.0);
+}
+
+TEST(RequestValidationTest, TopPOfOneIsAccepted) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_top_p(1.0f);
+  const JobRequest job = validate_request(request, RequestPolicy{});
+  ASSERT_TRUE(job.top_p.has_value());
+  EXPECT_DOUBLE_EQ(*job.top_p, 1.0);
+}
+
+TEST(RequestValidationTest, ResolutionBaseBoundsAreInclusive) {
+  RequestPolicy policy;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_resolution_base(static_cast<int32_t>(policy.limits.min_resolution_base));
+  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.limits.min_resolution_base);
+  request.set_resolution_base(static_cast<int32_t>(policy.limits.max_resolution_base));
+  EXPECT_EQ(validate_request(request, policy).resolution_base, policy.limits.max_resolution_base);
+}
+
+TEST(RequestValidationTest, TargetFaceCountBoundsAreInclusive) {
+  RequestPolicy policy;
+  policy.limits.max_target_face_count = 1000;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_target_face_count(4);
+  EXPECT_EQ(validate_request(request, policy).target_face_count, 4);
+  request.set_target_face_count(1000);
+  EXPECT_EQ(validate_request(request, policy).target_face_count, 1000);
+}
+
+TEST(RequestValidationTest, BoundingBoxIsScaledSoThatItsLongestSideIs1925) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(1.0f);
+  request.mutable_bounding_box()->set_y(4.0f);
+  request.mutable_bounding_box()->set_z(2.0f);
+  const JobRequest job = validate_request(request, bbox_policy());
+  ASSERT_TRUE(job.bounding_box.has_value());
+  const std::array<float, 3> box = *job.bounding_box;
+  EXPECT_FLOAT_EQ(box[0], 1.925f / 4.0f);
+  EXPECT_FLOAT_EQ(box[1], 1.925f);
+  EXPECT_FLOAT_EQ(box[2], 1.925f / 2.0f);
+  // Proportions are kept.
+  EXPECT_FLOAT_EQ(box[1] / box[0], 4.0f);
+  EXPECT_FLOAT_EQ(box[2] / box[0], 2.0f);
+}
+
+TEST(RequestValidationTest, SmallBoundingBoxIsScaledUp) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(0.01f);
+  request.mutable_bounding_box()->set_y(0.01f);
+  request.mutable_bounding_box()->set_z(0.005f);
+  const JobRequest job = validate_request(request, bbox_policy());
+  ASSERT_TRUE(job.bounding_box.has_value());
+  EXPECT_FLOAT_EQ((*job.bounding_box)[0], 1.925f);
+  EXPECT_FLOAT_EQ((*job.bounding_box)[1], 1.925f);
+  EXPECT_FLOAT_EQ((*job.bounding_box)[2], 1.925f / 2.0f);
+}
+
+TEST(RequestValidationTest, UnsetBoundingBoxStaysUnsetOnABboxModel) {
+  EXPECT_FALSE(validate_request(minimal_request(), bbox_policy()).bounding_box.has_value());
+}
+
+// --- invalid requests -------------------------------------------------------------------------
+
+TEST(RequestValidationTest, EmptyPromptIsRejected) {
+  expect_invalid(minimal_request(""), RequestPolicy{}, {"prompt"});
+}
+
+TEST(RequestValidationTest, PromptOverTheByteLimitIsRejected) {
+  RequestPolicy policy;
+  policy.limits.max_prompt_bytes = 16;
+  expect_invalid(minimal_request(std::string(17, 'a')), policy, {"prompt", "17", "16"});
+}
+
+TEST(RequestValidationTest, PromptOverTheDefaultByteLimitIsRejected) {
+  expect_invalid(minimal_request(std::string(1025, 'a')), RequestPolicy{}, {"prompt", "1024"});
+}
+
+TEST(RequestValidationTest, PromptWithLoneContinuationByteIsRejected) {
+  expect_invalid(minimal_request("chair \x80 table"), RequestPolicy{}, {"prompt", "UTF-8", "6"});
+}
+
+TEST(RequestValidationTest, PromptWithTruncatedSequenceIsRejected) {
+  // The first two bytes of the three-byte U+6905, then the end of the text.
+  expect_invalid(minimal_request("chair \xe6\xa4"), RequestPolicy{}, {"prompt", "UTF-8"});
+  // The same, followed by ASCII.
+  expect_invalid(minimal_request("\xe6\xa4 chair"), RequestPolicy{}, {"prompt", "UTF-8"});
+}
+
+TEST(RequestValidationTest, GuidanceScaleNaNIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(kNaN);
+  expect_invalid(request, RequestPolicy{}, {"guidance_scale"});
+}
+
+TEST(RequestValidationTest, GuidanceScaleInfinityIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(kInf);
+  expect_invalid(request, RequestPolicy{}, {"guidance_scale"});
+  request.set_guidance_scale(-kInf);
+  expect_invalid(request, RequestPolicy{}, {"guidance_scale"});
+}
+
+TEST(RequestValidationTest, NegativeGuidanceScaleIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(-0.5f);
+  expect_invalid(request, RequestPolicy{}, {"guidance_scale"});
+}
+
+TEST(RequestValidationTest, GuidanceScaleAboveTheMaximumIsRejected) {
+  RequestPolicy policy;
+  policy.max_guidance_scale = 10.0;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_guidance_scale(10.5f);
+  expect_invalid(request, policy, {"guidance_scale", "10"});
+}
+
+TEST(RequestValidationTest, TopPZeroIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_top_p(0.0f);
+  expect_invalid(request, RequestPolicy{}, {"top_p"});
+}
+
+TEST(RequestValidationTest, NegativeTopPIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_top_p(-0.25f);
+  expect_invalid(request, RequestPolicy{}, {"top_p"});
+}
+
+TEST(RequestValidationTest, TopPAboveOneIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_top_p(1.5f);
+  expect_invalid(request, RequestPolicy{}, {"top_p", "1.5"});
+}
+
+TEST(RequestValidationTest, TopPNaNIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_top_p(kNaN);
+  expect_invalid(request, RequestPolicy{}, {"top_p"});
+}
+
+TEST(RequestValidationTest, BoundingBoxOnAModelWithoutBboxIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(1.0f);
+  request.mutable_bounding_box()->set_y(1.0f);
+  request.mutable_bounding_box()->set_z(1.0f);
+  RequestPolicy policy;
+  policy.model_has_bbox = false;
+  expect_invalid(request, policy, {"bounding_box"});
+}
+
+TEST(RequestValidationTest, BoundingBoxWithAZeroSideIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(1.0f);
+  request.mutable_bounding_box()->set_y(0.0f);
+  request.mutable_bounding_box()->set_z(1.0f);
+  expect_invalid(request, bbox_policy(), {"bounding_box.y"});
+}
+
+TEST(RequestValidationTest, BoundingBoxPresentButAllZeroIsRejected) {
+  // A set but empty BoundingBox message (every side 0) is present on the wire.
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box();
+  expect_invalid(request, bbox_policy(), {"bounding_box.x"});
+}
+
+TEST(RequestValidationTest, BoundingBoxWithANegativeSideIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(1.0f);
+  request.mutable_bounding_box()->set_y(1.0f);
+  request.mutable_bounding_box()->set_z(-2.0f);
+  expect_invalid(request, bbox_policy(), {"bounding_box.z"});
+}
+
+TEST(RequestValidationTest, BoundingBoxWithANaNSideIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(kNaN);
+  request.mutable_bounding_box()->set_y(1.0f);
+  request.mutable_bounding_box()->set_z(1.0f);
+  expect_invalid(request, bbox_policy(), {"bounding_box.x"});
+}
+
+TEST(RequestValidationTest, BoundingBoxWithAnInfiniteSideIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.mutable_bounding_box()->set_x(1.0f);
+  request.mutable_bounding_box()->set_y(kInf);
+  request.mutable_bounding_box()->set_z(1.0f);
+  expect_invalid(request, bbox_policy(), {"bounding_box.y"});
+}
+
+TEST(RequestValidationTest, ResolutionBaseBelowTheMinimumIsRejectedNamingTheRange) {
+  const RequestPolicy policy;  // [4, 9]
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_resolution_base(3);
+  expect_invalid(request, policy, {"resolution_base", "[4, 9]"});
+  request.set_resolution_base(-1);
+  expect_invalid(request, policy, {"resolution_base", "[4, 9]"});
+}
+
+TEST(RequestValidationTest, ResolutionBaseAboveTheMaximumIsRejectedNamingTheRange) {
+  RequestPolicy policy;
+  policy.limits.min_resolution_base = 5;
+  policy.limits.max_resolution_base = 7;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_resolution_base(8);
+  expect_invalid(request, policy, {"resolution_base", "[5, 7]"});
+}
+
+TEST(RequestValidationTest, UnknownFormatValueIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_format(static_cast<v1::MeshFormat>(9));
+  expect_invalid(request, RequestPolicy{}, {"format", "9"});
+}
+
+TEST(RequestValidationTest, UnknownFormatValueFromTheWireIsRejected) {
+  // proto3 enums are open: field 7 (varint) = 9 parses and reaches validation unchanged.
+  const std::string wire = minimal_request().SerializeAsString() + std::string("\x38\x09", 2);
+  v1::GenerateMeshRequest request;
+  ASSERT_TRUE(request.ParseFromString(wire));
+  ASSERT_TRUE(request.has_format());
+  expect_invalid(request, RequestPolicy{}, {"format", "9"});
+}
+
+TEST(RequestValidationTest, TargetFaceCountZeroIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_target_face_count(0);
+  expect_invalid(request, RequestPolicy{}, {"target_face_count"});
+}
+
+TEST(RequestValidationTest, TargetFaceCountThreeIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_target_face_count(3);
+  expect_invalid(request, RequestPolicy{}, {"target_face_count"});
+}
+
+TEST(RequestValidationTest, TargetFaceCountAboveTheMaximumIsRejected) {
+  RequestPolicy policy;
+  policy.limits.max_target_face_count = 1000;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_target_face_count(1001);
+  expect_invalid(request, policy, {"target_face_count", "1000"});
+  // The largest uint32, over the default maximum too.
+  request.set_target_face_count(std::numeric_limits<uint32_t>::max());
+  expect_invalid(request, RequestPolicy{}, {"target_face_count"});
+}
+
+TEST(RequestValidationTest, RequestIdWithASpaceIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_request_id("my request");
+  expect_invalid(request, RequestPolicy{}, {"request_id"});
+}
+
+TEST(RequestValidationTest, RequestIdWithNonAsciiOrControlBytesIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_request_id("caf\xc3\xa9");
+  expect_invalid(request, RequestPolicy{}, {"request_id"});
+  request.set_request_id(std::string("id\n1"));
+  expect_invalid(request, RequestPolicy{}, {"request_id"});
+}
+
+TEST(RequestValidationTest, RequestIdOf129CharactersIsRejected) {
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_request_id(std::string(129, 'x'));
+  expect_invalid(request, RequestPolicy{}, {"request_id", "128"});
+}
+
+// --- MeshFormat conversions -------------------------------------------------------------------
+
+TEST(RequestValidationTest, FormatConversionsRoundTripForAllFourFormats) {
+  const std::array<std::pair<MeshFormat, v1::MeshFormat>, 4> pairs = {{
+      {MeshFormat::kRaw, v1::MESH_FORMAT_RAW},
+      {MeshFormat::kObj, v1::MESH_FORMAT_OBJ},
+      {MeshFormat::kPly, v1::MESH_FORMAT_PLY},
+      {MeshFormat::kGlb, v1::MESH_FORMAT_GLB},
+  }};
+  for (const auto& [ours, theirs] : pairs) {
+    SCOPED_TRACE(v1::MeshFormat_Name(theirs));
+    EXPECT_EQ(to_proto(ours), theirs);
+    EXPECT_EQ(from_proto(theirs), ours);
+    EXPECT_EQ(from_proto(to_proto(ours)), ours);
+    EXPECT_EQ(to_proto(from_proto(theirs)), theirs);
+  }
+}
+
+TEST(RequestValidationTest, EachProtoFormatIsPassedThroughValidation) {
+  const std::array<std::pair<v1::MeshFormat, MeshFormat>, 4> pairs = {{
+      {v1::MESH_FORMAT_RAW, MeshFormat::kRaw},
+      {v1::MESH_FORMAT_OBJ, MeshFormat::kObj},
+      {v1::MESH_FORMAT_PLY, MeshFormat::kPly},
+      {v1::MESH_FORMAT_GLB, MeshFormat::kGlb},
+  }};
+  for (const auto& [theirs, ours] : pairs) {
+    SCOPED_TRACE(v1::MeshFormat_Name(theirs));
+    v1::GenerateMeshRequest request = minimal_request();
+    request.set_format(theirs);
+    EXPECT_EQ(validate_request(request, RequestPolicy{}).format, ours);
+  }
+}
+
+TEST(RequestValidationTest, UnspecifiedFormatMeansTheServersDefault) {
+  RequestPolicy policy;
+  policy.defaults.format = MeshFormat::kObj;
+  v1::GenerateMeshRequest request = minimal_request();
+  request.set_format(v1::MESH_FORMAT_UNSPECIFIED);
+  EXPECT_EQ(validate_request(request, policy).format, MeshFormat::kObj);
+  request.clear_format();
+  EXPECT_EQ(validate_request(request, policy).format, MeshFormat::kObj);
+}
+
+// The server reads the wire twin (prompt as bytes): invalid UTF-8 that a client's runtime
+// would never build reaches validation and is named there.
+TEST(RequestValidationTest, InvalidUtf8ReachesValidationThroughTheWireTwin) {
+  v1::wire::GenerateMeshRequest wire;
+  wire.set_prompt(
+      std::string("ab\xff"
+                  "cd"));
+  try {
+    validate_request(wire, RequestPolicy{});
+    ADD_FAILURE() << "invalid UTF-8 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("prompt is not valid UTF-8 (byte offset 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same bytes do not parse as the client's message (proto3 string): why the twin exists.
+  v1::GenerateMeshRequest client;
+  EXPECT_FALSE(client.ParseFromString(wire.SerializeAsString()));
+}
+
+// The twin and the client's message stay field for field the same (only prompt's type
+// differs), so that every client field reaches the server.
+TEST(RequestValidationTest, WireTwinMatchesTheClientMessage) {
+  const auto* ours = v1::wire::GenerateMeshRequest::descriptor();
+  const auto* theirs = v1::GenerateMeshRequest::descriptor();
+  ASSERT_EQ(ours->field_count(), theirs->field_count());
+  for (int i = 0; i < theirs->field_count(); ++i) {
+    const auto* a = theirs->field(i);
+    const auto* b = ours->FindFieldByNumber(a->number());
+    ASSERT_NE(b, nullptr) << a->name();
+    EXPECT_EQ(a->name(), b->name());
+    EXPECT_EQ(a->has_presence(), b->has_presence()) << a->name();
+    EXPECT_EQ(a->is_repeated(), b->is_repeated()) << a->name();
+    if (a->name() == "prompt") {
+      EXPECT_EQ(a->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
+      EXPECT_EQ(b->type(), google::protobuf::FieldDescriptor::TYPE_BYTES);
+    } else {
+      EXPECT_EQ(a->type(), b->type()) << a->name();
+      EXPECT_EQ(a->message_type(), b->message_type()) << a->name();
+      EXPECT_EQ(a->enum_type(), b->enum_type()) << a->name();
+    }
+  }
+}
+
+TEST(RequestValidationTest, FromProtoRejectsUnknownValues) {
+  for (const int value : {-1, 0, 5, 9}) {
+    SCOPED_TRACE(value);
+    try {
+      from_proto(static_cast<v1::MeshFormat>(value));
+      ADD_FAILURE() << "from_proto accepted " << value;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("format"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cube3d
