@@ -7,9 +7,9 @@ libtorch, gRPC or CUDA header. Inside the server, each part (src/server/<part>/ 
 include/cube3d/server/<part>/) may include only the parts SERVER_PARTS gives it: the front doors
 (grpc/, http/) use core/ and admission/, never the executor, pipeline or engine; core/ includes
 no transport library (Boost.Beast/Asio, gRPC beyond its Status); nothing but app/ includes app/;
-clients include no server header. Links (with --build-dir): the binaries that need no tensors have no
-libtorch among their shared-library dependencies (readelf -d), and no shipped binary carries the
-source tree's path (a default resolved at build time would break on any other machine).
+clients include no server header. Links (with --build-dir): the binaries that need no tensors
+have no libtorch among their shared-library dependencies (readelf -d), and no shipped binary
+carries the source tree's path (a default resolved at build time would break on any other machine).
 
   scripts/check_layering.py [--root DIR] [--build-dir DIR]
 
@@ -119,18 +119,21 @@ def layer_of_include(root: Path, path: str) -> str | None:
     return None
 
 
+def source_files(root: Path, folder: str, suffixes=frozenset({".h", ".cpp", ".hpp"})):
+    """(path relative to root, text) of every source file below root/folder, sorted."""
+    base = root / folder
+    if not base.is_dir():
+        return
+    for f in sorted(base.rglob("*")):
+        if f.suffix in suffixes:
+            yield f.relative_to(root).as_posix(), f.read_text(errors="replace")
+
+
 def check_includes(root: Path) -> list[str]:
     problems: list[str] = []
     for layer in LAYERS:
         for folder in layer.folders:
-            base = root / folder
-            if not base.is_dir():
-                continue
-            for f in sorted(base.rglob("*")):
-                if f.suffix not in {".h", ".cpp", ".cu", ".cuh", ".hpp"}:
-                    continue
-                rel = f.relative_to(root).as_posix()
-                text = f.read_text(errors="replace")
+            for rel, text in source_files(root, folder, {".h", ".cpp", ".cu", ".cuh", ".hpp"}):
                 for m in INCLUDE.finditer(text):
                     header = m.group(2)
                     line = text.count("\n", 0, m.start()) + 1
@@ -164,13 +167,7 @@ def server_part_of(rel: str) -> str | None:
 def check_server_parts(root: Path) -> list[str]:
     problems: list[str] = []
     for folder in ("src/server", "include/cube3d/server"):
-        base = root / folder
-        if not base.is_dir():
-            continue
-        for f in sorted(base.rglob("*")):
-            if f.suffix not in {".h", ".cpp", ".hpp"}:
-                continue
-            rel = f.relative_to(root).as_posix()
+        for rel, text in source_files(root, folder):
             part = server_part_of(rel)
             if part is None:
                 problems.append(f"{rel}: server code outside a part folder "
@@ -180,7 +177,6 @@ def check_server_parts(root: Path) -> list[str]:
             if rules is None:
                 problems.append(f"{rel}: unknown server part '{part}' (add it to SERVER_PARTS)")
                 continue
-            text = f.read_text(errors="replace")
             for m in INCLUDE.finditer(text):
                 header = m.group(2)
                 line = text.count("\n", 0, m.start()) + 1
@@ -197,14 +193,7 @@ def check_server_parts(root: Path) -> list[str]:
                     problems.append(f"{where} includes <{header}> (a transport library)")
     # Clients talk to a server over the API: no server header.
     for folder in ("src/clients", "include/cube3d/clients"):
-        base = root / folder
-        if not base.is_dir():
-            continue
-        for f in sorted(base.rglob("*")):
-            if f.suffix not in {".h", ".cpp", ".hpp"}:
-                continue
-            rel = f.relative_to(root).as_posix()
-            text = f.read_text(errors="replace")
+        for rel, text in source_files(root, folder):
             for m in INCLUDE.finditer(text):
                 if m.group(2).startswith("cube3d/server/"):
                     line = text.count("\n", 0, m.start()) + 1

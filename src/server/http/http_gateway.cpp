@@ -393,7 +393,11 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
   CallObserver observer;
   observer.progress = [call, tokens = core.options().tokens_per_shape](const JobProgress& p) {
     if (!call->started) call->start();
-    call->exchange->write(sse_event("progress", to_json(to_progress_event(p, tokens))));
+    // The event's JSON is made on the connection's I/O thread: the news comes from the
+    // scheduler's worker (between decode steps) with the core's lock held.
+    call->exchange->defer([ex = call->exchange, p, tokens] {
+      ex->write(sse_event("progress", to_json(to_progress_event(p, tokens))));
+    });
   };
   observer.done = [call, tally](CallOutcome outcome) {
     auto& ex = call->exchange;

@@ -18,6 +18,7 @@
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/observability/metrics.h"
+#include "eventually.h"
 
 namespace cube3d {
 namespace {
@@ -68,15 +69,7 @@ class FakeExecutor final : public BatchExecutor {
   std::vector<std::shared_ptr<Job>> held_;
 };
 
-template <typename Predicate>
-bool eventually(Predicate predicate) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!predicate()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using testing::eventually;
 
 class MeshServiceTest : public ::testing::Test {
  protected:

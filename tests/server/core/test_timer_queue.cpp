@@ -10,22 +10,15 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
+
 namespace cube3d {
 namespace {
 
 using std::chrono::milliseconds;
 using Clock = TimerQueue::Clock;
 
-// Polls `done` for up to 10 s (a loaded CI machine); the tests assert what it returns.
-template <typename Predicate>
-bool eventually(Predicate done) {
-  const auto until = Clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return true;
-}
+using testing::eventually;
 
 TEST(TimerQueue, RunsEachActionOnceAtOrAfterItsTime) {
   TimerQueue queue;

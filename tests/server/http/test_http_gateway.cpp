@@ -23,6 +23,7 @@
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/observability/metrics.h"
+#include "eventually.h"
 #include "server/http/test_http_client.h"
 
 namespace cube3d {
@@ -104,15 +105,7 @@ class BlockingExecutor final : public BatchExecutor {
   std::atomic<int64_t> cancelled_jobs_{0};
 };
 
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return predicate();
-}
+using testing::eventually;
 
 nlohmann::json error_of(const Result& res) {
   EXPECT_EQ(res->header("Content-Type"), "application/json");

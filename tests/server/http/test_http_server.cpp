@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "eventually.h"
 #include "server/http/test_http_client.h"
 
 namespace cube3d::http {
@@ -24,15 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing_http::Connection;
 
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 10s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!predicate()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using testing::eventually;
 
 class HttpServerTest : public ::testing::Test {
  protected:
