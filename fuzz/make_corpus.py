@@ -153,6 +153,14 @@ def mesh_seeds():
     write(t, "bad_not_triples", mesh(4 | 8, tetra, faces))
 
 
+def mesh_metadata_seeds():
+    t = "mesh_metadata"
+    write(t, "valid_plain", b"a small wooden chair")
+    write(t, "valid_injection", b"a\r\nend_header\nelement vertex 9\n# v 1 2 3\nmtllib x.mtl")
+    write(t, "valid_unicode", "un ch\u00e2teau \U0001F3F0 \"q\" \\ \t".encode())
+    write(t, "bad_utf8", b"caf\xe9")
+
+
 def http_request_seeds():
     # The first byte picks the read size (0: all at once; n: pieces of n bytes).
     t = "http_request"
@@ -181,13 +189,17 @@ def http_request_seeds():
           b"00 HTTP/1.1\r\nHost: h\r\nContent-Type: applicati\xb8\xb8")
     write(t, "regression_chunk_after_head", b"\x07" + chunked[:-len(b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")]
           + b"0\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")
+    write(t, "regression_trailers_past_the_field_limit",
+          b"\x05POST /v1/jobs HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+          b"5\r\nhello\r\n0\r\n" + b"".join(b"X-T%d: v\r\n" % i for i in range(20)) +
+          b"Host: b\r\n\r\n")
     write(t, "regression_last_chunk_dripped", b"\x01" + chunked[:-len(b"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n")]
           + b"0\r\nhello\xea")
 
 
 def main():
     for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
-                   "mesh_writers", "http_request"):
+                   "mesh_writers", "mesh_metadata", "http_request"):
         shutil.rmtree(CORPUS / target, ignore_errors=True)
         (CORPUS / target).mkdir(parents=True)
     safetensors_seeds()
@@ -195,6 +207,7 @@ def main():
     prompt_seeds()
     request_seeds()
     mesh_seeds()
+    mesh_metadata_seeds()
     http_request_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = list(folder.iterdir())

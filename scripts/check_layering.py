@@ -79,16 +79,24 @@ class ServerPart:
 
 FRONT_DOOR_FORBIDDEN = {"pipeline", "engine", "model", "mesh", "scheduler"}
 SERVER_PARTS = {
-    "core": ServerPart({"admission", "observability"},
+    "core": ServerPart({"admission", "observability", "cache"},
                        {"pipeline", "engine", "model", "mesh"}, transports=False),
+    # The result cache's store: bytes in, bytes out, on memory and disk; knows no request.
+    "cache": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
+    # Jobs: records (job_store) and the glue that runs them on the core (job_service).
+    "jobs": ServerPart({"core", "admission", "observability", "cache"}, FRONT_DOOR_FORBIDDEN,
+                       transports=False),
     "admission": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
     "observability": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
-    "grpc": ServerPart({"core", "admission", "observability"}, FRONT_DOOR_FORBIDDEN),
-    "http": ServerPart({"core", "admission", "observability"}, FRONT_DOOR_FORBIDDEN),
+    "grpc": ServerPart({"core", "admission", "observability", "jobs", "cache"},
+                       FRONT_DOOR_FORBIDDEN),
+    "http": ServerPart({"core", "admission", "observability", "jobs", "cache"},
+                       FRONT_DOOR_FORBIDDEN),
     "executor": ServerPart(set(), transports=False),
-    "config": ServerPart({"core", "admission", "observability", "grpc", "http", "executor"}),
+    "config": ServerPart({"core", "admission", "observability", "grpc", "http", "executor",
+                          "cache", "jobs"}),
     "app": ServerPart({"core", "admission", "observability", "grpc", "http", "executor",
-                       "config"}),
+                       "config", "cache", "jobs"}),
 }
 TRANSPORTS = ("boost/beast", "boost/asio", "grpcpp/", "grpc/", "grpc++/")
 TRANSPORT_ALLOWED = {"grpcpp/support/status.h"}

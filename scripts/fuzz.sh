@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 all_targets=(safetensors model_config server_config clip_tokenizer request mesh_writers
-  http_request)
+  mesh_metadata http_request)
 seconds=${FUZZ_SECONDS:-${FUZZ_DEFAULT_SECONDS:-300}}
 if (($#)) && [[ $1 =~ ^[0-9]+$ ]]; then
   seconds=$1
@@ -41,7 +41,7 @@ jobs=${FUZZ_JOBS:-1}
 # two). Longer inputs mostly slow the fuzzer down.
 declare -A max_len=(
   [safetensors]=4096 [model_config]=4096 [server_config]=16384
-  [clip_tokenizer]=2048 [request]=2048 [mesh_writers]=8192
+  [clip_tokenizer]=2048 [request]=2048 [mesh_writers]=8192 [mesh_metadata]=1024
   # http_request: a head up to its 2 KiB limit, a body up to 4 KiB, and pipelined requests.
   [http_request]=8192
 )

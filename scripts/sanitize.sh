@@ -49,7 +49,7 @@ for layer in core cli mesh model engine pipeline scheduler server_base server ap
   echo "sanitize: cube3d_${layer}_tests"
   (cd "$ASAN_DIR/tests" && "../bin/cube3d_${layer}_tests" --gtest_brief=1)
 done
-ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security|observability)$'
+ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security|observability|jobs)$'
 
 echo "sanitize: TSan build of the scheduler and server-base tests in $TSAN_DIR"
 configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cube3d/api/grpc_status.h"
+#include "cube3d/clients/cache_status.h"
 #include "cube3d/v1/mesh_service.grpc.pb.h"
 
 namespace cube3d {
@@ -30,6 +31,7 @@ class GrpcSender final : public RequestSender {
     v1::GenerateMeshEvent event;
     bool have_result = false;
     double queue_ms = 0;
+    CacheStatus cache = CacheStatus::kUnknown;
     while (reader->Read(&event)) {
       if (event.has_progress() && !record.ttft_ms &&
           event.progress().stage() == v1::STAGE_DECODING) {
@@ -38,6 +40,7 @@ class GrpcSender final : public RequestSender {
       if (event.has_result()) {
         have_result = true;
         queue_ms = event.result().timings().queue_ms();
+        cache = cache_status_of_proto(event.result().cache_status());
       }
     }
     const grpc::Status status = reader->Finish();
@@ -45,7 +48,10 @@ class GrpcSender final : public RequestSender {
     record.status = grpc_code_name(status.error_code());
     // A stream that ends OK without a result is a server bug; it must not count as served.
     if (status.ok() && !have_result) record.status = "NO_RESULT";
-    if (record.status == "OK") record.queue_ms = queue_ms;
+    if (record.status == "OK") {
+      record.queue_ms = queue_ms;
+      record.cache = cache;
+    }
     return record;
   }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <utility>
 
+#include "cube3d/clients/cache_status.h"
 #include "cube3d/clients/http_error_status.h"
 #include "cube3d/clients/sse_parser.h"
 #include "cube3d/core/error.h"
@@ -214,14 +215,20 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
   if (!success) {
     record.status = status_of_http_error(static_cast<int>(http_status), parser.get().body());
   } else if (stream.result) {
-    // Read like gRPC reads its result message, before the clock stops. Only the timings are
-    // kept; a result that cannot be read is the server's (or the gateway's) fault.
+    // Read like gRPC reads its result message, before the clock stops. Only the timings and
+    // the cache status are kept; a result that cannot be read is the server's (or the
+    // gateway's) fault.
     v1::GenerateMeshResponse response;
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = true;
     if (google::protobuf::util::JsonStringToMessage(*stream.result, &response, options).ok()) {
       record.status = "OK";
       record.queue_ms = response.timings().queue_ms();
+      // The result says it (cacheStatus); X-Cache, which the server sets on mesh-file
+      // answers, is the fallback should a stream's head carry it instead.
+      const auto x_cache = parser.get()["X-Cache"];
+      record.cache = http_cache_status(response.cache_status(),
+                                       std::string_view(x_cache.data(), x_cache.size()));
     } else {
       record.status = "INTERNAL";
     }

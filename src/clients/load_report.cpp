@@ -46,7 +46,53 @@ std::string describe_limits(const LoadConfig& c) {
   return out + format("; warm-up %" PRIu64 "", c.warmup);
 }
 
+std::string describe_prompts(const LoadConfig& c) {
+  std::string out =
+      format("%zu from %s, mix ", c.prompt_count, c.prompts_source.c_str()) + c.prompt_mix.spec();
+  if (c.prompt_mix.kind == PromptMix::Kind::kZipf) {
+    out += format(" (draw seed %" PRIu64 ")", c.base_seed);
+  }
+  return out + (c.bypass_cache ? "; bypass_cache" : "");
+}
+
+nlohmann::json json_of(const PromptMix& mix, uint64_t draw_seed) {
+  const bool zipf = mix.kind == PromptMix::Kind::kZipf;
+  return {{"spec", mix.spec()},
+          {"kind", zipf ? "zipf" : "fixed"},
+          {"distinct", zipf ? nlohmann::json(mix.distinct) : nullptr},
+          {"exponent", zipf ? nlohmann::json(mix.exponent) : nullptr},
+          {"seed", zipf ? nlohmann::json(draw_seed) : nullptr}};
+}
+
+nlohmann::json json_of(const CacheCounts& c) {
+  return {{"hit", c.hit},
+          {"miss", c.miss},
+          {"coalesced", c.coalesced},
+          {"bypass", c.bypass},
+          {"unknown", c.unknown}};
+}
+
 }  // namespace
+
+void CacheCounts::add(CacheStatus status) {
+  switch (status) {
+    case CacheStatus::kHit:
+      ++hit;
+      return;
+    case CacheStatus::kMiss:
+      ++miss;
+      return;
+    case CacheStatus::kCoalesced:
+      ++coalesced;
+      return;
+    case CacheStatus::kBypass:
+      ++bypass;
+      return;
+    case CacheStatus::kUnknown:
+      break;
+  }
+  ++unknown;
+}
 
 std::optional<double> percentile(std::vector<double> samples, double p) {
   if (!(p >= 0.0 && p <= 1.0)) {
@@ -109,6 +155,7 @@ LoadReport summarize_run(const LoadConfig& config, const std::vector<RequestReco
       continue;
     }
     ++r.ok;
+    r.cache.add(rec.cache);
     e2e.push_back(rec.e2e_ms);
     if (rec.ttft_ms) ttft.push_back(*rec.ttft_ms);
     if (rec.queue_ms) queue.push_back(*rec.queue_ms);
@@ -138,6 +185,7 @@ std::string format_report_table(const LoadConfig& c, const LoadReport& r) {
                               c.rate_rps, c.arrival_seed)
                      : format("closed loop, concurrency %" PRIu64 "", c.concurrency);
   out += "\n  limits: " + describe_limits(c) + format("; deadline %" PRId64 " ms\n", c.deadline_ms);
+  out += "  prompts: " + describe_prompts(c) + "\n";
   out += format("requests sent       %" PRIu64 "\n", r.sent);
   out += format("ok                  %" PRIu64 "\n", r.ok);
   uint64_t failed = 0;
@@ -149,6 +197,9 @@ std::string format_report_table(const LoadConfig& c, const LoadReport& r) {
   out += format("wall time           %.3f s\n", r.wall_s);
   out += format("offered rate        %.3f req/s\n", r.offered_rps);
   out += format("throughput (ok)     %.3f req/s\n", r.throughput_ok_rps);
+  out += format("cache (ok answers)  hit %" PRIu64 ", miss %" PRIu64 ", coalesced %" PRIu64
+                ", bypass %" PRIu64 ", unknown %" PRIu64 "\n",
+                r.cache.hit, r.cache.miss, r.cache.coalesced, r.cache.bypass, r.cache.unknown);
   out += std::string("\nlatency in ms over the OK requests; percentiles by ") + kPercentileMethod +
          "\n";
   out += format("%-10s %7s %10s %10s %10s %10s %10s\n", "", "count", "mean", "p50", "p90", "p99",
@@ -171,7 +222,8 @@ std::string report_json(const LoadConfig& c, const LoadReport& r) {
       {"format", c.format ? nlohmann::json(*c.format) : nullptr},
       {"guidance_scale", json_of(c.guidance_scale)},
       {"top_p", json_of(c.top_p)},
-      {"base_seed", c.base_seed}};
+      {"base_seed", c.base_seed},
+      {"bypass_cache", c.bypass_cache}};
   nlohmann::json config = {{"protocol", c.protocol},
                            {"server", c.server},
                            {"mode", c.open_loop ? "open" : "closed"},
@@ -183,6 +235,7 @@ std::string report_json(const LoadConfig& c, const LoadReport& r) {
                            {"warmup", c.warmup},
                            {"deadline_ms", c.deadline_ms},
                            {"prompts", {{"source", c.prompts_source}, {"count", c.prompt_count}}},
+                           {"prompt_mix", json_of(c.prompt_mix, c.base_seed)},
                            {"request", request}};
   uint64_t failed = 0;
   for (const auto& [code, n] : r.errors) failed += n;
@@ -194,18 +247,21 @@ std::string report_json(const LoadConfig& c, const LoadReport& r) {
       {"wall_s", r.wall_s},
       {"offered_rps", r.offered_rps},
       {"throughput_ok_rps", r.throughput_ok_rps},
+      {"cache_status", json_of(r.cache)},
       {"latency_ms",
        {{"queue", json_of(r.queue_ms)}, {"ttft", json_of(r.ttft_ms)}, {"e2e", json_of(r.e2e_ms)}}}};
   return doc.dump(2) + "\n";
 }
 
 std::string records_csv(const std::vector<RequestRecord>& records) {
-  std::string out = "index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms\n";
+  std::string out = "index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache\n";
   const auto opt = [](const std::optional<double>& v) { return v ? format("%.3f", *v) : ""; };
   for (const RequestRecord& rec : records) {
-    out +=
-        format("%" PRIu64 ",%.6f,%s,%s,%.3f,%s\n", rec.index, rec.send_offset_s, rec.status.c_str(),
-               opt(rec.ttft_ms).c_str(), rec.e2e_ms, opt(rec.queue_ms).c_str());
+    // A failed request has no answer, so no cache status: empty, like its queue time.
+    const char* cache = rec.status == "OK" ? cache_status_name(rec.cache) : "";
+    out += format("%" PRIu64 ",%.6f,%s,%s,%.3f,%s,%s\n", rec.index, rec.send_offset_s,
+                  rec.status.c_str(), opt(rec.ttft_ms).c_str(), rec.e2e_ms,
+                  opt(rec.queue_ms).c_str(), cache);
   }
   return out;
 }

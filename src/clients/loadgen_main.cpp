@@ -14,6 +14,7 @@
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/clients/load_driver.h"
 #include "cube3d/clients/load_report.h"
+#include "cube3d/clients/prompt_mix.h"
 #include "cube3d/clients/request_plan.h"
 #include "cube3d/clients/request_sender.h"
 #include "cube3d/core/error.h"
@@ -69,8 +70,16 @@ CliArgs make_args() {
                "ranks (numpy's default). Failures count by gRPC code name (HTTP: the error\n"
                "body's status; no connection UNAVAILABLE, the deadline passing on the client\n"
                "DEADLINE_EXCEEDED); a stream that ends without a result is NO_RESULT.\n"
-               "Request i (warm-up first, from 0) uses prompt i mod the prompt count and seed\n"
-               "--seed + i.\n"
+               "Prompts (--prompt-mix):\n"
+               "  fixed        request i (warm-up first, from 0) uses prompt i mod the prompt\n"
+               "               count and seed --seed + i (the default)\n"
+               "  zipf:N[:S]   N distinct prompts, '<prompt> #k' for k = 1..N over the prompts\n"
+               "               (built-in or --prompts) in turn; each request draws prompt k with\n"
+               "               probability proportional to 1/k^S (S default 1), seeded by --seed,\n"
+               "               and gets seed --seed + k - 1, so a repeated prompt is an identical\n"
+               "               request (one a result cache can answer)\n"
+               "The report counts OK answers by the server's cache status: hit, miss, coalesced,\n"
+               "bypass, or unknown when the answer says none.\n"
                "\n"
                "Exit status: 0 when the run completed (even with failed requests), 2 on a usage\n"
                "error, 1 when every measured request failed with UNAVAILABLE (no server).");
@@ -91,7 +100,13 @@ CliArgs make_args() {
       .option("--format", 1, "mesh format: glb, obj, ply or raw (default: the server's)", "F")
       .option("--guidance-scale", 1, "classifier-free guidance scale (default: the server's)", "G")
       .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
-      .option("--seed", 1, "base sampling seed; request i gets seed + i (default 0)", "N")
+      .option("--seed", 1,
+              "base sampling seed (default 0); fixed mix: request i gets seed + i; zipf: also "
+              "the draw's seed",
+              "N")
+      .option("--prompt-mix", 1, "fixed (default), zipf:N or zipf:N:S (see above)", "MIX")
+      .option("--bypass-cache", 0,
+              "ask the server to compute every answer afresh (bypass_cache): no cache hits")
       .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS")
       .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
       .env("CUBE3D_API_KEY")
@@ -175,14 +190,26 @@ void read_load_shape(const CliArgs& args, LoadConfig& config) {
   if (config.deadline_ms <= 0) throw invalid_argument("--deadline-ms: expected a positive number");
 }
 
-void read_request_fields(const CliArgs& args, LoadConfig& config, RequestPlan& plan) {
+void read_prompt_mix(const CliArgs& args, LoadConfig& config, RequestPlan& plan) {
   plan.prompts = kBuiltinPrompts;
   config.prompts_source = "built-in";
   if (args.has("--prompts")) {
     plan.prompts = read_prompts(args.get("--prompts"));
     config.prompts_source = args.get("--prompts");
   }
+  config.base_seed = args.get_uint("--seed", 0);
+  plan.base_seed = config.base_seed;
+  config.prompt_mix = parse_prompt_mix(args.get("--prompt-mix", "fixed"));
+  if (config.prompt_mix.kind == PromptMix::Kind::kZipf) {
+    plan.zipf.emplace(config.prompt_mix.distinct, config.prompt_mix.exponent);
+    plan.prompts = zipf_prompts(plan.prompts, config.prompt_mix.distinct);
+    plan.mix_seed = config.base_seed;
+  }
   config.prompt_count = plan.prompts.size();
+}
+
+void read_request_fields(const CliArgs& args, LoadConfig& config, RequestPlan& plan) {
+  read_prompt_mix(args, config, plan);
   v1::GenerateMeshRequest& request = plan.request_template;
   if (args.has("--resolution-base")) {
     config.resolution_base = args.get_int("--resolution-base", 0);
@@ -200,8 +227,8 @@ void read_request_fields(const CliArgs& args, LoadConfig& config, RequestPlan& p
     config.top_p = args.get_double("--top-p", 1);
     request.set_top_p(static_cast<float>(*config.top_p));
   }
-  config.base_seed = args.get_uint("--seed", 0);
-  plan.base_seed = config.base_seed;
+  config.bypass_cache = args.has("--bypass-cache");
+  request.set_bypass_cache(config.bypass_cache);
 }
 
 Settings read_settings(const CliArgs& args) {

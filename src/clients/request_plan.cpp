@@ -4,11 +4,22 @@
 
 namespace cube3d {
 
-v1::GenerateMeshRequest RequestPlan::request(uint64_t i) const {
+size_t RequestPlan::prompt_index(uint64_t i) const {
   if (prompts.empty()) throw invalid_argument("a request plan needs at least one prompt");
+  if (!zipf) return i % prompts.size();
+  if (zipf->n() != prompts.size()) {
+    throw invalid_argument(
+        "a Zipf request plan needs one prompt per rank: " + std::to_string(zipf->n()) + " ranks, " +
+        std::to_string(prompts.size()) + " prompts");
+  }
+  return zipf->draw(mix_seed, i) - 1;
+}
+
+v1::GenerateMeshRequest RequestPlan::request(uint64_t i) const {
+  const size_t index = prompt_index(i);
   v1::GenerateMeshRequest out = request_template;
-  out.set_prompt(prompts[i % prompts.size()]);
-  out.set_seed(base_seed + i);
+  out.set_prompt(prompts[index]);
+  out.set_seed(zipf ? base_seed + index : base_seed + i);
   return out;
 }
 

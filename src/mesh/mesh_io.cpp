@@ -10,6 +10,9 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 #include "cube3d/core/error.h"
 
@@ -52,6 +55,59 @@ void check_indices(const Mesh& mesh) {
   }
 }
 
+// Words that common readers look for anywhere in a header, not only at the start of a line:
+// trimesh ends a PLY header at any line with an "end_header" token, takes a texture file name from
+// any PLY header line holding "TextureFile" (any case), and opens the material library named
+// after the first "mtllib" anywhere in an OBJ (comments included).
+constexpr std::string_view kReaderKeywords[] = {"end_header", "texturefile", "mtllib", "usemtl"};
+
+// Writes the last letter of each reader keyword in `json` (ASCII JSON text) as a \u escape: the
+// same string to a JSON reader, no keyword to a line-based one. The last letter is never inside
+// an escape of its own (it is not a hex digit, or the letter before it is not), and the escape
+// adds only digits, so no keyword survives or appears.
+std::string hide_reader_keywords(const std::string& json) {
+  std::string lower = json;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::vector<bool> hide(json.size(), false);
+  bool any = false;
+  for (const std::string_view keyword : kReaderKeywords) {
+    for (std::size_t at = lower.find(keyword); at != std::string::npos;
+         at = lower.find(keyword, at + 1)) {
+      hide[at + keyword.size() - 1] = true;
+      any = true;
+    }
+  }
+  if (!any) return json;
+  std::string out;
+  out.reserve(json.size() + 16);
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    if (!hide[i]) {
+      out += json[i];
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto c = static_cast<unsigned char>(json[i]);
+    out += "\\u00";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xF];
+  }
+  return out;
+}
+
+// One "<prefix><key>: <value>\n" header line per entry. ASCII-only JSON escapes every control
+// character and non-ASCII code point, so a value (a prompt) can neither end the line early nor
+// put bytes a text-format reader chokes on into the header; reader keywords are hidden too.
+// Keys are plain identifiers chosen by our code, not by a caller.
+void append_comment_lines(std::string& out, std::string_view prefix, const MeshMetadata& metadata) {
+  for (const MeshMetadataEntry& entry : metadata.entries()) {
+    out += prefix;
+    out += entry.key;
+    out += ": ";
+    out += hide_reader_keywords(metadata_json(entry.value, /*ensure_ascii=*/true));
+    out += '\n';
+  }
+}
+
 void pad_to_four(std::string& out, char fill) {
   while (out.size() % 4 != 0) {
     out.push_back(fill);
@@ -82,11 +138,15 @@ MeshFormat mesh_format_from_path(std::string_view path) {
                          "' has no known extension: use .obj, .ply or .glb");
 }
 
-std::string encode_obj(const Mesh& mesh, bool with_normals) {
+std::string encode_obj(const Mesh& mesh, bool with_normals, const MeshMetadata& metadata) {
   check_indices(mesh);
   std::string out;
   out.reserve(mesh.vertices.size() * (with_normals ? 20 : 10) + mesh.indices.size() * 8);
   out += "# cube3d-server\n";
+  if (!metadata.empty()) {
+    out += "# cube3d provenance\n";
+    append_comment_lines(out, "# ", metadata);
+  }
   for (std::size_t n = 0; n < mesh.vertices.size(); n += 3) {
     out += "v ";
     append_float(out, mesh.vertices[n]);
@@ -124,13 +184,14 @@ std::string encode_obj(const Mesh& mesh, bool with_normals) {
   return out;
 }
 
-std::string encode_ply(const Mesh& mesh) {
+std::string encode_ply(const Mesh& mesh, const MeshMetadata& metadata) {
   check_indices(mesh);
-  std::string out = "ply\nformat binary_little_endian 1.0\ncomment cube3d-server\nelement vertex " +
-                    std::to_string(mesh.vertex_count()) +
-                    "\nproperty float x\nproperty float y\nproperty float z\nelement face " +
-                    std::to_string(mesh.face_count()) +
-                    "\nproperty list uchar uint vertex_indices\nend_header\n";
+  std::string out = "ply\nformat binary_little_endian 1.0\ncomment cube3d-server\n";
+  append_comment_lines(out, "comment ", metadata);
+  out += "element vertex " + std::to_string(mesh.vertex_count()) +
+         "\nproperty float x\nproperty float y\nproperty float z\nelement face " +
+         std::to_string(mesh.face_count()) +
+         "\nproperty list uchar uint vertex_indices\nend_header\n";
   const std::size_t header = out.size();
   out.resize(header + mesh.vertices.size() * sizeof(float) + mesh.face_count() * 13);
   char* p = out.data() + header;
@@ -147,7 +208,7 @@ std::string encode_ply(const Mesh& mesh) {
   return out;
 }
 
-std::string encode_glb(const Mesh& mesh) {
+std::string encode_glb(const Mesh& mesh, const MeshMetadata& metadata) {
   check_indices(mesh);
   constexpr uint32_t kMagic = 0x46546C67;      // "glTF"
   constexpr uint32_t kJsonChunk = 0x4E4F534A;  // "JSON"
@@ -159,6 +220,17 @@ std::string encode_glb(const Mesh& mesh) {
 
   nlohmann::json gltf;
   gltf["asset"] = {{"version", "2.0"}, {"generator", "cube3d-server"}};
+  if (const auto* version = metadata.find("server_version")) {
+    if (const auto* text = std::get_if<std::string>(version)) {
+      gltf["asset"]["generator"] = "cube3d-server " + *text;
+    }
+  }
+  if (!metadata.empty()) {
+    // A placeholder, replaced by the entries' JSON text below: nlohmann::json sorts object
+    // members (which would lose the entries' order), and its own number printing is not
+    // metadata_json's (shortest round-trip, integers exact).
+    gltf["asset"]["extras"] = nullptr;
+  }
   gltf["scene"] = 0;
   std::string bin;
   if (mesh.empty()) {
@@ -212,6 +284,14 @@ std::string encode_glb(const Mesh& mesh) {
                           {"type", "SCALAR"}}};
   }
   std::string json = gltf.dump();
+  if (!metadata.empty()) {
+    // "asset" is the document's first member holding an "extras" (members are sorted, and no
+    // other member of ours has one), so the first placeholder after it is ours.
+    static constexpr std::string_view kPlaceholder = "\"extras\":null";
+    const std::size_t at = json.find(kPlaceholder, json.find("\"asset\":"));
+    if (at == std::string::npos) throw internal_error("encode_glb: asset.extras placeholder lost");
+    json.replace(at + kPlaceholder.size() - 4, 4, metadata_json(metadata));
+  }
   pad_to_four(json, ' ');
   pad_to_four(bin, '\0');
 
@@ -232,22 +312,22 @@ std::string encode_glb(const Mesh& mesh) {
   return out;
 }
 
-std::string encode_mesh(const Mesh& mesh, MeshFormat format) {
+std::string encode_mesh(const Mesh& mesh, MeshFormat format, const MeshMetadata& metadata) {
   switch (format) {
     case MeshFormat::kObj:
-      return encode_obj(mesh);
+      return encode_obj(mesh, /*with_normals=*/false, metadata);
     case MeshFormat::kPly:
-      return encode_ply(mesh);
+      return encode_ply(mesh, metadata);
     case MeshFormat::kGlb:
-      return encode_glb(mesh);
+      return encode_glb(mesh, metadata);
     case MeshFormat::kRaw:
       break;
   }
   throw invalid_argument("mesh format " + std::string(to_string(format)) + " is not a file format");
 }
 
-void write_mesh(const std::string& path, const Mesh& mesh) {
-  const std::string bytes = encode_mesh(mesh, mesh_format_from_path(path));
+void write_mesh(const std::string& path, const Mesh& mesh, const MeshMetadata& metadata) {
+  const std::string bytes = encode_mesh(mesh, mesh_format_from_path(path), metadata);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
     throw invalid_argument("cannot open '" + path + "' for writing: " + std::strerror(errno));

@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
@@ -11,6 +14,71 @@
 #include "cube3d/mesh/mesh_io.h"
 
 namespace cube3d {
+namespace {
+
+// Who set the limits, for messages: the profile whose limits they are, else plain "the mesh
+// limits" (a caller's own).
+std::string limits_allow(const MeshLimits& limits) {
+  if (limits == mesh_limits(MeshProfile::kRoblox)) {
+    return "mesh_profile " + std::string(to_string(MeshProfile::kRoblox)) + " allows";
+  }
+  return "the mesh limits allow";
+}
+
+void check_limits(const MeshLimits& limits) {
+  const auto check = [](const char* name, const std::optional<int64_t>& value) {
+    if (value && *value < 1) {
+      throw invalid_argument(std::string("mesh limits: ") + name + " is " + std::to_string(*value) +
+                             ", it must be at least 1");
+    }
+  };
+  check("max_faces", limits.max_faces);
+  check("max_vertices", limits.max_vertices);
+  check("max_file_bytes", limits.max_file_bytes);
+}
+
+// What a face limit did to the mesh, for Shape.warnings: what it changed, and a requested target
+// over it (which it would change on a larger shape).
+void warn_face_limit(const MeshPipelineReport& mesh, const ShapeRequest& request,
+                     const MeshPipelineOptions& configured, std::vector<std::string>& warnings) {
+  // Appended, not `"(" + string`: GCC 12 reports a false -Wstringop-overflow for that.
+  std::string limit(1, '(');
+  limit += limits_allow(request.limits);
+  limit += " at most ";
+  limit += std::to_string(*request.limits.max_faces);
+  limit += " triangles)";
+  const std::string used = std::to_string(mesh.simplification.target_faces);
+  const auto most = static_cast<size_t>(*request.limits.max_faces);
+  if (request.target_faces && *request.target_faces > most && !mesh.capped) {
+    // The caller asked for more than the profile allows: said even when this mesh came out
+    // smaller anyway, since the same request on a larger shape would be clamped.
+    warnings.push_back("target_face_count " + std::to_string(*request.target_faces) +
+                       " clamped to " + std::to_string(most) + " " + limit);
+  }
+  if (mesh.capped) {
+    if (!(configured.postprocess && configured.simplify)) {
+      warnings.push_back("decimated to " + used + " faces " + limit +
+                         " although simplification is off");
+    } else if (request.target_faces) {
+      warnings.push_back("target_face_count " + std::to_string(mesh.uncapped_target_faces) +
+                         " clamped to " + used + " " + limit);
+    } else if (configured.simplification.target_faces > 0) {
+      warnings.push_back("the configured target of " + std::to_string(mesh.uncapped_target_faces) +
+                         " faces clamped to " + used + " " + limit);
+    } else {
+      warnings.push_back("decimated to " + used + " faces " + limit +
+                         " instead of the default target " +
+                         std::to_string(mesh.uncapped_target_faces));
+    }
+  }
+  if (mesh.faces_before_sloppy_pass > 0) {
+    warnings.push_back("the simplifier stopped at " +
+                       std::to_string(mesh.faces_before_sloppy_pass) + " faces, over the limit " +
+                       limit + ": the sloppy simplifier finished, so the mesh may not be closed");
+  }
+}
+
+}  // namespace
 
 ShapePipeline::ShapePipeline(Engine& engine, ShapeOptions options)
     : engine_(engine), options_(std::move(options)) {}
@@ -74,6 +142,8 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   if (row.dim() != 2 || row.size(0) != 1) {
     throw invalid_argument("make_shape expects one object's token ids [T] or [1, T]");
   }
+  const MeshLimits& limits = request.limits;
+  check_limits(limits);  // before the expensive part
   Shape shape;
   ShapeReport& report = shape.report;
   const at::Tensor latents = engine_.decode_latents(row);
@@ -89,6 +159,7 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   const GridView view{std::span<const float>(field.values), {n, n, n}};
   MeshPipelineOptions mesh_options = options_.mesh;
   if (request.target_faces) mesh_options.simplification.target_faces = *request.target_faces;
+  if (limits.max_faces) mesh_options.max_faces = static_cast<size_t>(*limits.max_faces);
   report.has_surface = has_level_crossing(view, mesh_options.marching_cubes.level);
   if (!report.has_surface) {
     // A named string: GCC 12 reports a false -Warray-bounds for the literal pushed directly.
@@ -99,12 +170,35 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   shape.mesh = grid_to_mesh(view, mesh_options, &report.mesh);
   report.marching_cubes_ms = report.mesh.marching_cubes_ms;
   report.postprocess_ms = report.mesh.postprocess_ms;
+  if (limits.max_faces) {
+    warn_face_limit(report.mesh, request, options_.mesh, shape.warnings);
+    if (static_cast<int64_t>(shape.mesh.face_count()) > *limits.max_faces) {
+      // The sloppy pass always reaches its budget: this is a bug of ours, not the request's.
+      throw internal_error("mesh has " + std::to_string(shape.mesh.face_count()) +
+                           " faces after decimation, over the " +
+                           std::to_string(*limits.max_faces) + " that " + limits_allow(limits) +
+                           " (max_faces)");
+    }
+  }
+  if (limits.max_vertices &&
+      static_cast<int64_t>(shape.mesh.vertex_count()) > *limits.max_vertices) {
+    throw resource_exhausted("mesh has " + std::to_string(shape.mesh.vertex_count()) +
+                             " vertices, over the " + std::to_string(*limits.max_vertices) +
+                             " that " + limits_allow(limits) + " (max_vertices)");
+  }
   check_stop("after meshing");
 
   if (request.format != MeshFormat::kRaw) {
     const auto encode_start = SteadyClock::now();
-    shape.encoded = encode_mesh(shape.mesh, request.format);
+    shape.encoded = encode_mesh(shape.mesh, request.format, request.metadata);
     report.encode_ms = ms_since(encode_start);
+    if (limits.max_file_bytes &&
+        static_cast<int64_t>(shape.encoded.size()) > *limits.max_file_bytes) {
+      throw resource_exhausted(std::string(to_string(request.format)) + " file of " +
+                               std::to_string(shape.encoded.size()) + " bytes is over the " +
+                               std::to_string(*limits.max_file_bytes) + " bytes that " +
+                               limits_allow(limits) + " (max_file_bytes)");
+    }
   }
   if (keep_field) shape.field = std::move(field.values);
   report.total_ms = ms_since(start);

@@ -1,27 +1,32 @@
 // cube3d-generate: offline text-to-shape generation with the engine (ARCHITECTURE.md contract).
 // Prints the shape tokens and timings; optionally writes them, a safetensors dump of every
-// intermediate the golden tests compare, and (with the mesh stage) a mesh.
+// intermediate the golden tests compare, and (with the mesh stage) a mesh, with the provenance
+// metadata (pipeline/provenance.h) of the run in it.
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/version.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
+#include "cube3d/core/mesh_profile.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/core/safetensors.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/mesh_io.h"
+#include "cube3d/pipeline/provenance.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 
 namespace cube3d {
@@ -74,6 +79,10 @@ CliArgs make_args() {
       .option("--no-postprocess", 0, "with --mesh-out: the raw marching-cubes mesh")
       .option("--target-faces", 1, "with --mesh-out: decimation target (default max(10000, 10%))",
               "N")
+      .option("--mesh-profile", 1,
+              "with --mesh-out: none (default) | roblox (at most 20,000 triangles and 60,000 "
+              "vertices, a file of at most 20 MB: decimated to fit, refused if it cannot)",
+              "P")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;
 }
@@ -114,6 +123,11 @@ int run(int argc, char** argv) {
     throw invalid_argument("give --prompt or --text-embeddings, not both");
   }
   if (args.has("--mesh-out")) mesh_format_from_path(args.get("--mesh-out"));  // fail early
+  const std::string profile_name = args.get("--mesh-profile", "none");
+  const std::optional<MeshProfile> mesh_profile = mesh_profile_from_name(profile_name);
+  if (!mesh_profile) {
+    throw invalid_argument("--mesh-profile: '" + profile_name + "' is not none or roblox");
+  }
 
   const ModelConfig config = load_model_config(args.get("--model-config"));
   EngineOptions engine_options;
@@ -226,6 +240,30 @@ int run(int argc, char** argv) {
       args.has("--mesh-out") ? mesh_format_from_path(args.get("--mesh-out")) : MeshFormat::kRaw;
   if (args.has("--target-faces")) {
     shape_request.target_faces = static_cast<size_t>(args.get_uint("--target-faces", 0));
+  }
+  if (args.has("--mesh-out")) {
+    // The profile is for the file written; without one, the raw surface is reported as it is.
+    shape_request.limits = mesh_limits(*mesh_profile);
+    Provenance provenance;
+    provenance.prompt = args.get("--prompt");  // empty for --text-embeddings
+    provenance.seed = request.seed;
+    provenance.top_p = request.top_p;
+    provenance.guidance_scale = request.guidance_scale;
+    provenance.resolution_base = resolution_base;
+    if (request.bbox.defined()) {
+      const at::Tensor box = request.bbox.to(at::kCPU, at::kFloat).contiguous();
+      provenance.bounding_box =
+          std::array<float, 3>{box[0].item<float>(), box[1].item<float>(), box[2].item<float>()};
+    }
+    provenance.mesh_profile = *mesh_profile;
+    if (shape_request.target_faces) {
+      provenance.target_face_count = static_cast<int64_t>(*shape_request.target_faces);
+    }
+    // The server's name for a model: its config file's stem.
+    provenance.model = std::filesystem::path(args.get("--model-config")).stem().string();
+    provenance.server_version =
+        std::string(project_version()) + " (" + std::string(git_revision()) + ")";
+    shape_request.metadata = provenance_metadata(provenance);
   }
   const Shape shape = pipeline.make_shape(result.ids, shape_request, {}, {}, /*keep_field=*/true);
   const ShapeReport& report = shape.report;

@@ -1,6 +1,6 @@
 // The gRPC sender against a scripted MeshService on a loopback port: the request and its
-// metadata, ttft at the decoding event's arrival, queue time, status codes, NO_RESULT, a
-// deadline that passes, and no server.
+// metadata, ttft at the decoding event's arrival, queue time, the cache status, status codes,
+// NO_RESULT, a deadline that passes, and no server.
 #include "cube3d/clients/grpc_sender.h"
 
 #include <grpcpp/grpcpp.h>
@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cube3d/v1/mesh_service.grpc.pb.h"
 
@@ -123,6 +125,42 @@ TEST(GrpcSenderTest, AStreamWithAResultIsOkWithTtftAndQueueTime) {
   EXPECT_EQ(server.service().last_request().prompt(), "a stone well");
   EXPECT_EQ(server.service().last_request().seed(), 11u);
   EXPECT_EQ(server.service().last_authorization(), "Bearer k1");
+}
+
+TEST(GrpcSenderTest, TheResultsCacheStatusIsRecorded) {
+  for (const auto& [sent, expected] : std::vector<std::pair<v1::CacheStatus, CacheStatus>>{
+           {v1::CACHE_STATUS_HIT, CacheStatus::kHit},
+           {v1::CACHE_STATUS_MISS, CacheStatus::kMiss},
+           {v1::CACHE_STATUS_COALESCED, CacheStatus::kCoalesced},
+           {v1::CACHE_STATUS_BYPASS, CacheStatus::kBypass},
+           {v1::CACHE_STATUS_UNSPECIFIED, CacheStatus::kUnknown}}) {
+    SCOPED_TRACE(v1::CacheStatus_Name(sent));
+    ScriptedServer server([sent = sent](auto*, const auto&, auto* writer) {
+      v1::GenerateMeshEvent e = result(1);
+      e.mutable_result()->set_cache_status(sent);
+      writer->Write(e);
+      return grpc::Status::OK;
+    });
+    v1::GenerateMeshRequest request = sample_request();
+    request.set_bypass_cache(true);
+    const RequestRecord record = sender_for(server.address())->send(request, SteadyClock::now());
+    EXPECT_EQ(record.status, "OK");
+    EXPECT_EQ(record.cache, expected);
+    EXPECT_TRUE(server.service().last_request().bypass_cache());
+  }
+}
+
+TEST(GrpcSenderTest, AFailedCallHasNoCacheStatus) {
+  ScriptedServer server([](auto*, const auto&, auto* writer) {
+    v1::GenerateMeshEvent e = result(1);
+    e.mutable_result()->set_cache_status(v1::CACHE_STATUS_HIT);
+    writer->Write(e);
+    return grpc::Status(grpc::StatusCode::INTERNAL, "broke after the result");
+  });
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "INTERNAL");
+  EXPECT_EQ(record.cache, CacheStatus::kUnknown);
 }
 
 TEST(GrpcSenderTest, NoKeyNoMetadata) {

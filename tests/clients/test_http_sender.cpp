@@ -1,6 +1,7 @@
 // The HTTP sender against a scripted server on a loopback port: what it sends, what each kind
 // of answer counts as (a stream with a result, an error event, a plain error status, a stream
-// without a result, a dropped connection, a deadline that passes, no server), that ttft is
+// without a result, a dropped connection, a deadline that passes, no server), the cache status
+// (the result's cacheStatus, else an X-Cache header), that ttft is
 // taken when the decoding event arrives, and its one keep-alive connection (reused, and
 // opened again when the server closed it).
 #include "cube3d/clients/http_sender.h"
@@ -217,6 +218,46 @@ TEST(HttpSenderTest, AStreamWithAResultIsOkWithItsQueueTime) {
   EXPECT_LE(*record.ttft_ms, record.e2e_ms);
   EXPECT_GE(record.send_offset_s, 0.0);
   EXPECT_EQ(record.index, 0u);
+}
+
+TEST(HttpSenderTest, TheResultsCacheStatusIsRecorded) {
+  ScriptedServer server([](const auto&, Reply& reply) {
+    reply.stream_head();
+    reply.event("result", R"({"requestId":"r","cacheStatus":"CACHE_STATUS_COALESCED"})");
+    reply.end_stream();
+  });
+  v1::GenerateMeshRequest request = sample_request();
+  request.set_bypass_cache(true);
+  const RequestRecord record = sender_for(server.address())->send(request, SteadyClock::now());
+  EXPECT_EQ(record.status, "OK");
+  EXPECT_EQ(record.cache, CacheStatus::kCoalesced);
+  // The flag goes out in the JSON body.
+  ASSERT_EQ(server.requests().size(), 1u);
+  v1::GenerateMeshRequest sent;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(server.requests()[0].body(), &sent).ok());
+  EXPECT_TRUE(sent.bypass_cache());
+}
+
+TEST(HttpSenderTest, WithoutTheFieldTheXCacheHeaderCounts) {
+  ScriptedServer server([](const auto&, Reply& reply) {
+    reply.raw(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Cache: HIT\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n");
+    reply.event("result", kResult);
+    reply.end_stream();
+  });
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "OK");
+  EXPECT_EQ(record.cache, CacheStatus::kHit);
+}
+
+TEST(HttpSenderTest, NoFieldNoHeaderIsUnknown) {
+  ScriptedServer server(answer_ok);
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "OK");
+  EXPECT_EQ(record.cache, CacheStatus::kUnknown);
 }
 
 TEST(HttpSenderTest, TtftIsTakenWhenTheDecodingEventArrives) {

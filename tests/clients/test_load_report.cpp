@@ -18,8 +18,9 @@ namespace cube3d {
 namespace {
 
 RequestRecord ok_record(uint64_t index, double send_s, double ttft_ms, double e2e_ms,
-                        double queue_ms) {
+                        double queue_ms, CacheStatus cache = CacheStatus::kUnknown) {
   RequestRecord r;
+  r.cache = cache;
   r.index = index;
   r.send_offset_s = send_s;
   r.status = "OK";
@@ -161,8 +162,8 @@ LoadConfig open_config() {
 }
 
 std::vector<RequestRecord> mixed_records() {
-  return {ok_record(0, 0.5, 10, 100, 1),
-          ok_record(1, 1.0, 20, 200, 2),
+  return {ok_record(0, 0.5, 10, 100, 1, CacheStatus::kMiss),
+          ok_record(1, 1.0, 20, 200, 2, CacheStatus::kHit),
           failed_record(2, 1.5, "DEADLINE_EXCEEDED", 1000),
           ok_record(3, 2.0, 30, 300, 3),
           failed_record(4, 2.5, "RESOURCE_EXHAUSTED", 5),
@@ -230,6 +231,16 @@ TEST(LoadReportRunTest, JsonHoldsTheNumbersAndTheConfig) {
   EXPECT_EQ(c.at("prompts").at("count"), 10);
   EXPECT_EQ(c.at("request").at("resolution_base"), 4);
   EXPECT_TRUE(c.at("request").at("format").is_null());
+  EXPECT_EQ(c.at("request").at("bypass_cache"), false);
+  EXPECT_EQ(c.at("prompt_mix"), (nlohmann::json{{"spec", "fixed"},
+                                                {"kind", "fixed"},
+                                                {"distinct", nullptr},
+                                                {"exponent", nullptr},
+                                                {"seed", nullptr}}));
+  // The OK answers by cache status; the failed ones have none.
+  EXPECT_EQ(
+      j.at("cache_status"),
+      (nlohmann::json{{"hit", 1}, {"miss", 1}, {"coalesced", 0}, {"bypass", 0}, {"unknown", 1}}));
 
   const auto& req = j.at("requests");
   EXPECT_EQ(req.at("sent"), 6);
@@ -294,11 +305,53 @@ TEST(LoadReportRunTest, TableAndCsvShowTheNumbers) {
   EXPECT_NE(table.find("300.0"), std::string::npos);  // the e2e max
   EXPECT_NE(table.find(kPercentileMethod), std::string::npos);
 
+  EXPECT_NE(table.find("cache (ok answers)  hit 1, miss 1, coalesced 0, bypass 0, unknown 1\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  prompts: 10 from built-in, mix fixed\n"), std::string::npos) << table;
+
   const std::string csv = records_csv(records);
-  EXPECT_EQ(csv.rfind("index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms\n", 0), 0u);
-  EXPECT_NE(csv.find("\n0,0.500000,OK,10.000,100.000,1.000\n"), std::string::npos);
-  EXPECT_NE(csv.find("\n2,1.500000,DEADLINE_EXCEEDED,,1000.000,\n"), std::string::npos);
+  EXPECT_EQ(csv.rfind("index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache\n", 0), 0u);
+  EXPECT_NE(csv.find("\n0,0.500000,OK,10.000,100.000,1.000,miss\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n1,1.000000,OK,20.000,200.000,2.000,hit\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n3,2.000000,OK,30.000,300.000,3.000,unknown\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n2,1.500000,DEADLINE_EXCEEDED,,1000.000,,\n"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+}
+
+TEST(LoadReportRunTest, CacheCountsCoverTheOkAnswers) {
+  const std::vector<RequestRecord> records = {ok_record(0, 0.1, 1, 10, 0, CacheStatus::kMiss),
+                                              ok_record(1, 0.2, 1, 2, 0, CacheStatus::kHit),
+                                              ok_record(2, 0.3, 1, 2, 0, CacheStatus::kHit),
+                                              ok_record(3, 0.4, 1, 9, 0, CacheStatus::kCoalesced),
+                                              ok_record(4, 0.5, 1, 10, 0, CacheStatus::kBypass),
+                                              ok_record(5, 0.6, 1, 10, 0, CacheStatus::kUnknown),
+                                              failed_record(6, 0.7, "RESOURCE_EXHAUSTED", 1)};
+  const LoadReport r = summarize_run(open_config(), records, 1.0);
+  EXPECT_EQ(r.cache, (CacheCounts{.hit = 2, .miss = 1, .coalesced = 1, .bypass = 1, .unknown = 1}));
+  EXPECT_EQ(r.cache.total(), r.ok);
+  EXPECT_EQ(summarize_run(open_config(), {}, 0).cache, CacheCounts{});
+}
+
+TEST(LoadReportRunTest, TheZipfMixIsInTheConfig) {
+  LoadConfig config = open_config();
+  config.prompt_mix = parse_prompt_mix("zipf:50");
+  config.prompt_count = 50;
+  config.base_seed = 7;
+  config.bypass_cache = true;
+  const LoadReport r = summarize_run(config, mixed_records(), 4.0);
+  const nlohmann::json c = nlohmann::json::parse(report_json(config, r)).at("config");
+  EXPECT_EQ(c.at("prompt_mix"), (nlohmann::json{{"spec", "zipf:50:1"},
+                                                {"kind", "zipf"},
+                                                {"distinct", 50},
+                                                {"exponent", 1.0},
+                                                {"seed", 7}}));
+  EXPECT_EQ(c.at("prompts").at("count"), 50);
+  EXPECT_EQ(c.at("request").at("bypass_cache"), true);
+  const std::string table = format_report_table(config, r);
+  EXPECT_NE(table.find("  prompts: 50 from built-in, mix zipf:50:1 (draw seed 7); bypass_cache\n"),
+            std::string::npos)
+      << table;
 }
 
 }  // namespace

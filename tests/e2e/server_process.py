@@ -166,6 +166,20 @@ def make_request(prompt="a small wooden chair", **fields):
     return pb.GenerateMeshRequest(prompt=prompt, **fields)
 
 
+def mesh_without_request_id(data):
+    """A mesh file's bytes with its provenance's request_id taken out, to compare the meshes of two
+    requests (each file records the id of the request that computed it): a GLB as its JSON chunk
+    without asset.extras.request_id (re-serialized, keys sorted) and its binary chunk; an OBJ or
+    PLY without the request_id header line."""
+    if data[:4] == b"glTF":
+        import struct
+        json_length = struct.unpack_from("<I", data, 12)[0]
+        document = json.loads(data[20:20 + json_length])
+        document.get("asset", {}).get("extras", {}).pop("request_id", None)
+        return json.dumps(document, sort_keys=True).encode() + data[20 + json_length:]
+    return re.sub(rb"(?m)^(# |comment )request_id: .*\n", b"", data)
+
+
 def rpc_code(fn):
     """Runs fn(); returns (grpc.StatusCode, details or result)."""
     try:
@@ -230,11 +244,15 @@ class ServerProcess:
     extra_args go after the ports (flags and --set overrides: the last of each wins). With
     http=True the HTTP/JSON gateway listens too, on a port picked with the others (http_port).
     channel_options are added to CHANNEL_OPTIONS for the process's own channel. config is the
-    server YAML (None: DEMO_CONFIG).
+    server YAML (None: DEMO_CONFIG). cache=False (the default) turns the result cache off, so
+    that identical requests are computed (the suites of batching, determinism and load count
+    computations); the cache's own suites pass cache=True.
     """
 
-    def __init__(self, extra_args, log_dir, http=False, channel_options=(), config=None):
+    def __init__(self, extra_args, log_dir, http=False, channel_options=(), config=None,
+                 cache=False):
         self.extra_args = list(extra_args)
+        self.cache = cache
         self.config = config
         self.log_dir = log_dir
         self.http_enabled = http
@@ -272,7 +290,10 @@ class ServerProcess:
                 "--metrics-listen", f"{HOST}:{self.metrics_port}"]
         if self.http_enabled:
             args += ["--http-listen", f"{HOST}:{self.http_port}"]
-        args += ["--log-level", "info", *self.extra_args]
+        args += ["--log-level", "info"]
+        if not self.cache:
+            args += ["--set", "cache.enabled=false"]
+        args += self.extra_args
         self.returncode = None
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
@@ -442,13 +463,14 @@ class ServerTestCase(unittest.TestCase):
 
     SERVER_ARGS = []
     HTTP = False
+    CACHE = False  # the result cache (ServerProcess's cache)
     TMP_PREFIX = "cube3d-e2e-"
     server = None
 
     @classmethod
     def make_server(cls, tmp_dir):
         """The class's server, not started yet; it logs to (and may keep files in) tmp_dir."""
-        return ServerProcess(cls.SERVER_ARGS, tmp_dir, http=cls.HTTP)
+        return ServerProcess(cls.SERVER_ARGS, tmp_dir, http=cls.HTTP, cache=cls.CACHE)
 
     @classmethod
     def setUpClass(cls):

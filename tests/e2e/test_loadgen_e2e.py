@@ -1,6 +1,7 @@
 """cube3d-loadgen end to end: one real cube3d-server on the demo model (server_process's
-helpers start and stop it), driven by cube3d-loadgen in a closed loop, an open loop and with an
-impossible deadline; the tests read the --json report (and the --per-request-csv file). Run by
+helpers start and stop it), driven by cube3d-loadgen in a closed loop, an open loop, with an
+impossible deadline and with a Zipf prompt mix against the server's result cache; the tests
+read the --json report (and the --per-request-csv file). Run by
 ctest (tests/CMakeLists.txt, test e2e.loadgen):
 
     CUBE3D_BIN_DIR=build/bin CUBE3D_SOURCE_DIR=. python3 -m unittest -v test_loadgen_e2e
@@ -43,7 +44,12 @@ def run_loadgen(*args):
 
 
 class LoadgenTest(e2e.ServerTestCase):
-    """One demo server for every run (the e2e.server defaults: dynamic batching)."""
+    """One demo server for every run (the e2e.server defaults: dynamic batching), with the result
+    cache on for the prompt-mix test, so each test sends requests of its own (its own --seed
+    range, or its own prompts): a request another test sent would be a cache hit, with other
+    latencies and perhaps no decoding event."""
+
+    CACHE = True
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="cube3d-loadgen-e2e-")
@@ -84,7 +90,8 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertLessEqual(lat["queue"]["max"], lat["e2e"]["max"])
 
     def test_closed_loop(self):
-        report, rows = self.loadgen("--concurrency", "2", "--requests", "6", "--warmup", "1")
+        report, rows = self.loadgen("--concurrency", "2", "--requests", "6", "--warmup", "1",
+                                    "--seed", "1000")
         self.assertEqual(report["config"]["mode"], "closed")
         self.assertEqual(report["config"]["concurrency"], 2)
         self.assertEqual(report["config"]["warmup"], 1)
@@ -97,7 +104,8 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertIn("linear", report["percentile_method"])
 
     def test_open_loop(self):
-        report, rows = self.loadgen("--rate", "2", "--requests", "6", "--arrival-seed", "5")
+        report, rows = self.loadgen("--rate", "2", "--requests", "6", "--arrival-seed", "5",
+                                    "--seed", "2000")
         self.assertEqual(report["config"]["mode"], "open")
         self.assertEqual(report["config"]["rate_rps"], 2)
         self.assertEqual(report["config"]["arrival_seed"], 5)
@@ -109,7 +117,8 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertGreater(report["offered_rps"], 0)
 
     def test_impossible_deadline_counts_deadline_exceeded(self):
-        report, rows = self.loadgen("--concurrency", "2", "--requests", "4", "--deadline-ms", "1")
+        report, rows = self.loadgen("--concurrency", "2", "--requests", "4", "--deadline-ms", "1",
+                                    "--seed", "3000")
         self.assertEqual(report["requests"],
                          {"sent": 4, "ok": 0, "failed": 4, "errors": {"DEADLINE_EXCEEDED": 4}})
         self.assertEqual([r["status"] for r in rows], ["DEADLINE_EXCEEDED"] * 4)
@@ -118,6 +127,35 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertEqual(report["throughput_ok_rps"], 0)
         # The server shrugs the abandoned requests off.
         self.assertEqual(self.server.health(), "SERVING")
+
+    def test_zipf_mix_counts_cache_statuses(self):
+        # Needs the server's result cache (answers that carry cache_status). Six requests over
+        # three prompts: each prompt drawn is computed once (a miss), every repeat is answered
+        # from the cache or from the identical request in flight. The "#k" prompts are this
+        # test's own, so no other test's requests are in the cache.
+        report, rows = self.loadgen("--concurrency", "2", "--requests", "6",
+                                    "--prompt-mix", "zipf:3", "--seed", "5")
+        self.assertEqual(report["config"]["prompt_mix"],
+                         {"spec": "zipf:3:1", "kind": "zipf", "distinct": 3, "exponent": 1.0,
+                          "seed": 5})
+        self.assertEqual(report["config"]["prompts"]["count"], 3)
+        self.assertEqual(report["requests"]["ok"], 6)
+        cache = report["cache_status"]
+        self.assertEqual(sum(cache.values()), 6, cache)
+        self.assertEqual(sorted(r["cache"] for r in rows),
+                         sorted(k for k, n in cache.items() for _ in range(n)))
+        # What the server must provide.
+        self.assertEqual(cache["unknown"], 0, f"answers without a cache status: {cache}")
+        self.assertEqual(cache["bypass"], 0, cache)
+        self.assertGreaterEqual(cache["miss"], 1, cache)
+        self.assertLessEqual(cache["miss"], 3, cache)
+        self.assertEqual(cache["hit"] + cache["coalesced"], 6 - cache["miss"], cache)
+        # --bypass-cache: computed afresh, whatever is cached.
+        report, _ = self.loadgen("--concurrency", "1", "--requests", "2",
+                                 "--prompt-mix", "zipf:3", "--seed", "5", "--bypass-cache")
+        self.assertTrue(report["config"]["request"]["bypass_cache"])
+        self.assertEqual(report["cache_status"],
+                         {"hit": 0, "miss": 0, "coalesced": 0, "bypass": 2, "unknown": 0})
 
 
 class LoadgenCliTest(unittest.TestCase):
@@ -137,6 +175,12 @@ class LoadgenCliTest(unittest.TestCase):
                 (["--concurrency", "1", "--requests", "1", "--prompts",
                   os.path.join(tmp, "missing.txt")], "missing.txt"),
                 (["--concurrency", "1", "--requests", "1", "--format", "stl"], "--format"),
+                (["--concurrency", "1", "--requests", "1", "--prompt-mix", "zipf:0"],
+                 "--prompt-mix"),
+                (["--concurrency", "1", "--requests", "1", "--prompt-mix", "zipf:x"],
+                 "--prompt-mix"),
+                (["--concurrency", "1", "--requests", "1", "--prompt-mix", "uniform:3"],
+                 "--prompt-mix"),
                 (["--bogus"], "--bogus"),
             ]
             for args, named in cases:
@@ -149,7 +193,8 @@ class LoadgenCliTest(unittest.TestCase):
         proc = run_loadgen("--help")
         self.assertEqual(proc.returncode, 0)
         for flag in ("--rate", "--concurrency", "--requests", "--duration", "--warmup",
-                     "--deadline-ms", "--json", "--per-request-csv"):
+                     "--deadline-ms", "--json", "--per-request-csv", "--prompt-mix",
+                     "--bypass-cache"):
             self.assertIn(flag, proc.stdout)
 
     def test_unreachable_server_exits_1(self):

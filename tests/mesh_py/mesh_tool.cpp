@@ -4,6 +4,9 @@
 //
 // Grid file: three little-endian int64 dimensions (nx, ny, nz), then nx * ny * nz float32 values
 // in x-major order. Prints one JSON line with counts and timings.
+//
+// --metadata FILE: a JSON object whose members go into the file as mesh metadata (strings,
+// integers, doubles, bools, arrays of numbers), so the Python tests can read provenance back.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -28,7 +31,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: cube3d_mesh_tool GRID OUT.obj|ply|glb [--no-postprocess] [--no-simplify]\n"
     "       [--target-faces N] [--level L] [--threads N] [--index-space] [--bounds MIN MAX]\n"
-    "       [--obj-normals] [--allow-sloppy] [--repeat N]\n";
+    "       [--obj-normals] [--allow-sloppy] [--max-faces N] [--repeat N]\n"
+    "       [--metadata FILE.json]\n";
 
 struct Grid {
   std::vector<float> values;
@@ -55,11 +59,43 @@ Grid read_grid(const std::string& path) {
   return grid;
 }
 
+cube3d::MeshMetadata read_metadata(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw cube3d::invalid_argument("cannot open metadata file '" + path + "'");
+  }
+  const auto object = nlohmann::ordered_json::parse(file);
+  if (!object.is_object()) {
+    throw cube3d::invalid_argument("'" + path + "': metadata must be a JSON object");
+  }
+  cube3d::MeshMetadata metadata;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_string()) {
+      metadata.add(key, value.get<std::string>());
+    } else if (value.is_boolean()) {
+      metadata.add(key, value.get<bool>());
+    } else if (value.is_number_unsigned()) {
+      metadata.add(key, value.get<uint64_t>());
+    } else if (value.is_number_integer()) {
+      metadata.add(key, value.get<int64_t>());
+    } else if (value.is_number_float()) {
+      metadata.add(key, value.get<double>());
+    } else if (value.is_array()) {
+      metadata.add(key, value.get<std::vector<double>>());
+    } else {
+      throw cube3d::invalid_argument("'" + path + "': metadata member " + key +
+                                     " is not a string, number, bool or array of numbers");
+    }
+  }
+  return metadata;
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string> positional;
   cube3d::MeshPipelineOptions options;
   bool obj_normals = false;
   int repeat = 1;
+  cube3d::MeshMetadata metadata;
   for (int n = 1; n < argc; ++n) {
     const std::string arg = argv[n];
     auto value = [&]() -> std::string {
@@ -87,6 +123,10 @@ int run(int argc, char** argv) {
       obj_normals = true;
     } else if (arg == "--allow-sloppy") {
       options.simplification.allow_sloppy = true;
+    } else if (arg == "--max-faces") {
+      options.max_faces = std::stoull(value());
+    } else if (arg == "--metadata") {
+      metadata = read_metadata(value());
     } else if (arg == "--repeat") {
       repeat = std::max(1, std::stoi(value()));
     } else if (arg == "--help" || arg == "-h") {
@@ -118,8 +158,8 @@ int run(int argc, char** argv) {
     best_ms = std::min(best_ms, elapsed.count());
   }
   const std::string bytes = format == cube3d::MeshFormat::kObj
-                                ? cube3d::encode_obj(mesh, obj_normals)
-                                : cube3d::encode_mesh(mesh, format);
+                                ? cube3d::encode_obj(mesh, obj_normals, metadata)
+                                : cube3d::encode_mesh(mesh, format, metadata);
   std::ofstream out(positional[1], std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out) {
@@ -134,6 +174,9 @@ int run(int argc, char** argv) {
       {"target_faces", report.simplification.target_faces},
       {"floater_faces", report.cleanup.floater_faces},
       {"sloppy", report.simplification.sloppy},
+      {"capped", report.capped},
+      {"uncapped_target_faces", report.uncapped_target_faces},
+      {"faces_before_sloppy_pass", report.faces_before_sloppy_pass},
       {"watertight", edges.watertight()},
       {"boundary_edges", edges.boundary},
       {"euler", cube3d::euler_characteristic(mesh)},

@@ -7,6 +7,13 @@
 - OBJ, PLY and GLB files load in trimesh with the reported counts, watertight where expected.
 - pygltflib loads and validates the GLB; POSITION min/max are the true bounds.
 - Simplification reaches its face budget within 5%, and floaters are removed.
+- A face limit (--max-faces, a mesh profile's) holds: the target is capped, simplification runs
+  even when it is off, and a mesh meshopt_simplify will not take under the limit (an open sheet
+  with a locked border) gets the sloppy pass; a limit that changes nothing changes no byte.
+- Provenance metadata (--metadata): pygltflib reads it back from asset.extras, the OBJ and PLY
+  header comments parse back as JSON, and trimesh loads all three formats as without it, even
+  with a prompt built to break header parsers (trimesh exposes none of it, so only the loading
+  and the counts are checked there).
 
 Environment: CUBE3D_BIN_DIR (the tool's folder, default ../../build/bin), CUBE3D_TEST_DATA_DIR
 (the tests folder that holds golden/, default ..).
@@ -222,6 +229,166 @@ class WrittenFiles(MeshToolCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn(".obj, .ply or .glb", result.stderr)
         self.assertIn("sphere.stl", result.stderr)
+
+
+# A prompt built to break header parsers: line breaks, a PLY end_header of its own, OBJ data
+# lines, NUL, quotes, a backslash, non-ASCII, and the words trimesh looks for anywhere in a header.
+HOSTILE_PROMPT = ("a chair\n# evil\r\nend_header\nv 1 2 3\nf 1 1 1\n\0 \"quoted\" \\ \x7f "
+                  "\U0001F600 caf\u00e9 \u2028 end_header TextureFile x.png mtllib ../evil.mtl "
+                  "usemtl \u00fend_header\\")
+METADATA = {
+    "prompt": HOSTILE_PROMPT,
+    "seed": 2**64 - 1,
+    "top_p": 0.8999999761581421,
+    "guidance_scale": 3.0,
+    "resolution_base": 6,
+    "greedy": False,
+    "bounding_box": [1.0, 0.5, 1.9249999523162842],
+    "server_version": "1.2.3 (abc)",
+}
+
+
+class ProvenanceMetadata(MeshToolCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.sphere_grid = analytic_grid(65, sphere(0.7, 0.1))
+
+    def setUp(self):
+        self.grid_path = self.write_grid("prov.grid", self.sphere_grid)
+        self.metadata_path = self.path("metadata.json")
+        with open(self.metadata_path, "w") as f:
+            json.dump(METADATA, f)
+
+    def write(self, extension, *args):
+        return self.run_tool(self.grid_path, "prov." + extension, "--target-faces", 2000,
+                             "--metadata", self.metadata_path, *args)
+
+    def comment_values(self, lines, prefix):
+        values = {}
+        for line in lines:
+            if line.startswith(prefix) and ": " in line:
+                key, _, value = line[len(prefix):].partition(": ")
+                values[key] = json.loads(value)
+        return values
+
+    def assert_header_is_safe(self, header):
+        self.assertTrue(all(b == 0x0A or 0x20 <= b < 0x7F for b in header), header)
+        lower = header.decode("ascii").lower()
+        for word in ("texturefile", "mtllib", "usemtl"):
+            self.assertNotIn(word, lower)
+
+    def test_glb_extras_read_back_with_pygltflib(self):
+        out, summary = self.write("glb")
+        gltf = pygltflib.GLTF2().load(out)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "provisional function"
+            validator.validate(gltf)
+        self.assertEqual(gltf.asset.extras, METADATA)
+        self.assertEqual(list(gltf.asset.extras), list(METADATA))  # in order
+        self.assertEqual(gltf.asset.generator, "cube3d-server 1.2.3 (abc)")
+        mesh = load(out)
+        self.assertEqual(len(mesh.vertices), summary["vertices"])
+        self.assertEqual(len(mesh.faces), summary["faces"])
+        self.assertTrue(mesh.is_watertight)
+
+    def test_obj_comments_read_back(self):
+        out, summary = self.write("obj", "--obj-normals")
+        with open(out, "rb") as f:
+            data = f.read()
+        header = data[: data.index(b"\nv ") + 1]
+        self.assert_header_is_safe(header)
+        lines = header.decode("ascii").splitlines()
+        self.assertEqual(lines[:2], ["# cube3d-server", "# cube3d provenance"])
+        self.assertEqual(len(lines), 2 + len(METADATA))
+        self.assertEqual(self.comment_values(lines[2:], "# "), METADATA)
+        mesh = load(out)
+        self.assertEqual(len(mesh.vertices), summary["vertices"])
+        self.assertEqual(len(mesh.faces), summary["faces"])
+        self.assertTrue(mesh.is_watertight)
+
+    def test_ply_comments_read_back(self):
+        out, summary = self.write("ply")
+        with open(out, "rb") as f:
+            data = f.read()
+        end = data.index(b"end_header\n") + len(b"end_header\n")
+        self.assert_header_is_safe(data[:end])
+        lines = data[:end].decode("ascii").splitlines()
+        self.assertEqual(lines[:3], ["ply", "format binary_little_endian 1.0",
+                                     "comment cube3d-server"])
+        self.assertEqual(self.comment_values(lines[3:], "comment "), METADATA)
+        self.assertTrue(lines[3 + len(METADATA)].startswith("element vertex "))
+        # No line but the last has an end_header token (trimesh's test for the header's end).
+        self.assertTrue(all("end_header" not in line.split() for line in lines[:-1]))
+        mesh = load(out)
+        self.assertEqual(len(mesh.vertices), summary["vertices"])
+        self.assertEqual(len(mesh.faces), summary["faces"])
+        self.assertTrue(mesh.is_watertight)
+        # The same geometry as without metadata.
+        plain, _ = self.run_tool(self.grid_path, "plain.ply", "--target-faces", 2000)
+        with open(plain, "rb") as f:
+            self.assertEqual(f.read().split(b"end_header\n", 1)[1], data[end:])
+
+    def test_bad_metadata_is_refused_naming_the_key(self):
+        with open(self.metadata_path, "w") as f:
+            json.dump({"Prompt": "x"}, f)
+        result = self.run_tool(self.grid_path, "bad.glb", "--metadata", self.metadata_path,
+                               check=False)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("'Prompt'", result.stderr)
+
+
+class FaceLimit(MeshToolCase):
+    def read(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def test_limit_caps_the_default_target(self):
+        grid_path = self.write_grid("limit_sphere.grid", analytic_grid(65, sphere(0.8)))
+        plain, plain_summary = self.run_tool(grid_path, "limit_plain.ply")
+        self.assertFalse(plain_summary["capped"])
+        # A limit over the default target changes no byte.
+        loose, loose_summary = self.run_tool(grid_path, "limit_loose.ply", "--max-faces", 10**9)
+        self.assertEqual(self.read(loose), self.read(plain))
+        self.assertFalse(loose_summary["capped"])
+        out, summary = self.run_tool(grid_path, "limit.ply", "--max-faces", 3000)
+        self.assertTrue(summary["capped"])
+        self.assertEqual(summary["uncapped_target_faces"], plain_summary["target_faces"])
+        self.assertEqual(summary["target_faces"], 3000)
+        self.assertLessEqual(summary["faces"], 3000)
+        self.assertGreater(summary["faces"], 2700)
+        self.assertEqual(summary["faces_before_sloppy_pass"], 0)  # meshopt reached it
+        mesh = load(out)
+        self.assertEqual(len(mesh.faces), summary["faces"])
+        self.assertTrue(mesh.is_watertight)
+
+    def test_sloppy_pass_takes_a_stuck_mesh_under_the_limit(self):
+        # A wavy sheet cut by the grid's sides: its locked border keeps meshopt_simplify near 290
+        # faces whatever the target.
+        grid_path = self.write_grid(
+            "sheet.grid", analytic_grid(65, lambda x, y, z: 0.1 * np.sin(3 * x) * np.cos(3 * y) - z))
+        _, stuck = self.run_tool(grid_path, "sheet_stuck.ply", "--target-faces", 100)
+        self.assertGreater(stuck["faces"], 200)
+        for args in ((), ("--no-postprocess",)):
+            with self.subTest(args=args):
+                out, summary = self.run_tool(grid_path, "sheet.ply", "--max-faces", 100, *args)
+                self.assertTrue(summary["capped"])
+                self.assertGreater(summary["faces_before_sloppy_pass"], 100)
+                self.assertTrue(summary["sloppy"])
+                self.assertLessEqual(summary["faces"], 100)
+                self.assertGreater(summary["faces"], 50)
+                self.assertEqual(len(load(out).faces), summary["faces"])
+
+    def test_limit_decimates_with_simplification_off(self):
+        grid_path = self.write_grid("limit_raw.grid", analytic_grid(65, sphere(0.8)))
+        _, raw = self.run_tool(grid_path, "limit_raw.ply", "--no-postprocess")
+        out, summary = self.run_tool(grid_path, "limit_raw_capped.ply", "--no-postprocess",
+                                     "--max-faces", 2000)
+        self.assertTrue(summary["capped"])
+        self.assertEqual(summary["uncapped_target_faces"], 0)  # no target of its own
+        self.assertLessEqual(summary["faces"], 2000)
+        self.assertLess(summary["faces"], raw["faces"])
+        self.assertTrue(load(out).is_watertight)
 
 
 class PostProcessing(MeshToolCase):

@@ -6,8 +6,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -16,6 +19,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/marching_cubes.h"
+#include "expect_error.h"
 #include "golden_model.h"
 
 namespace cube3d {
@@ -265,6 +269,173 @@ TEST_F(DemoPipeline, TruncatedPromptsWarnAndAMissingEncoderIsAPrecondition) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
   }
+}
+
+// --- limits (a mesh profile's) and metadata: r 4 keeps each shape a fraction of a second ------
+
+nlohmann::json glb_json(const std::string& bytes) {
+  uint32_t length = 0;
+  std::memcpy(&length, bytes.data() + 12, sizeof(length));
+  return nlohmann::json::parse(bytes.substr(20, length));
+}
+
+std::string glb_bin(const std::string& bytes) {
+  uint32_t length = 0;
+  std::memcpy(&length, bytes.data() + 12, sizeof(length));
+  return bytes.substr(20 + length);
+}
+
+MeshLimits max_faces(int64_t faces) {
+  MeshLimits limits;
+  limits.max_faces = faces;
+  return limits;
+}
+
+TEST_F(DemoPipeline, AFaceLimitClampsTheTargetAndSaysSo) {
+  const at::Tensor ids = tokens("a red car");
+  const ShapePipeline pipeline(*engine_, {});
+  ShapeRequest request;
+  request.resolution_base = 4;
+  const Shape plain = pipeline.make_shape(ids, request);
+  // Under the default target (10000): not decimated without a limit.
+  ASSERT_GT(plain.mesh.face_count(), 1000u);
+  ASSERT_TRUE(plain.warnings.empty());
+
+  // Limits that change nothing change no byte.
+  request.limits = mesh_limits(MeshProfile::kRoblox);
+  const Shape roblox = pipeline.make_shape(ids, request);
+  EXPECT_EQ(roblox.encoded, plain.encoded);
+  EXPECT_TRUE(roblox.warnings.empty());
+  EXPECT_FALSE(roblox.report.mesh.capped);
+
+  // The default target is over the limit: decimated to the limit.
+  request.limits = max_faces(500);
+  const Shape capped = pipeline.make_shape(ids, request);
+  EXPECT_LE(capped.mesh.face_count(), 500u);
+  EXPECT_GE(capped.mesh.face_count(), 450u);
+  EXPECT_EQ(capped.report.mesh.simplification.target_faces, 500u);  // the target used
+  EXPECT_EQ(capped.report.mesh.uncapped_target_faces, 10000u);
+  ASSERT_FALSE(capped.warnings.empty());
+  EXPECT_EQ(capped.warnings[0],
+            "decimated to 500 faces (the mesh limits allow at most 500 triangles) instead of "
+            "the default target 10000");
+  // A second warning only if meshopt_simplify stopped over the limit and the sloppy pass ran.
+  EXPECT_EQ(capped.warnings.size(), capped.report.mesh.faces_before_sloppy_pass > 0 ? 2u : 1u);
+
+  // An explicit target over the limit is clamped to it: the same mesh.
+  request.target_faces = 800;
+  const Shape clamped = pipeline.make_shape(ids, request);
+  ASSERT_FALSE(clamped.warnings.empty());
+  EXPECT_EQ(clamped.warnings[0],
+            "target_face_count 800 clamped to 500 (the mesh limits allow at most 500 triangles)");
+  EXPECT_EQ(clamped.report.mesh.simplification.target_faces, 500u);
+  EXPECT_EQ(clamped.encoded, capped.encoded);
+
+  // Under the limit: as asked, no warning.
+  request.target_faces = 300;
+  const Shape under = pipeline.make_shape(ids, request);
+  EXPECT_TRUE(under.warnings.empty());
+  EXPECT_FALSE(under.report.mesh.capped);
+  EXPECT_EQ(under.report.mesh.simplification.target_faces, 300u);
+  EXPECT_LE(under.mesh.face_count(), 300u * 105 / 100);
+
+  // A limit the mesh is already under: no decimation it did not have, no warning.
+  request.target_faces.reset();
+  request.limits = max_faces(static_cast<int64_t>(plain.mesh.face_count()));
+  const Shape at_limit = pipeline.make_shape(ids, request);
+  EXPECT_EQ(at_limit.encoded, plain.encoded);
+  EXPECT_TRUE(at_limit.warnings.empty());
+
+  // A target over the profile's limit is said to be clamped even when this mesh is smaller than
+  // both (the same request on a larger shape would be), and the bytes do not change.
+  request.limits = mesh_limits(MeshProfile::kRoblox);
+  request.target_faces = 30000;
+  const Shape asked_too_much = pipeline.make_shape(ids, request);
+  EXPECT_EQ(asked_too_much.encoded, plain.encoded);
+  ASSERT_EQ(asked_too_much.warnings.size(), 1u);
+  EXPECT_EQ(asked_too_much.warnings[0],
+            "target_face_count 30000 clamped to 20000 (mesh_profile roblox allows at most 20000 "
+            "triangles)");
+}
+
+TEST_F(DemoPipeline, AFaceLimitDecimatesEvenWithSimplificationOff) {
+  const at::Tensor ids = tokens("a red car");
+  ShapeOptions options;
+  options.mesh.postprocess = false;
+  const ShapePipeline pipeline(*engine_, options);
+  ShapeRequest request;
+  request.resolution_base = 4;
+  request.format = MeshFormat::kRaw;
+  const Shape raw = pipeline.make_shape(ids, request);
+  EXPECT_EQ(raw.mesh.face_count(), raw.report.mesh.marching_cubes_faces);
+  ASSERT_GT(raw.mesh.face_count(), 500u);
+  request.limits = max_faces(500);
+  request.target_faces = 5000;  // simplification is off: only the limit applies
+  const Shape limited = pipeline.make_shape(ids, request);
+  EXPECT_LE(limited.mesh.face_count(), 500u);
+  EXPECT_EQ(limited.report.mesh.simplification.target_faces, 500u);
+  EXPECT_EQ(limited.report.mesh.simplification.faces_before, raw.mesh.face_count());
+  ASSERT_FALSE(limited.warnings.empty());
+  EXPECT_EQ(limited.warnings[0],
+            "decimated to 500 faces (the mesh limits allow at most 500 triangles) although "
+            "simplification is off");
+}
+
+TEST_F(DemoPipeline, VertexAndFileLimitsRefuseNamingTheLimit) {
+  const at::Tensor ids = tokens("a red car");
+  const ShapePipeline pipeline(*engine_, {});
+  ShapeRequest request;
+  request.resolution_base = 4;
+  const Shape plain = pipeline.make_shape(ids, request);
+  const int64_t vertices = static_cast<int64_t>(plain.mesh.vertex_count());
+  const int64_t bytes = static_cast<int64_t>(plain.encoded.size());
+
+  request.limits.max_vertices = vertices;  // at the limit: allowed
+  request.limits.max_file_bytes = bytes;
+  EXPECT_EQ(pipeline.make_shape(ids, request).encoded, plain.encoded);
+
+  request.limits.max_vertices = vertices - 1;
+  testing::expect_error([&] { (void)pipeline.make_shape(ids, request); },
+                        ErrorCode::kResourceExhausted,
+                        {"max_vertices", "mesh has " + std::to_string(vertices) + " vertices",
+                         "over the " + std::to_string(vertices - 1) + " that the mesh limits"});
+  request.limits.max_vertices.reset();
+  request.limits.max_file_bytes = bytes - 1;
+  testing::expect_error([&] { (void)pipeline.make_shape(ids, request); },
+                        ErrorCode::kResourceExhausted,
+                        {"max_file_bytes", "glb file of " + std::to_string(bytes) + " bytes",
+                         std::to_string(bytes - 1)});
+  // No file, no file limit.
+  request.format = MeshFormat::kRaw;
+  EXPECT_EQ(pipeline.make_shape(ids, request).mesh.face_count(), plain.mesh.face_count());
+
+  // A limit below 1 is the caller's mistake, found before any work.
+  request.limits = max_faces(0);
+  testing::expect_error([&] { (void)pipeline.make_shape(ids, request); },
+                        ErrorCode::kInvalidArgument,
+                        std::vector<std::string>{"max_faces", "at least 1"});
+  request.limits = MeshLimits{};
+  request.limits.max_file_bytes = -5;
+  testing::expect_error([&] { (void)pipeline.make_shape(ids, request); },
+                        ErrorCode::kInvalidArgument, "max_file_bytes is -5");
+}
+
+TEST_F(DemoPipeline, MetadataGoesIntoTheFile) {
+  const at::Tensor ids = tokens("a red car");
+  const ShapePipeline pipeline(*engine_, {});
+  ShapeRequest request;
+  request.resolution_base = 4;
+  const Shape plain = pipeline.make_shape(ids, request);
+  request.metadata.add("prompt", "a red car").add("seed", uint64_t{7});
+  const Shape with = pipeline.make_shape(ids, request);
+  const nlohmann::json json = glb_json(with.encoded);
+  EXPECT_EQ(json["asset"]["extras"], (nlohmann::json{{"prompt", "a red car"}, {"seed", 7}}));
+  EXPECT_EQ(glb_bin(with.encoded), glb_bin(plain.encoded));  // the same mesh
+  EXPECT_FALSE(glb_json(plain.encoded)["asset"].contains("extras"));
+  request.format = MeshFormat::kObj;
+  const Shape obj = pipeline.make_shape(ids, request);
+  EXPECT_NE(obj.encoded.find("\n# cube3d provenance\n# prompt: \"a red car\"\n# seed: 7\nv "),
+            std::string::npos);
 }
 
 TEST(OccupancyMode, ParsesAndNamesTheField) {

@@ -2,6 +2,7 @@
 demo model, and the errors a user gets for bad options. Run by ctest (tests/CMakeLists.txt)."""
 import json
 import os
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -203,6 +204,44 @@ class PromptAndMeshTest(unittest.TestCase):
             small_faces = len(trimesh.load(small, force="mesh").faces)
             self.assertGreater(raw_faces, small_faces)
             self.assertLessEqual(abs(small_faces - 500), 25)
+
+
+class ProvenanceTest(unittest.TestCase):
+    """--mesh-profile and the provenance every mesh file carries (pipeline/provenance.h)."""
+    demo = ["--model-config", os.path.join(SOURCE, "models", "demo.yaml"),
+            "--resolution-base", "4"]
+
+    def test_glb_carries_the_provenance(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.glb")
+            run([*self.demo, "--prompt", "a red dragon", "--seed", "5", "--top-p", "0.9",
+                 "--mesh-profile", "roblox", "--mesh-out", path])
+            with open(path, "rb") as f:
+                data = f.read()
+        length, kind = struct.unpack_from("<II", data, 12)
+        self.assertEqual(kind, 0x4E4F534A)  # "JSON"
+        pairs = json.loads(data[20:20 + length], object_pairs_hook=lambda p: p)
+        asset = dict(dict(pairs)["asset"])
+        extras = asset["extras"]
+        self.assertEqual([k for k, _ in extras],
+                         ["prompt", "seed", "top_p", "guidance_scale", "resolution_base",
+                          "mesh_profile", "model", "server_version"])
+        extras = dict(extras)
+        self.assertEqual(extras["prompt"], "a red dragon")
+        self.assertEqual(extras["seed"], 5)
+        self.assertEqual(extras["top_p"], 0.8999999761581421)  # the float the sampler used
+        self.assertEqual(extras["guidance_scale"], 3.0)
+        self.assertEqual(extras["resolution_base"], 4)
+        self.assertEqual(extras["mesh_profile"], "roblox")
+        self.assertEqual(extras["model"], "demo")
+        self.assertEqual(asset["generator"], "cube3d-server " + extras["server_version"])
+
+    def test_bad_profile_is_refused_naming_the_flag(self):
+        proc = run([*self.demo, "--mesh-profile", "bogus"], check=False)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("INVALID_ARGUMENT", proc.stderr)
+        self.assertIn("--mesh-profile", proc.stderr)
+        self.assertIn("bogus", proc.stderr)
 
 
 class OccupancyModesTest(unittest.TestCase):

@@ -83,6 +83,11 @@ class LayeringTest(unittest.TestCase):
                 "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
                 # Server code outside a part folder.
                 "src/server/loose.cpp": '#include "cube3d/core/error.h"\n',
+                # The cache's store knows no request, no core; jobs reach no front door.
+                "src/server/cache/bad_cache.cpp":
+                    '#include "cube3d/server/core/mesh_service_core.h"\n',
+                "src/server/jobs/bad_jobs.cpp":
+                    '#include "cube3d/server/http/job_routes.h"\n#include <grpcpp/server.h>\n',
                 # A client that includes the server.
                 "src/clients/bad_client.cpp":
                     '#include "cube3d/server/core/mesh_service_core.h"\n'
@@ -114,6 +119,12 @@ class LayeringTest(unittest.TestCase):
                 "src/server/config/bad_config.cpp:1: server/config may not include "
                 "cube3d/server/app/signal_watcher.h (server/app)",
                 "src/server/loose.cpp: server code outside a part folder",
+                "src/server/cache/bad_cache.cpp:1: server/cache may not include "
+                "cube3d/server/core/mesh_service_core.h (server/core)",
+                "src/server/jobs/bad_jobs.cpp:1: server/jobs may not include "
+                "cube3d/server/http/job_routes.h (server/http)",
+                "src/server/jobs/bad_jobs.cpp:2: server/jobs includes <grpcpp/server.h> "
+                "(a transport library)",
                 "src/clients/bad_client.cpp:1: clients may not include "
                 "cube3d/server/core/mesh_service_core.h (layer server)",
                 "src/clients/bad_client.cpp:1: clients may not include "

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/clients/cache_status.h"
+#include "cube3d/clients/prompt_mix.h"
+
 namespace cube3d {
 
 // How percentiles are computed everywhere in the report: linear interpolation between the
@@ -41,6 +44,7 @@ struct RequestRecord {
   std::optional<double> ttft_ms;   // send -> the first DECODING progress event, when one came
   double e2e_ms = 0;               // send -> the final status
   std::optional<double> queue_ms;  // the server's Timings.queue_ms (OK requests only)
+  CacheStatus cache = CacheStatus::kUnknown;  // what the answer said (OK requests only)
 };
 
 // mean, p50, p90, p99 and max of one latency; all nullopt when count is 0.
@@ -63,14 +67,24 @@ struct LoadConfig {
   uint64_t warmup = 0;         // requests sent before the measured phase
   uint64_t arrival_seed = 0;   // open loop only
   int64_t deadline_ms = 0;     // per-request deadline (gRPC's, or X-Request-Timeout-Ms)
-  size_t prompt_count = 0;     // prompts cycled through
+  size_t prompt_count = 0;     // distinct prompts sent (fixed: cycled; Zipf: N)
   std::string prompts_source;  // a file, or "built-in"
+  PromptMix prompt_mix;        // --prompt-mix; a Zipf draw is seeded with base_seed
   // The request fields; nullopt: left unset (the server's default).
   std::optional<int64_t> resolution_base;
   std::optional<std::string> format;
   std::optional<double> guidance_scale;
   std::optional<double> top_p;
-  uint64_t base_seed = 0;  // request i (warm-up first) gets base_seed + i
+  uint64_t base_seed = 0;     // fixed mix: request i (warm-up first) gets base_seed + i
+  bool bypass_cache = false;  // --bypass-cache
+};
+
+// OK answers by where they came from in the server's result cache (cache_status.h).
+struct CacheCounts {
+  uint64_t hit = 0, miss = 0, coalesced = 0, bypass = 0, unknown = 0;
+  void add(CacheStatus status);
+  uint64_t total() const { return hit + miss + coalesced + bypass + unknown; }
+  bool operator==(const CacheCounts&) const = default;
 };
 
 // The measured phase's numbers. Latencies cover the OK requests only (a failed request's time is
@@ -87,6 +101,7 @@ struct LoadReport {
   double offered_rps = 0;
   double throughput_ok_rps = 0;  // ok / wall_s
   LatencySummary queue_ms, ttft_ms, e2e_ms;
+  CacheCounts cache;  // over the OK requests (a failed one has no answer to say): total() == ok
 };
 
 LoadReport summarize_run(const LoadConfig& config, const std::vector<RequestRecord>& records,
@@ -101,7 +116,8 @@ std::string format_report_table(const LoadConfig& config, const LoadReport& repo
 // The report as a JSON document (see README.md, "Load testing", for the schema).
 std::string report_json(const LoadConfig& config, const LoadReport& report);
 
-// One line per record: index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms (empty when absent).
+// One line per record: index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache (empty when
+// absent; cache is hit, miss, coalesced, bypass or unknown on OK lines).
 std::string records_csv(const std::vector<RequestRecord>& records);
 
 }  // namespace cube3d

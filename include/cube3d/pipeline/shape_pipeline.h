@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_profile.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/mesh.h"
+#include "cube3d/mesh/mesh_metadata.h"
 #include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/pipeline/occupancy_field.h"
 
@@ -58,6 +60,13 @@ struct ShapeRequest {
   int64_t resolution_base = kDefaultResolutionBase;
   MeshFormat format = MeshFormat::kGlb;  // kRaw: no file, the mesh only
   std::optional<size_t> target_faces;    // overrides options.mesh.simplification's
+  // Hard limits (a mesh profile's, mesh_limits()); each set one must be at least 1. max_faces:
+  // the decimation target is at most it, and a mesh over it is decimated even when the options
+  // turn simplification off (MeshPipelineOptions::max_faces), with a warning when that changes
+  // the mesh. max_vertices and max_file_bytes (the encoded file; nothing for kRaw) are checked
+  // and refused with resource_exhausted naming the limit. None set: exactly as without limits.
+  MeshLimits limits;
+  MeshMetadata metadata;  // written into the file (provenance.h); empty: the file as without
 };
 
 struct ShapeReport {

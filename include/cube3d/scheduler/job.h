@@ -17,6 +17,7 @@
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_profile.h"
 
 namespace cube3d {
 
@@ -35,6 +36,8 @@ struct JobRequest {
   MeshFormat format = MeshFormat::kGlb;
   std::optional<int64_t> target_face_count;  // unset: the configured default
   bool return_shape_tokens = false;
+  MeshProfile mesh_profile = MeshProfile::kNone;  // its limits apply in the mesh stage
+  bool bypass_cache = false;                      // the server's result cache is not used
 };
 
 enum class JobStage { kQueued, kTextEncoding, kDecoding, kMeshing, kDone };
@@ -78,14 +81,24 @@ class Job {
   Job(JobRequest request, SteadyClock::time_point deadline, ProgressFn on_progress, DoneFn on_done)
       : request_(std::move(request)),
         enqueued_(SteadyClock::now()),
-        deadline_(deadline),
+        deadline_(deadline.time_since_epoch().count()),
         on_progress_(std::move(on_progress)),
         on_done_(std::move(on_done)) {}
 
   const JobRequest& request() const { return request_; }
   SteadyClock::time_point enqueued() const { return enqueued_; }
-  SteadyClock::time_point deadline() const { return deadline_; }
-  bool expired(SteadyClock::time_point now = SteadyClock::now()) const { return now >= deadline_; }
+  SteadyClock::time_point deadline() const {
+    return SteadyClock::time_point(SteadyClock::duration(deadline_.load()));
+  }
+  bool expired(SteadyClock::time_point now = SteadyClock::now()) const { return now >= deadline(); }
+  // A job shared by several callers (identical requests coalesced) lives as long as the
+  // latest of their deadlines: a caller that joins later with more time moves it out.
+  void extend_deadline(SteadyClock::time_point deadline) {
+    const SteadyClock::rep wanted = deadline.time_since_epoch().count();
+    SteadyClock::rep now = deadline_.load();
+    while (now < wanted && !deadline_.compare_exchange_weak(now, wanted)) {
+    }
+  }
 
   // The client went away (or the server is shutting down): its work is dropped.
   void cancel() { cancelled_.store(true); }
@@ -109,7 +122,7 @@ class Job {
 
   JobRequest request_;
   SteadyClock::time_point enqueued_;
-  SteadyClock::time_point deadline_;
+  std::atomic<SteadyClock::rep> deadline_;
   ProgressFn on_progress_;
   DoneFn on_done_;
   std::atomic<bool> cancelled_{false};

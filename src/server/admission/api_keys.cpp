@@ -165,19 +165,40 @@ size_t ApiKeys::size() const {
   return by_hash_.size();
 }
 
-std::variant<ApiKeys::Ticket, ApiKeys::Refusal> ApiKeys::admit(std::string_view authorization,
-                                                               SteadyClock::time_point now) {
+namespace {
+
+// The key's hash, or why the header does not carry a key.
+std::variant<std::array<uint8_t, 32>, ApiKeys::Refusal> hash_of(std::string_view authorization) {
   if (authorization.empty()) {
-    return Refusal{true, "no API key: send the metadata/header 'authorization: Bearer <key>'", 0};
+    return ApiKeys::Refusal{
+        true, "no API key: send the metadata/header 'authorization: Bearer <key>'", 0};
   }
   const std::optional<std::string_view> secret = bearer_credentials(authorization);
   if (!secret) {
-    return Refusal{true, "authorization must be 'Bearer <key>' (the key: visible ASCII, no spaces)",
-                   0};
+    return ApiKeys::Refusal{
+        true, "authorization must be 'Bearer <key>' (the key: visible ASCII, no spaces)", 0};
   }
-  const auto hash = sha256(*secret);
+  return sha256(*secret);
+}
+
+}  // namespace
+
+std::variant<std::string, ApiKeys::Refusal> ApiKeys::identify(
+    std::string_view authorization) const {
+  auto hashed = hash_of(authorization);
+  if (auto* refused = std::get_if<Refusal>(&hashed)) return std::move(*refused);
   const std::lock_guard lock(mutex_);
-  const auto it = by_hash_.find(hash);
+  const auto it = by_hash_.find(std::get<std::array<uint8_t, 32>>(hashed));
+  if (it == by_hash_.end()) return Refusal{true, "unknown API key", 0};
+  return it->second.key.name;
+}
+
+std::variant<ApiKeys::Ticket, ApiKeys::Refusal> ApiKeys::admit(std::string_view authorization,
+                                                               SteadyClock::time_point now) {
+  auto hashed = hash_of(authorization);
+  if (auto* refused = std::get_if<Refusal>(&hashed)) return std::move(*refused);
+  const std::lock_guard lock(mutex_);
+  const auto it = by_hash_.find(std::get<std::array<uint8_t, 32>>(hashed));
   if (it == by_hash_.end()) return Refusal{true, "unknown API key", 0};
   State& state = it->second;
   if (state.key.max_concurrent && *state.running >= *state.key.max_concurrent) {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <thread>
 
 #include "cube3d/cli/cli_args.h"
@@ -26,13 +27,17 @@
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/app/file_limits.h"
+#include "cube3d/server/app/model_identity_loader.h"
 #include "cube3d/server/app/signal_watcher.h"
+#include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/config/layer_options.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/grpc/grpc_server_options.h"
 #include "cube3d/server/grpc/mesh_service.h"
 #include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/jobs/job_service.h"
+#include "cube3d/server/jobs/job_store.h"
 #include "cube3d/server/observability/metrics.h"
 
 namespace cube3d {
@@ -150,10 +155,43 @@ int run(int argc, char** argv) {
   const ModelConfig model_config = load_model_config(config.model.config);
 
   MeshServiceCore core(service_options(config, model_config), metrics);
+  // The result cache's store (its dir is checked and indexed here: a bad cache.dir stops the
+  // start). Declared after the core: it goes first, joining its I/O thread while the core that
+  // its lookups call back into still stands.
+  std::unique_ptr<ResultCache> cache;
+  if (config.cache.enabled) {
+    ResultCacheObserver observer;
+    observer.on_size = [&metrics](const char* tier, int64_t bytes, int64_t entries) {
+      metrics.set_cache_size(tier, bytes, entries);
+    };
+    observer.on_eviction = [&metrics](const char* tier) { metrics.cache_eviction(tier); };
+    observer.on_corrupt = [&metrics] { metrics.cache_corrupt_entry(); };
+    observer.on_write_dropped = [&metrics] { metrics.cache_write_dropped(); };
+    cache = std::make_unique<ResultCache>(result_cache_options(config), std::move(observer));
+    core.use_cache(cache.get());
+    const ResultCache::Stats stats = cache->stats();
+    spdlog::info("result cache: {} MiB in memory{}", config.cache.max_bytes >> 20,
+                 config.cache.dir.empty()
+                     ? std::string()
+                     : fmt::format(", {} entries ({} MiB) in {}", stats.disk_entries,
+                                   stats.disk_bytes >> 20, config.cache.dir));
+  }
+  // Jobs: after the core (the store's timers are the core's), before everything that can end
+  // a job (the scheduler, the executor) and the front doors that read them, which go first.
+  JobStore job_store(job_store_options(config), core.timers());
+  job_store.on_counts([&metrics](const JobStore::Counts& c) {
+    metrics.set_jobs("queued", c.queued);
+    metrics.set_jobs("running", c.running);
+    metrics.set_jobs("succeeded", c.succeeded);
+    metrics.set_jobs("failed", c.failed);
+    metrics.set_jobs("cancelled", c.cancelled);
+    metrics.set_job_result_bytes(c.result_bytes);
+  });
+  JobService jobs(core, job_store, job_service_options(config));
   // Every mesh call counted once with the code its client saw (call_outcome.h); calls to
   // unknown methods too.
   const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
-  MeshServiceImpl service(core, config.grpc, count);
+  MeshServiceImpl service(core, config.grpc, count, &jobs);
   // API keys: loaded before the port opens (a bad file stops the start), re-read on SIGHUP.
   std::unique_ptr<ApiKeys> api_keys;
   if (!config.auth.api_keys_file.empty()) {
@@ -212,7 +250,8 @@ int run(int argc, char** argv) {
   // model loads: /healthz answers and /readyz says 503 until the scheduler is attached.
   std::unique_ptr<HttpGateway> http;
   if (!config.http_listen.empty() || !config.metrics_listen.empty()) {
-    const HttpGatewayOptions http_options = http_gateway_options(config);
+    HttpGatewayOptions http_options = http_gateway_options(config);
+    http_options.jobs = &jobs;
     http = std::make_unique<HttpGateway>(core, metrics, http_options);
     spdlog::info("HTTP on {}, metrics on {} ({} I/O threads)",
                  config.http_listen.empty() ? "off" : config.http_listen,
@@ -220,13 +259,25 @@ int run(int argc, char** argv) {
                  http_options.server.io_threads);
   }
 
+  // The weights' digest (the cache's key, every mesh's provenance) is read beside the load.
+  std::future<ModelIdentity> identity = std::async(std::launch::async, [&config, &model_config] {
+    const auto start = SteadyClock::now();
+    ModelIdentity id = load_model_identity(config, model_config);
+    spdlog::info("model {}: weights digest {} ({:.0f} ms)", id.name, id.weights_digest,
+                 ms_since(start));
+    return id;
+  });
   const std::unique_ptr<Engine> engine = Engine::load(model_config, engine_options(config));
+  const ModelIdentity model_identity = identity.get();
   if (!engine->text_encoder()) {
     throw invalid_argument(config.source + ": model.clip_model is required for " +
                            model_config.source + " (it has real weights)");
   }
 
   ExecutorOptions executor_setup = executor_options(config);
+  executor_setup.model_name = model_identity.name;
+  executor_setup.weights_digest = model_identity.weights_digest;
+  executor_setup.server_version = model_identity.server_version;
   executor_setup.on_generated = [&metrics](double ttft, double tpot, int64_t tokens) {
     metrics.observe_ttft_seconds(ttft / 1000.0);
     metrics.observe_tpot_seconds(tpot / 1000.0);
@@ -247,7 +298,7 @@ int run(int argc, char** argv) {
     metrics.batch_started(bucket, jobs);
   });
   signals.serving();  // a stop signal now drains (before: exits at once)
-  core.attach(&scheduler);
+  core.attach(&scheduler, model_identity);
   set_serving(*server, true);
   spdlog::info(
       "cube3d-server serving {} on {} (port {}), {} batching, buckets up to {}, metrics {}",
@@ -268,6 +319,9 @@ int run(int argc, char** argv) {
       std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
   set_serving(*server, false);
   if (http) http->set_draining(true);
+  // Long-polls answer now, with their jobs as they are: gRPC's Shutdown waits for every call
+  // to finish, and a long-poll would otherwise hold it for up to jobs.max_wait_ms.
+  job_store.end_long_polls();
   scheduler.begin_drain();
   // The scheduler cancels what is still running when the grace runs out; mesh work stops at
   // its next check (between occupancy chunks), so the wait after it is short.

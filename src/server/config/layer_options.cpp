@@ -42,8 +42,33 @@ ExecutorOptions executor_options(const ServerConfig& config) {
 
 SchedulerConfig scheduler_config(const ServerConfig& config) { return config.batching; }
 
+ResultCacheOptions result_cache_options(const ServerConfig& config) {
+  ResultCacheOptions options;
+  options.max_bytes = config.cache.max_bytes;
+  options.dir = config.cache.dir;
+  options.max_dir_bytes = config.cache.max_dir_bytes;
+  return options;
+}
+
+JobStoreOptions job_store_options(const ServerConfig& config) {
+  JobStoreOptions options;
+  options.result_ttl_ms = config.jobs.result_ttl_s * 1000;
+  options.max_result_bytes = config.jobs.max_result_bytes;
+  options.max_jobs_per_key = config.jobs.max_jobs_per_key;
+  options.max_jobs = config.jobs.max_jobs;
+  options.max_wait_ms = config.jobs.max_wait_ms;
+  options.poll_after_ms = config.jobs.poll_after_ms;
+  return options;
+}
+
+JobServiceOptions job_service_options(const ServerConfig& config) {
+  return {config.jobs.deadline_ms};
+}
+
 ServiceOptions service_options(const ServerConfig& config, const ModelConfig& model) {
   ServiceOptions options;
+  options.cache_enabled = config.cache.enabled;
+  options.cache_shared_across_keys = config.cache.shared_across_keys;
   options.policy.limits = config.limits;
   options.policy.defaults = config.defaults;
   options.policy.model_has_bbox = model.gpt.use_bbox;

@@ -47,6 +47,12 @@ MeshFormat read_format(const YAML::Node& node, std::string_view where, const std
   fail(where, key + ": unknown format '" + text + "' (expected raw, obj, ply or glb)");
 }
 
+MeshProfile read_profile(const YAML::Node& node, std::string_view where, const std::string& key) {
+  const std::string text = read_string(node, where, key);
+  if (const std::optional<MeshProfile> profile = mesh_profile_from_name(text)) return *profile;
+  fail(where, key + ": unknown mesh profile '" + text + "' (expected none or roblox)");
+}
+
 // --- the key table ------------------------------------------------------------------------------
 
 enum class Kind { kString, kInt, kFloat, kOptionalFloat, kBool, kIntList, kStringList, kFormat };
@@ -230,6 +236,18 @@ Key format_key(std::string_view name, Access access) {
   return key;
 }
 
+template <class Access>
+Key profile_key(std::string_view name, Access access) {
+  Key key = blank_key(name, Kind::kFormat);  // a word, taken literally from an override
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    access(c) = read_profile(v, where, std::string(name));
+  };
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << std::string(to_string(access(c)));
+  };
+  return key;
+}
+
 // File order (that of models/demo-server.yaml); --print-config writes keys in this order.
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
@@ -304,6 +322,8 @@ const std::vector<Key>& keys() {
           "defaults.resolution_base", [](auto& c) -> auto& { return c.defaults.resolution_base; }),
       format_key(
           "defaults.format", [](auto& c) -> auto& { return c.defaults.format; }),
+      profile_key(
+          "defaults.mesh_profile", [](auto& c) -> auto& { return c.defaults.mesh_profile; }),
       string_key(
           "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy; }),
       int_key(
@@ -321,6 +341,30 @@ const std::vector<Key>& keys() {
           "mesh.simplify", [](auto& c) -> auto& { return c.mesh.simplify; }),
       int_key(
           "mesh.mesh_threads", [](auto& c) -> auto& { return c.mesh.mesh_threads; }),
+      int_key(
+          "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.result_ttl_s; }),
+      int_key(
+          "jobs.max_result_bytes", [](auto& c) -> auto& { return c.jobs.max_result_bytes; }),
+      int_key(
+          "jobs.max_jobs_per_key", [](auto& c) -> auto& { return c.jobs.max_jobs_per_key; }),
+      int_key(
+          "jobs.max_jobs", [](auto& c) -> auto& { return c.jobs.max_jobs; }),
+      int_key(
+          "jobs.max_wait_ms", [](auto& c) -> auto& { return c.jobs.max_wait_ms; }),
+      int_key(
+          "jobs.poll_after_ms", [](auto& c) -> auto& { return c.jobs.poll_after_ms; }),
+      int_key(
+          "jobs.deadline_ms", [](auto& c) -> auto& { return c.jobs.deadline_ms; }),
+      bool_key(
+          "cache.enabled", [](auto& c) -> auto& { return c.cache.enabled; }),
+      int_key(
+          "cache.max_bytes", [](auto& c) -> auto& { return c.cache.max_bytes; }),
+      path_key(
+          "cache.dir", [](auto& c) -> auto& { return c.cache.dir; }),
+      int_key(
+          "cache.max_dir_bytes", [](auto& c) -> auto& { return c.cache.max_dir_bytes; }),
+      bool_key(
+          "cache.shared_across_keys", [](auto& c) -> auto& { return c.cache.shared_across_keys; }),
       string_key(
           "metrics_listen", [](auto& c) -> auto& { return c.metrics_listen; }),
       string_key(
@@ -571,7 +615,7 @@ bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
     return std::tie(c.listen, c.tls, c.auth, c.reflection, c.model, c.device, c.dtype,
                     c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
-                    c.metrics_listen, c.http_listen, c.http, c.grpc, c.logging,
+                    c.jobs, c.cache, c.metrics_listen, c.http_listen, c.http, c.grpc, c.logging,
                     c.drain_grace_seconds, c.progress_interval_tokens);
   };
   return settings(*this) == settings(other);

@@ -33,6 +33,12 @@ constexpr int64_t kMaxMessageBytes = INT_MAX;  // gRPC takes the limits as int
 constexpr int64_t kMaxDeadlineMs = 7LL * 24 * 3600 * 1000;  // a week
 constexpr int64_t kMaxDrainGraceSeconds = 24 * 3600;
 constexpr int64_t kMaxMeshThreads = 1024;
+// Memory bounds (cache.max_bytes, jobs.max_result_bytes): 1 TiB is beyond any machine here, and
+// a typo with extra digits is refused rather than taken as "unbounded".
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 40;
+constexpr int64_t kMaxJobs = 10'000'000;
+// A long-poll holds a little memory and no thread; ten minutes is past every proxy's timeout.
+constexpr int64_t kMaxLongPollMs = 600'000;
 // mesh.occupancy_dilation is a margin in cells of the level being refined. At the default
 // coarsest level (2^5 = 32 cells a side) 8 cells either side of the surface already span half
 // the box, so a larger margin refines most of the coarse levels and saves little over the dense
@@ -236,6 +242,20 @@ void validate_server_config(const ServerConfig& c) {
                     ") must be strictly between 0 and 1");
   }
   check_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 1, kMaxMeshThreads);
+
+  check_range(where, "jobs.result_ttl_s", c.jobs.result_ttl_s, 1, kMaxDeadlineMs / 1000);
+  check_range(where, "jobs.max_result_bytes", c.jobs.max_result_bytes, 0, kMaxCacheBytes);
+  check_range(where, "jobs.max_jobs_per_key", c.jobs.max_jobs_per_key, 1, kMaxJobs);
+  check_range(where, "jobs.max_jobs", c.jobs.max_jobs, 1, kMaxJobs);
+  check_range(where, "jobs.max_wait_ms", c.jobs.max_wait_ms, 0, kMaxLongPollMs);
+  check_range(where, "jobs.poll_after_ms", c.jobs.poll_after_ms, 1, kMaxLongPollMs);
+  check_range(where, "jobs.deadline_ms", c.jobs.deadline_ms, 1, kMaxDeadlineMs);
+  if (c.jobs.max_jobs_per_key > c.jobs.max_jobs) {
+    fail(where, "jobs.max_jobs_per_key (" + std::to_string(c.jobs.max_jobs_per_key) +
+                    ") is more than jobs.max_jobs (" + std::to_string(c.jobs.max_jobs) + ")");
+  }
+  check_range(where, "cache.max_bytes", c.cache.max_bytes, 0, kMaxCacheBytes);
+  check_range(where, "cache.max_dir_bytes", c.cache.max_dir_bytes, 0, kMaxCacheBytes * 1024);
 
   if (!c.metrics_listen.empty()) {
     const HostPort metrics = check_address(where, "metrics_listen", c.metrics_listen);

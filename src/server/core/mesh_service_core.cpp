@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,10 @@
 
 namespace cube3d {
 namespace {
+
+// How often (in new works) join_or_create() drops the in-flight entries of works that every
+// caller left before they ended: a bound on that garbage, at a scan per this many works.
+constexpr int64_t kInFlightSweep = 256;
 
 v1::Stage to_proto(JobStage stage) {
   switch (stage) {
@@ -58,9 +63,9 @@ v1::Progress to_progress_event(const JobProgress& p, int64_t tokens_per_shape) {
   return event;
 }
 
-// One call from start() to its outcome. Owned by the job's callbacks (until the job is done)
-// and by the front door's handle; it holds the job only until the call ends, so nothing keeps
-// the two alive in a cycle once either side is done.
+// One call from start() to its outcome. Owned by its work's member callbacks (until the work is
+// done), by a pending cache lookup, and by the front door's handle; it holds its work only until
+// the call ends, so nothing keeps the two alive in a cycle once either side is done.
 class CoreCall final : public ActiveCall, public std::enable_shared_from_this<CoreCall> {
  public:
   CoreCall(MeshServiceCore& core, const v1::wire::GenerateMeshRequest& request,
@@ -77,20 +82,13 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
                             ? std::string("-")
                             : "- (request_id '" + printable(request.request_id(), 64) + "')") {}
 
-  // The admission, validation and submission of start(); the outcome may come before it
-  // returns.
+  // The admission, validation and lookup or submission of start(); the outcome may come before
+  // it returns.
   void begin(const v1::wire::GenerateMeshRequest& request, const CallContext& call);
 
   void cancel(const grpc::Status& why) override {
-    std::shared_ptr<Job> job;
-    {
-      const std::lock_guard lock(mutex_);
-      job = job_;
-    }
-    // The flag first, so that the scheduler drops the job (queued) or the executor stops the
-    // batch once every request in it is gone; then the answer, at once.
-    if (job) job->cancel();
-    finish(why, nullptr);
+    leave_work();
+    finish(why);
   }
 
   bool finished() const override {
@@ -99,11 +97,19 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
   }
 
  private:
+  // After the cache lookup (inline, or on the cache's I/O thread for the disk tier).
+  void after_lookup(ResultCache::Value cached);
+  // Joins the identical work in flight or starts one; submits a new one to the scheduler.
+  void compute(bool use_cache);
   void on_progress(const JobProgress& p);
-  void on_job_done(const JobResult* result, const Error* error);
   void on_deadline();
-  // The one end of the call: counts, logs and tells the observer, once.
-  void finish(const grpc::Status& status, const JobResult* result);
+  // Out of the work (the last member out cancels it: the scheduler drops the job, or the
+  // executor stops the batch once every request in it is gone).
+  void leave_work();
+  // The one end of the call: counts, logs and tells the observer, once. `result` is a
+  // computed result, `cached` a cached response; neither for an error.
+  void finish(const grpc::Status& status, const JobResult* result = nullptr,
+              const v1::GenerateMeshResponse* cached = nullptr);
 
   MeshServiceCore& core_;
   CallObserver observer_;
@@ -114,12 +120,17 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
   std::string key_name_;
   std::string request_id_;  // once validated
   const std::string unvalidated_id_;
+  JobRequest request_;  // once validated
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  std::optional<ResultKey> key_;  // when the cache is used
   std::vector<std::pair<std::string, std::string>> trailers_;
 
   mutable std::mutex mutex_;
   bool done_ = false;
   bool running_ = false;  // past the queue, counted in cube3d_requests_running
-  std::shared_ptr<Job> job_;
+  v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
+  std::shared_ptr<SharedWork> work_;
+  SharedWork::MemberId member_ = 0;
   ApiKeys::Ticket ticket_;  // one of the key's concurrent places, until the call ends
   TimerQueue::Timer deadline_timer_;
 };
@@ -133,68 +144,107 @@ void CoreCall::begin(const v1::wire::GenerateMeshRequest& request, const CallCon
     auto admitted = keys->admit(call.authorization);
     if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
       if (refused->unauthenticated) {
-        return finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message), nullptr);
+        return finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message));
       }
       const std::string seconds = std::to_string(refused->retry_after_s);
       trailers_.emplace_back("retry-after", seconds);
       return finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 refused->message + "; retry after " + seconds + " s"),
-                    nullptr);
+                                 refused->message + "; retry after " + seconds + " s"));
     }
     ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
     key_name_ = ticket.key_name();
     via_ += ", key " + key_name_;
   }
 
-  JobRequest job_request;
   try {
-    job_request = validate_request(request, core_.options_.policy);
+    request_ = validate_request(request, core_.options_.policy);
   } catch (const Error& e) {
-    return finish(to_grpc_status(e), nullptr);
+    return finish(to_grpc_status(e));
   }
-  job_request.client = key_name_;
-  request_id_ = job_request.request_id;
+  request_.client = key_name_;
+  request_id_ = request_.request_id;
   if (core_.options_.log_prompts) {
     LogContext::set_api_key(key_name_);
     LogContext::set_request_id(request_id_);
     spdlog::info("request {} prompt: {}", request_id_,
-                 printable(job_request.prompt, job_request.prompt.size()));
+                 printable(request_.prompt, request_.prompt.size()));
   }
 
   const int64_t default_ms = core_.options_.policy.limits.default_deadline_ms;
-  const auto deadline = call.deadline != SteadyClock::time_point::max() || default_ms <= 0
-                            ? call.deadline
-                            : start_ + std::chrono::milliseconds(default_ms);
-  // The job's callbacks own the call until the job is done (the scheduler delivers exactly one
-  // outcome to every job it accepts).
-  const std::shared_ptr<CoreCall> self = shared_from_this();
-  auto job = std::make_shared<Job>(
-      std::move(job_request), deadline, [self](const JobProgress& p) { self->on_progress(p); },
-      [self](const JobResult* result, const Error* error) { self->on_job_done(result, error); });
-  Scheduler* const scheduler = core_.scheduler_.load();
-  if (!scheduler) {
+  deadline_ = call.deadline != SteadyClock::time_point::max() || default_ms <= 0
+                  ? call.deadline
+                  : start_ + std::chrono::milliseconds(default_ms);
+  if (!core_.scheduler_.load()) {
     return finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                               "the model is still loading; retry when health reports SERVING"),
-                  nullptr);
+                               "the model is still loading; retry when health reports SERVING"));
   }
   {
     const std::lock_guard lock(mutex_);
-    job_ = job;
     ticket_ = std::move(ticket);
   }
-  try {
-    scheduler->submit(job);
-  } catch (const Error& e) {
-    return finish(to_grpc_status(e), nullptr);
-  }
-  if (deadline != SteadyClock::time_point::max()) {
+  const std::shared_ptr<CoreCall> self = shared_from_this();
+  if (deadline_ != SteadyClock::time_point::max()) {
     const std::weak_ptr<CoreCall> weak = self;
-    TimerQueue::Timer timer = core_.timers_.schedule(deadline, [weak] {
+    TimerQueue::Timer timer = core_.timers_.schedule(deadline_, [weak] {
       if (const auto call = weak.lock()) call->on_deadline();
     });
     const std::lock_guard lock(mutex_);
     // A call that ended meanwhile keeps no timer (it would only fire into a finished call).
     if (!done_) deadline_timer_ = std::move(timer);
+  }
+
+  const bool use_cache = core_.options_.cache_enabled && !request_.bypass_cache;
+  if (!use_cache) return compute(false);
+  key_ = result_key(request_, core_.model_,
+                    core_.options_.cache_shared_across_keys ? std::string_view() : key_name_);
+  ResultCache* const cache = core_.cache_;
+  if (!cache) return compute(true);
+  // The lookup owns the call until it answers (inline for memory, later for the disk tier).
+  cache->lookup(*key_,
+                [self](ResultCache::Value cached) { self->after_lookup(std::move(cached)); });
+}
+
+void CoreCall::after_lookup(ResultCache::Value cached) {
+  if (finished()) return;  // cancelled or timed out while the disk was read
+  if (cached) {
+    v1::GenerateMeshResponse response;
+    if (response.ParseFromString(*cached)) return finish(grpc::Status::OK, nullptr, &response);
+    // The store checks its entries; a payload that still does not parse is dropped, not served.
+    spdlog::warn("request {}: a cache entry does not parse; recomputing", request_id_);
+    if (core_.cache_) core_.cache_->erase(*key_);
+  }
+  compute(true);
+}
+
+void CoreCall::compute(bool use_cache) {
+  const std::shared_ptr<CoreCall> self = shared_from_this();
+  SharedWork::Member member;
+  member.progress = [self](const JobProgress& p) { self->on_progress(p); };
+  member.done = [self](const JobResult* result, const Error* error) {
+    if (error) return self->finish(to_grpc_status(*error));
+    self->finish(grpc::Status::OK, result);
+  };
+  MeshServiceCore::Joined joined =
+      core_.join_or_create(use_cache ? key_ : std::nullopt, request_, deadline_, std::move(member));
+  {
+    const std::lock_guard lock(mutex_);
+    cache_status_ = !use_cache         ? v1::CACHE_STATUS_BYPASS
+                    : joined.coalesced ? v1::CACHE_STATUS_COALESCED
+                                       : v1::CACHE_STATUS_MISS;
+    if (!done_) {
+      work_ = joined.work;
+      member_ = joined.member;
+    }
+  }
+  // Ended meanwhile (deadline, cancel): out of the work again, so that it does not run for us.
+  if (finished()) joined.work->leave(joined.member);
+  if (joined.coalesced) return;
+  Scheduler* const scheduler = core_.scheduler_.load();
+  try {
+    scheduler->submit(joined.work->job());
+  } catch (const Error& e) {
+    // Every member hears it, those that joined since too (the work is theirs as well).
+    joined.work->fail(e);
   }
 }
 
@@ -208,42 +258,56 @@ void CoreCall::on_progress(const JobProgress& p) {
   if (observer_.progress) observer_.progress(p);
 }
 
-void CoreCall::on_job_done(const JobResult* result, const Error* error) {
-  if (error) return finish(to_grpc_status(*error), nullptr);
-  finish(grpc::Status::OK, result);
+void CoreCall::leave_work() {
+  std::shared_ptr<SharedWork> work;
+  SharedWork::MemberId member = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    work = std::move(work_);
+    member = member_;
+  }
+  if (work) work->leave(member);
 }
 
 void CoreCall::on_deadline() {
-  std::shared_ptr<Job> job;
-  {
-    const std::lock_guard lock(mutex_);
-    if (done_) return;
-    job = job_;
-  }
-  if (job) job->cancel();
-  finish(
-      grpc::Status(
-          grpc::StatusCode::DEADLINE_EXCEEDED,
-          "deadline exceeded after " +
-              std::to_string(static_cast<int64_t>(ms_between(start_, SteadyClock::now()))) + " ms"),
-      nullptr);
+  if (finished()) return;
+  leave_work();
+  finish(grpc::Status(
+      grpc::StatusCode::DEADLINE_EXCEEDED,
+      "deadline exceeded after " +
+          std::to_string(static_cast<int64_t>(ms_between(start_, SteadyClock::now()))) + " ms"));
 }
 
-void CoreCall::finish(const grpc::Status& status_in, const JobResult* result) {
+void CoreCall::finish(const grpc::Status& status_in, const JobResult* result,
+                      const v1::GenerateMeshResponse* cached) {
   const std::lock_guard lock(mutex_);
   if (done_) return;
   done_ = true;
   if (running_) core_.metrics_.request_running(-1);
   running_ = false;
   deadline_timer_.cancel();
-  job_.reset();
+  work_.reset();
   // The key's concurrent place is free from here on (a retry may follow at once).
   ticket_ = ApiKeys::Ticket();
 
   CallOutcome outcome;
   outcome.status = status_in;
   outcome.trailers = std::move(trailers_);
-  if (result && status_in.ok()) outcome.status = core_.fill_response(*result, &outcome.response);
+  const double total_ms = ms_between(start_, SteadyClock::now());
+  if (status_in.ok() && result) {
+    outcome.status = core_.fill_response(*result, request_, &outcome.response);
+    if (outcome.status.ok()) outcome.response.set_cache_status(cache_status_);
+  } else if (status_in.ok() && cached) {
+    cache_status_ = v1::CACHE_STATUS_HIT;
+    outcome.response = *cached;
+    outcome.response.set_request_id(request_id_);
+    outcome.response.set_cache_status(v1::CACHE_STATUS_HIT);
+    outcome.response.mutable_timings()->set_total_ms(total_ms);
+    outcome.status = core_.check_size(&outcome.response);
+    if (outcome.status.ok()) {
+      core_.metrics_.cache_hit_bytes(static_cast<int64_t>(outcome.response.ByteSizeLong()));
+    }
+  }
   const grpc::Status& status = outcome.status;
 
   // The end of a call may come on any thread: its log lines carry the call's own context.
@@ -251,17 +315,28 @@ void CoreCall::finish(const grpc::Status& status_in, const JobResult* result) {
       {.request_id = request_id_, .api_key = key_name_, .traceparent = traceparent_});
   const std::string code = grpc_code_name(status.error_code());
   if (!counted_by_front_door_) core_.metrics_.request_finished(code);
-  const double total_ms = ms_between(start_, SteadyClock::now());
-  if (status.ok()) {
+  if (status.ok() && result) {
+    core_.metrics_.cache_answer(cache_status_ == v1::CACHE_STATUS_MISS        ? "miss"
+                                : cache_status_ == v1::CACHE_STATUS_COALESCED ? "coalesced"
+                                                                              : "bypass");
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     core_.metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
     core_.metrics_.observe_mesh_seconds(result->timings.mesh_ms / 1000.0);
     spdlog::info(
-        "request {} OK ({}) bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
+        "request {} OK ({}{}) bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
         "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
-        request_id_, via_, result->batch_bucket, result->timings.queue_ms,
-        result->timings.text_encoding_ms, result->timings.prefill_ms, result->timings.tpot_ms,
-        result->timings.mesh_ms, total_ms, result->face_count);
+        request_id_, via_,
+        cache_status_ == v1::CACHE_STATUS_COALESCED ? ", coalesced with " + result->request_id
+                                                    : std::string(),
+        result->batch_bucket, result->timings.queue_ms, result->timings.text_encoding_ms,
+        result->timings.prefill_ms, result->timings.tpot_ms, result->timings.mesh_ms, total_ms,
+        result->face_count);
+  } else if (status.ok()) {
+    core_.metrics_.cache_answer("hit");
+    core_.metrics_.observe_request_seconds(total_ms / 1000.0);
+    spdlog::info("request {} OK ({}, cache hit of {}) total {:.1f} ms ({} faces)", request_id_,
+                 via_, outcome.response.effective().computed_by_request_id(), total_ms,
+                 outcome.response.face_count());
   } else {
     spdlog::info("request {} {} ({}) after {:.1f} ms: {}",
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
@@ -284,9 +359,97 @@ std::shared_ptr<ActiveCall> MeshServiceCore::start(const v1::wire::GenerateMeshR
   return active;
 }
 
-grpc::Status MeshServiceCore::fill_response(const JobResult& result,
+std::variant<std::string, grpc::Status> MeshServiceCore::identify(
+    const std::string& authorization) const {
+  ApiKeys* const keys = api_keys_.load();
+  if (!keys) return std::string();
+  auto who = keys->identify(authorization);
+  if (auto* refused = std::get_if<ApiKeys::Refusal>(&who)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message);
+  }
+  return std::move(std::get<std::string>(who));
+}
+
+MeshServiceCore::Joined MeshServiceCore::join_or_create(const std::optional<ResultKey>& key,
+                                                        const JobRequest& request,
+                                                        SteadyClock::time_point deadline,
+                                                        SharedWork::Member member) {
+  const std::lock_guard lock(in_flight_mutex_);
+  if (key) {
+    const auto it = in_flight_.find(*key);
+    if (it != in_flight_.end()) {
+      if (const std::shared_ptr<SharedWork> work = it->second.lock()) {
+        if (const auto id = work->join(member, deadline)) return {work, *id, true};
+      }
+      in_flight_.erase(it);  // ended, or every caller left: not joinable
+    }
+  }
+  // The job's request is the first caller's (its id goes into the mesh file's provenance).
+  std::shared_ptr<SharedWork> work = SharedWork::make(
+      request, deadline,
+      [this, key, request](SharedWork& done, const JobResult* result, const Error*) {
+        work_done(key, done, result, request);
+      });
+  const auto id = work->join(std::move(member), deadline);
+  if (key) {
+    in_flight_[*key] = work;
+    if (++works_since_sweep_ >= kInFlightSweep) {
+      works_since_sweep_ = 0;
+      std::erase_if(in_flight_, [](const auto& entry) { return entry.second.expired(); });
+    }
+  }
+  return {work, id.value_or(0), false};
+}
+
+void MeshServiceCore::work_done(const std::optional<ResultKey>& key, SharedWork& work,
+                                const JobResult* result, const JobRequest& request) {
+  // The entry first, then out of flight: a caller that finds the work ended looks again and
+  // finds the entry.
+  if (key && result && cache_) {
+    v1::GenerateMeshResponse stored;
+    if (fill_response(*result, request, &stored).ok()) {
+      // What is the same for every caller; theirs (id, timings, cache status) is set per call.
+      stored.clear_request_id();
+      stored.clear_timings();
+      stored.clear_batch_bucket();
+      cache_->insert(*key, stored.SerializeAsString());
+    }
+  }
+  if (!key) return;
+  const std::lock_guard lock(in_flight_mutex_);
+  const auto it = in_flight_.find(*key);
+  if (it == in_flight_.end()) return;
+  const std::shared_ptr<SharedWork> current = it->second.lock();
+  if (!current || current.get() == &work) in_flight_.erase(it);
+}
+
+void MeshServiceCore::fill_effective(const JobRequest& r, const std::string& computed_by,
+                                     v1::EffectiveParameters* e) const {
+  e->set_guidance_scale(static_cast<float>(r.guidance_scale));
+  if (r.top_p) e->set_top_p(static_cast<float>(*r.top_p));
+  e->set_seed(r.seed);
+  if (r.bounding_box) {
+    e->mutable_bounding_box()->set_x((*r.bounding_box)[0]);
+    e->mutable_bounding_box()->set_y((*r.bounding_box)[1]);
+    e->mutable_bounding_box()->set_z((*r.bounding_box)[2]);
+  }
+  e->set_resolution_base(static_cast<int32_t>(r.resolution_base));
+  e->set_format(to_proto(r.format));
+  if (r.target_face_count) {
+    const std::optional<int64_t> most = mesh_limits(r.mesh_profile).max_faces;
+    e->set_target_face_count(
+        static_cast<uint32_t>(most ? std::min(*r.target_face_count, *most) : *r.target_face_count));
+  }
+  e->set_mesh_profile(to_proto(r.mesh_profile));
+  e->set_model(model_.name);
+  e->set_weights_digest(model_.weights_digest);
+  e->set_server_version(model_.server_version);
+  e->set_computed_by_request_id(computed_by);
+}
+
+grpc::Status MeshServiceCore::fill_response(const JobResult& result, const JobRequest& request,
                                             v1::GenerateMeshResponse* response) const {
-  response->set_request_id(result.request_id);
+  response->set_request_id(request.request_id);
   response->set_format(to_proto(result.format));
   if (result.format == MeshFormat::kRaw) {
     auto* raw = response->mutable_raw();
@@ -310,7 +473,11 @@ grpc::Status MeshServiceCore::fill_response(const JobResult& result,
   t->set_mesh_ms(result.timings.mesh_ms);
   t->set_occupancy_ms(result.timings.occupancy_ms);
   t->set_total_ms(result.timings.total_ms);
+  fill_effective(request, result.request_id, response->mutable_effective());
+  return check_size(response);
+}
 
+grpc::Status MeshServiceCore::check_size(v1::GenerateMeshResponse* response) const {
   const size_t bytes = response->ByteSizeLong();
   if (static_cast<int64_t>(bytes) > options_.policy.limits.max_message_bytes) {
     response->Clear();

@@ -47,6 +47,30 @@ MeshFormat from_proto(v1::MeshFormat format) {
                          "PLY (3), GLB (4)");
 }
 
+MeshProfile from_proto(v1::MeshProfile profile) {
+  switch (profile) {
+    case v1::MESH_PROFILE_NONE:
+      return MeshProfile::kNone;
+    case v1::MESH_PROFILE_ROBLOX:
+      return MeshProfile::kRoblox;
+    default:
+      break;
+  }
+  throw invalid_argument("mesh_profile " + std::to_string(static_cast<int>(profile)) +
+                         " is not one of UNSPECIFIED (0, the server default), NONE (1), "
+                         "ROBLOX (2)");
+}
+
+v1::MeshProfile to_proto(MeshProfile profile) {
+  switch (profile) {
+    case MeshProfile::kNone:
+      return v1::MESH_PROFILE_NONE;
+    case MeshProfile::kRoblox:
+      return v1::MESH_PROFILE_ROBLOX;
+  }
+  return v1::MESH_PROFILE_NONE;
+}
+
 v1::MeshFormat to_proto(MeshFormat format) {
   switch (format) {
     case MeshFormat::kRaw:
@@ -168,6 +192,12 @@ JobRequest validate_request(const v1::wire::GenerateMeshRequest& r, const Reques
     out.target_face_count = faces;
   }
   out.return_shape_tokens = r.return_shape_tokens();
+
+  out.mesh_profile = policy.defaults.mesh_profile;
+  if (r.has_mesh_profile() && r.mesh_profile() != v1::MESH_PROFILE_UNSPECIFIED) {
+    out.mesh_profile = from_proto(r.mesh_profile());
+  }
+  out.bypass_cache = r.bypass_cache();
   return out;
 }
 

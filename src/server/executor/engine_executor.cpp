@@ -7,6 +7,8 @@
 #include <chrono>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/mesh_profile.h"
+#include "cube3d/pipeline/provenance.h"
 
 namespace cube3d {
 namespace {
@@ -287,6 +289,12 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     if (r.target_face_count) {
       shape_request.target_faces = static_cast<size_t>(*r.target_face_count);
     }
+    shape_request.limits = mesh_limits(r.mesh_profile);
+    // What made it, in the file itself (the request's id: the computation's first caller).
+    shape_request.metadata = provenance_metadata(
+        {r.prompt, r.seed, r.top_p, r.guidance_scale, r.resolution_base, r.bounding_box,
+         r.mesh_profile, r.target_face_count, options_.model_name, options_.weights_digest,
+         options_.server_version, r.request_id});
     // One request's latents at a time: the shape's numbers then never depend on which other
     // requests shared the batch, so equal tokens give byte-identical meshes.
     Shape shape = pipeline_.make_shape(ids, shape_request, on_progress, stop);

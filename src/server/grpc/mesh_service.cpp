@@ -25,31 +25,6 @@ namespace {
 constexpr const char* kGenerateMeshMethod = "/cube3d.v1.MeshService/GenerateMesh";
 constexpr const char* kGenerateMeshStreamMethod = "/cube3d.v1.MeshService/GenerateMeshStream";
 
-SteadyClock::time_point steady_deadline(const grpc::CallbackServerContext& context) {
-  const auto now_system = std::chrono::system_clock::now();
-  const auto client = context.deadline();
-  // gRPC reports "no deadline" as a time point far in the future.
-  if (client >= now_system + std::chrono::hours(24 * 365)) return SteadyClock::time_point::max();
-  return SteadyClock::now() +
-         std::chrono::duration_cast<SteadyClock::duration>(client - now_system);
-}
-
-std::string metadata_value(const grpc::CallbackServerContext& context, const char* key) {
-  const auto& metadata = context.client_metadata();
-  const auto it = metadata.find(key);
-  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
-}
-
-CallContext call_of(const grpc::CallbackServerContext& context) {
-  CallContext call;
-  call.deadline = steady_deadline(context);
-  call.transport = "grpc";
-  call.outcome_counted_by_front_door = true;
-  call.authorization = metadata_value(context, "authorization");
-  call.traceparent = metadata_value(context, "traceparent");
-  return call;
-}
-
 // The final message of a call: the response itself (unary) or the result event (stream).
 void set_final(v1::GenerateMeshResponse& out, v1::GenerateMeshResponse&& response) {
   out = std::move(response);
@@ -344,8 +319,34 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
 
 }  // namespace
 
-MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count)
-    : core_(core), options_(std::move(options)), count_(std::move(count)) {
+SteadyClock::time_point steady_deadline(const grpc::CallbackServerContext& context) {
+  const auto now_system = std::chrono::system_clock::now();
+  const auto client = context.deadline();
+  // gRPC reports "no deadline" as a time point far in the future.
+  if (client >= now_system + std::chrono::hours(24 * 365)) return SteadyClock::time_point::max();
+  return SteadyClock::now() +
+         std::chrono::duration_cast<SteadyClock::duration>(client - now_system);
+}
+
+std::string metadata_value(const grpc::CallbackServerContext& context, const char* key) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+CallContext call_of(const grpc::CallbackServerContext& context) {
+  CallContext call;
+  call.deadline = steady_deadline(context);
+  call.transport = "grpc";
+  call.outcome_counted_by_front_door = true;
+  call.authorization = metadata_value(context, "authorization");
+  call.traceparent = metadata_value(context, "traceparent");
+  return call;
+}
+
+MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count,
+                                 JobService* jobs)
+    : core_(core), options_(std::move(options)), count_(std::move(count)), jobs_(jobs) {
   // grpc::Service takes ownership of the method and handler objects (its API takes raw
   // pointers); a callback method's handler is set by MarkMethodCallback.
   AddMethod(new grpc::internal::RpcServiceMethod(  // NOLINT(cppcoreguidelines-owning-memory)
@@ -363,6 +364,7 @@ MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Cou
              grpc::ByteBuffer, v1::GenerateMeshEvent>([this](grpc::CallbackServerContext* context) {
         return MeshCall<v1::GenerateMeshEvent>::create(*this, context);
       }));
+  if (jobs_) add_job_methods(*this, *jobs_);
 }
 
 MeshServiceImpl::~MeshServiceImpl() = default;
@@ -414,9 +416,9 @@ grpc::ServerGenericBidiReactor* UnknownMethods::CreateReactor(
         : context_(context), owner_(owner) {
       Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           "unknown method " + printable(context->method(), 200) +
-                              ": this server has /cube3d.v1.MeshService/GenerateMesh and "
-                              "/cube3d.v1.MeshService/GenerateMeshStream (and grpc.health.v1, "
-                              "server reflection)"));
+                              ": this server has /cube3d.v1.MeshService/ GenerateMesh, "
+                              "GenerateMeshStream, SubmitMeshJob, GetMeshJob and CancelMeshJob "
+                              "(and grpc.health.v1, server reflection)"));
     }
     void OnCancel() override { cancelled_ = true; }
     void OnDone() override {

@@ -17,12 +17,20 @@
 #include "cube3d/server/http/content_negotiation.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/job_routes.h"
+#include "cube3d/server/http/mesh_answers.h"
 #include "cube3d/server/http/router.h"
 
 namespace cube3d {
 namespace {
 
+using http::error_response;
 using http::HttpError;
+using http::kJsonType;
+using http::kRequestIdHeader;
+using http::parse_request;
+using http::status_response;
+using http::to_json;
 
 constexpr const char* kApiListener = "http";
 constexpr const char* kMetricsListener = "metrics";
@@ -30,8 +38,6 @@ constexpr const char* kGeneratePath = "/v1/meshes:generate";
 constexpr const char* kStreamPath = "/v1/meshes:generateStream";
 constexpr const char* kTimeoutHeader = "X-Request-Timeout-Ms";
 constexpr const char* kTimeoutParam = "timeout_ms";
-constexpr const char* kRequestIdHeader = "X-Request-Id";
-constexpr const char* kJsonType = "application/json";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr const char* kEventStreamType = "text/event-stream";
 // A year: "no limit" for practical purposes, and far from overflowing the steady clock.
@@ -41,36 +47,6 @@ constexpr std::chrono::milliseconds kMetricsHeaderTimeout{2000};
 // A quiet stream (a long wait in the queue) gets a comment line this often, so that proxies
 // do not close it as idle.
 constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
-
-http::Response error_response(int http_status, grpc::StatusCode code, const std::string& message,
-                              int64_t retry_after_seconds = 0) {
-  http::Response response =
-      http::make_response(http_status, http_error_body(http_status, code, message), kJsonType);
-  if (retry_after_seconds > 0) {
-    response.headers.set("Retry-After", std::to_string(retry_after_seconds));
-  }
-  if (code == grpc::StatusCode::UNAUTHENTICATED) {
-    response.headers.set("WWW-Authenticate", "Bearer");  // RFC 6750: how to authenticate
-  }
-  return response;
-}
-
-// The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
-// unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
-bool is_queue_full(const grpc::Status& status) {
-  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-         status.error_message().starts_with("queue full");
-}
-
-http::Response status_response(const grpc::Status& status, int64_t retry_after,
-                               const std::vector<std::pair<std::string, std::string>>& trailers) {
-  http::Response response =
-      error_response(http_status_of(status.error_code()), status.error_code(),
-                     status.error_message(), is_queue_full(status) ? retry_after : 0);
-  // Headers the core asked for ("retry-after" over an API key's limit) win.
-  for (const auto& [key, value] : trailers) response.headers.set(key, value);
-  return response;
-}
 
 // The status of an answer the HTTP layer made itself, for the error body.
 grpc::StatusCode code_of_http_status(int http_status) {
@@ -98,40 +74,6 @@ grpc::StatusCode code_of_http_status(int http_status) {
   }
 }
 
-// Protobuf's parse errors span lines (the input and a caret): one line reads better in JSON.
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
-}
-
-std::string to_json(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  // Every field, defaults included: HTTP clients have no generated defaults to fall back on.
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    throw internal_error("cannot write " + message.GetTypeName() +
-                         " as JSON: " + std::string(status.message()));
-  }
-  return json;
-}
-
-v1::GenerateMeshRequest parse_request(const std::string& body) {
-  v1::GenerateMeshRequest request;
-  // Unknown fields are an error (a misspelt field must not be silently dropped); both the
-  // lowerCamelCase and the proto field names are read, as protobuf's JSON mapping defines.
-  const google::protobuf::util::JsonParseOptions options;
-  const auto status = google::protobuf::util::JsonStringToMessage(body, &request, options);
-  if (!status.ok()) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
-                    "the body is not a cube3d.v1.GenerateMeshRequest in JSON: " +
-                        one_line(std::string(status.message())));
-  }
-  return request;
-}
-
 SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_point now) {
   std::string text;
   std::string source;
@@ -154,13 +96,6 @@ SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_
                         std::to_string(kMaxTimeoutMs));
   }
   return now + std::chrono::milliseconds(ms);
-}
-
-std::string server_timing(const v1::Timings& t) {
-  return fmt::format(
-      "queue;dur={:.1f}, text;dur={:.1f}, prefill;dur={:.1f}, decode;dur={:.1f}, "
-      "mesh;dur={:.1f}, total;dur={:.1f}",
-      t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.mesh_ms(), t.total_ms());
 }
 
 std::string sse_event(const char* name, const std::string& data) {
@@ -231,6 +166,15 @@ struct HttpGateway::Impl {
     });
     api_router.add("/readyz", {"GET"}, [this](const auto& ex) { readyz(ex); });
     api_router.add("/metrics", {"GET"}, [this](const auto& ex) { serve_metrics(ex); });
+    if (this->options.jobs) {
+      jobs.emplace(*this->options.jobs, this->options.retry_after_seconds);
+      api_router.add(http::kJobsPath, {"POST"},
+                     [this](const auto& ex) { guarded(ex, &Impl::submit_job); });
+      api_router.add(http::kJobPath, {"GET", "DELETE"},
+                     [this](const auto& ex) { guarded(ex, &Impl::job); });
+      api_router.add(http::kJobMeshPath, {"GET"},
+                     [this](const auto& ex) { guarded(ex, &Impl::job_mesh); });
+    }
   }
 
   // The router's refusals (404, 405, 403): the error body, on the API listener counted like
@@ -271,6 +215,12 @@ struct HttpGateway::Impl {
   void generate(const std::shared_ptr<http::Exchange>& ex);
   void stream(const std::shared_ptr<http::Exchange>& ex);
   void readyz(const std::shared_ptr<http::Exchange>& ex) const;
+  void submit_job(const std::shared_ptr<http::Exchange>& ex) {
+    const Prepared prepared = prepare(ex->request());
+    jobs->submit(ex, prepared.request, prepared.call);
+  }
+  void job(const std::shared_ptr<http::Exchange>& ex) { jobs->job(ex); }
+  void job_mesh(const std::shared_ptr<http::Exchange>& ex) { jobs->mesh(ex); }
   void serve_metrics(const std::shared_ptr<http::Exchange>& ex) const {
     ex->respond(http::make_response(200, metrics.exposition(), kMetricsType));
   }
@@ -281,7 +231,9 @@ struct HttpGateway::Impl {
     if ((r.method == "GET" || r.method == "HEAD") && r.path == "/metrics") return serve_metrics(ex);
     ex->respond(http::make_response(404, "metrics are served at /metrics\n", "text/plain"));
   }
-  http::Response answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format) const;
+  http::Response answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format) const {
+    return http::mesh_answer(std::move(outcome), file_format, options.retry_after_seconds);
+  }
 
   MeshServiceCore& core;
   Metrics& metrics;
@@ -289,6 +241,7 @@ struct HttpGateway::Impl {
   http::Router api_router;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> generating{0};
+  std::optional<http::JobRoutes> jobs;
   std::unique_ptr<http::Server> server;  // last: stops (and joins) before the routes go
 };
 
@@ -300,39 +253,18 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req)
       prepared.request.set_request_id(std::string(*id));
     }
   }
+  // A client (or a proxy) that asks for a fresh answer gets one: neither read from the result
+  // cache nor stored in it.
+  const std::string cache_control = req.headers.value_or("Cache-Control");
+  if (cache_control.find("no-cache") != std::string::npos ||
+      cache_control.find("no-store") != std::string::npos) {
+    prepared.request.set_bypass_cache(true);
+  }
   prepared.call.deadline = deadline_of(req, now);
   prepared.call.transport = "http";
   prepared.call.authorization = req.headers.value_or("Authorization");
   prepared.call.traceparent = req.headers.value_or("traceparent");
   return prepared;
-}
-
-http::Response HttpGateway::Impl::answer(CallOutcome outcome,
-                                         std::optional<v1::MeshFormat> file_format) const {
-  if (!outcome.status.ok()) {
-    return status_response(outcome.status, options.retry_after_seconds, outcome.trailers);
-  }
-  const v1::GenerateMeshResponse& response = outcome.response;
-  const http::MeshMediaType* const media =
-      file_format ? http::media_type_of(*file_format) : nullptr;
-  http::Response out;
-  if (!media) {
-    out = http::make_response(200, to_json(response), kJsonType);
-  } else {
-    out.status = 200;
-    out.headers.set("Content-Type", media->type);
-    out.headers.set("X-Vertex-Count", std::to_string(response.vertex_count()));
-    out.headers.set("X-Face-Count", std::to_string(response.face_count()));
-    out.headers.set("X-Batch-Bucket", std::to_string(response.batch_bucket()));
-    out.headers.set("X-Occupancy-Points", std::to_string(response.occupancy_points()));
-    for (const auto& warning : response.warnings()) out.headers.add("X-Warning", warning);
-    out.headers.set("Content-Disposition", fmt::format("inline; filename=\"{}.{}\"",
-                                                       response.request_id(), media->extension));
-    out.body = std::move(*outcome.response.mutable_encoded());
-  }
-  out.headers.set(kRequestIdHeader, response.request_id());
-  out.headers.set("Server-Timing", server_timing(response.timings()));
-  return out;
 }
 
 void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
@@ -401,11 +333,13 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
   };
   observer.done = [call, tally](CallOutcome outcome) {
     auto& ex = call->exchange;
+    // An answer with no progress before it (a cache hit) is still a stream: its one event.
+    if (!call->started && outcome.status.ok()) call->start();
     const bool started = call->started;
     const int64_t retry_after = call->retry_after;
     ex->defer([ex, tally, started, retry_after, outcome = std::move(outcome)] {
       tally->answered_code = grpc_code_name(outcome.status.error_code());
-      if (!started) {
+      if (!started && !outcome.status.ok()) {
         ex->respond(status_response(outcome.status, retry_after, outcome.trailers));
         return;
       }

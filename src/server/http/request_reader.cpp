@@ -49,6 +49,7 @@ void RequestReader::reset() {
   p.body_limit(static_cast<std::uint64_t>(std::max<int64_t>(0, limits_.max_body_bytes)));
   started_ = false;
   head_reported_ = false;
+  head_fields_ = 0;
   head_scanned_ = 0;
   head_consumed_ = 0;
   waiting_for_more_than_ = 0;
@@ -195,6 +196,7 @@ RequestReader::Result RequestReader::check_head() {
   const auto& request = parser_->parser.get();
   int64_t fields = 0;
   for (auto it = request.begin(); it != request.end(); ++it) ++fields;
+  head_fields_ = fields;
   if (fields > limits_.max_header_count) {
     return fail(431, "the request has " + std::to_string(fields) +
                          " header fields, over the "
@@ -252,7 +254,9 @@ Request RequestReader::take_request() {
   request.method = std::string(view(message.method_string()));
   request.target = std::string(view(message.target()));
   request.version = message.version();
+  int64_t kept = 0;
   for (const auto& field : message) {
+    if (kept++ == head_fields_) break;  // the rest are trailer fields: dropped
     request.headers.add(std::string(view(field.name_string())), std::string(view(field.value())));
   }
   request.body = std::move(message.body());

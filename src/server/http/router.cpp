@@ -1,6 +1,7 @@
 #include "cube3d/server/http/router.h"
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "cube3d/core/printable.h"
@@ -49,9 +50,32 @@ void Router::add(std::string path, std::vector<std::string> methods, RouteHandle
   routes_.push_back({std::move(path), std::move(methods), std::move(handler)});
 }
 
+namespace {
+
+// A route's path matches segment by segment; a `{name}` segment matches any one non-empty
+// segment ("/v1/jobs/{id}" matches "/v1/jobs/ab12" but not "/v1/jobs/" or "/v1/jobs/a/b").
+bool path_matches(std::string_view pattern, std::string_view path) {
+  while (!pattern.empty() && !path.empty()) {
+    const size_t p_end = std::min(pattern.find('/', 1), pattern.size());
+    const size_t q_end = std::min(path.find('/', 1), path.size());
+    const std::string_view p = pattern.substr(0, p_end);
+    const std::string_view q = path.substr(0, q_end);
+    const bool variable = p.size() > 2 && p[1] == '{' && p.back() == '}';
+    if (variable ? q.size() < 2 : p != q) return false;
+    pattern.remove_prefix(p_end);
+    path.remove_prefix(q_end);
+  }
+  return pattern.empty() && path.empty();
+}
+
+}  // namespace
+
 const Router::Route* Router::find(const std::string& path) const {
   for (const auto& route : routes_) {
     if (route.path == path) return &route;
+  }
+  for (const auto& route : routes_) {
+    if (route.path.find('{') != std::string::npos && path_matches(route.path, path)) return &route;
   }
   return nullptr;
 }

@@ -115,6 +115,53 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                            "HTTP connections closed at once when accepted, by listener and reason "
                            "(max_connections, max_connections_per_client)")
                        .Register(r);
+  cache_answers_ = &prometheus::BuildCounter()
+                        .Name("cube3d_cache_requests_total")
+                        .Help(
+                            "Answered requests by where their mesh came from: hit (the result "
+                            "cache), miss (computed and stored), coalesced (an identical request's "
+                            "computation in flight), bypass (computed without the cache)")
+                        .Register(r);
+  cache_hit_bytes_ =
+      counter(r, "cube3d_cache_hit_bytes_total", "Bytes of answers served from the result cache");
+  cache_bytes_ = &prometheus::BuildGauge()
+                      .Name("cube3d_cache_bytes")
+                      .Help("The result cache's size in bytes, by tier (memory, disk)")
+                      .Register(r);
+  cache_entries_ = &prometheus::BuildGauge()
+                        .Name("cube3d_cache_entries")
+                        .Help("The result cache's entries, by tier (memory, disk)")
+                        .Register(r);
+  cache_evictions_ = &prometheus::BuildCounter()
+                          .Name("cube3d_cache_evictions_total")
+                          .Help("Result cache entries evicted to stay within a tier's bound")
+                          .Register(r);
+  cache_corrupt_ = counter(r, "cube3d_cache_corrupt_entries_total",
+                           "Disk cache entries that failed their checks: deleted and recomputed");
+  cache_writes_dropped_ = counter(r, "cube3d_cache_writes_dropped_total",
+                                  "Disk cache writes dropped because the write queue was full");
+  jobs_ = &prometheus::BuildGauge()
+               .Name("cube3d_jobs")
+               .Help("Jobs kept now, by state (queued, running, succeeded, failed, cancelled)")
+               .Register(r);
+  job_result_bytes_ =
+      gauge(r, "cube3d_job_result_bytes", "Bytes of finished jobs' results kept in memory");
+  jobs_submitted_ = &prometheus::BuildCounter()
+                         .Name("cube3d_jobs_submitted_total")
+                         .Help("Job submissions, by outcome (accepted, refused)")
+                         .Register(r);
+  for (const char* result : {"hit", "miss", "coalesced", "bypass"}) {
+    cache_answers_->Add({{"result", result}});
+  }
+  for (const char* tier : {"memory", "disk"}) {
+    cache_bytes_->Add({{"tier", tier}});
+    cache_entries_->Add({{"tier", tier}});
+    cache_evictions_->Add({{"tier", tier}});
+  }
+  for (const char* state : {"queued", "running", "succeeded", "failed", "cancelled"}) {
+    jobs_->Add({{"state", state}});
+  }
+  for (const char* outcome : {"accepted", "refused"}) jobs_submitted_->Add({{"outcome", outcome}});
   // Every listener and reason from the start, at zero: a rate() over a series that appears
   // only with its first event misses that event, and dashboards see the families before any.
   // The reasons are the HTTP server's (server/http/http_server.h, ServerObserver).
@@ -183,6 +230,43 @@ void Metrics::http_connection_closed(const std::string& listener, const std::str
 void Metrics::http_connection_refused(const std::string& listener, const std::string& reason) {
   const std::lock_guard lock(mutex_);
   http_refused_->Add({{"listener", listener}, {"reason", reason}}).Increment();
+}
+
+void Metrics::cache_answer(const std::string& result) {
+  const std::lock_guard lock(mutex_);
+  cache_answers_->Add({{"result", result}}).Increment();
+}
+
+void Metrics::cache_hit_bytes(int64_t bytes) {
+  cache_hit_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void Metrics::set_cache_size(const std::string& tier, int64_t bytes, int64_t entries) {
+  const std::lock_guard lock(mutex_);
+  cache_bytes_->Add({{"tier", tier}}).Set(static_cast<double>(bytes));
+  cache_entries_->Add({{"tier", tier}}).Set(static_cast<double>(entries));
+}
+
+void Metrics::cache_eviction(const std::string& tier) {
+  const std::lock_guard lock(mutex_);
+  cache_evictions_->Add({{"tier", tier}}).Increment();
+}
+
+void Metrics::cache_corrupt_entry() { cache_corrupt_->Increment(); }
+void Metrics::cache_write_dropped() { cache_writes_dropped_->Increment(); }
+
+void Metrics::set_jobs(const std::string& state, int64_t count) {
+  const std::lock_guard lock(mutex_);
+  jobs_->Add({{"state", state}}).Set(static_cast<double>(count));
+}
+
+void Metrics::set_job_result_bytes(int64_t bytes) {
+  job_result_bytes_->Set(static_cast<double>(bytes));
+}
+
+void Metrics::job_submitted(bool accepted) {
+  const std::lock_guard lock(mutex_);
+  jobs_submitted_->Add({{"outcome", accepted ? "accepted" : "refused"}}).Increment();
 }
 
 std::string Metrics::exposition() const {

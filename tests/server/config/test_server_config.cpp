@@ -339,7 +339,11 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("logging.level"), at("logging.format"));
   EXPECT_LT(at("http_listen"), at("http.io_threads"));
   EXPECT_LT(at("http.cors_allowed_origins"), at("grpc.max_threads"));
-  EXPECT_EQ(keys.size(), 69u);
+  EXPECT_LT(at("defaults.format"), at("defaults.mesh_profile"));
+  EXPECT_LT(at("mesh.mesh_threads"), at("jobs.result_ttl_s"));
+  EXPECT_LT(at("jobs.deadline_ms"), at("cache.enabled"));
+  EXPECT_LT(at("cache.shared_across_keys"), at("metrics_listen"));
+  EXPECT_EQ(keys.size(), 82u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -481,6 +485,18 @@ TEST(ServerConfigErrors, BadWords) {
   // The keys that moved into logging: name their new place.
   expect_invalid("log_level: info\n", {"log_level", "logging.level"});
   expect_invalid("log_prompts: true\n", {"log_prompts", "logging.prompts"});
+}
+
+TEST(ServerConfigErrors, BadJobsCacheAndProfile) {
+  expect_invalid("defaults:\n  mesh_profile: unity\n",
+                 {"defaults.mesh_profile", "'unity'", "none or roblox"});
+  expect_invalid("jobs:\n  result_ttl_s: 0\n", {"jobs.result_ttl_s"});
+  expect_invalid("jobs:\n  max_wait_ms: 600001\n", {"jobs.max_wait_ms"});
+  expect_invalid("jobs:\n  max_jobs_per_key: 10\n  max_jobs: 5\n",
+                 {"jobs.max_jobs_per_key (10)", "jobs.max_jobs (5)"});
+  expect_invalid("cache:\n  max_bytes: -1\n", {"cache.max_bytes"});
+  expect_invalid("cache:\n  enabled: maybe\n", {"cache.enabled"});
+  expect_invalid("cache:\n  max_bytes_total: 1\n", {"unknown key cache.max_bytes_total"});
 }
 
 TEST(ServerConfigErrors, BadMeshAndServerNumbers) {

@@ -4,7 +4,9 @@
 // completion contract (one outcome, progress before it, none after, on whichever thread).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -16,6 +18,7 @@
 
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/observability/metrics.h"
 #include "eventually.h"
@@ -287,6 +290,201 @@ TEST_F(MeshServiceTest, WithApiKeysACallNeedsAKnownKeyWithinItsLimits) {
   bad.set_top_p(7.0f);
   EXPECT_EQ(call(bad, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   service_->use_api_keys(nullptr);
+}
+
+// The result cache: hits, coalescing of identical calls in flight, and the bypass.
+class MeshServiceCacheTest : public MeshServiceTest {
+ protected:
+  MeshServiceCacheTest() : cache_(ResultCacheOptions{}) {
+    ServiceOptions options;
+    options.policy.limits.max_message_bytes = 1 << 20;
+    options.tokens_per_shape = 64;
+    options.cache_enabled = true;
+    service_ = std::make_unique<MeshServiceCore>(options, metrics_);
+    service_->use_cache(&cache_);
+    service_->attach(scheduler_.get(), ModelIdentity{"demo", "w", "c", "v"});
+  }
+
+  struct Pending {
+    std::mutex mutex;
+    std::optional<CallOutcome> outcome;
+    std::shared_ptr<ActiveCall> active;
+    bool done() {
+      const std::lock_guard lock(mutex);
+      return outcome.has_value();
+    }
+  };
+  std::shared_ptr<Pending> start(const v1::GenerateMeshRequest& r, const CallContext& c = {}) {
+    auto pending = std::make_shared<Pending>();
+    CallObserver observer;
+    observer.done = [pending](CallOutcome o) {
+      const std::lock_guard lock(pending->mutex);
+      pending->outcome = std::move(o);
+    };
+    pending->active = service_->start(to_wire(r), c, std::move(observer));
+    return pending;
+  }
+  // The held job's outcome, as the fake executor would have made it.
+  void release(size_t i) {
+    const auto job = executor_.held_job(i);
+    JobResult result;
+    result.request_id = job->request().request_id;
+    result.format = job->request().format;
+    result.encoded = "mesh of " + job->request().prompt;
+    result.vertex_count = 3;
+    result.face_count = 1;
+    job->succeed(result);
+  }
+  double cache_metric(const std::string& result) {
+    const std::string text = metrics_.exposition();
+    const std::string name = "cube3d_cache_requests_total{result=\"" + result + "\"} ";
+    const size_t at = text.find(name);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size()));
+  }
+
+  ResultCache cache_;
+};
+
+TEST_F(MeshServiceCacheTest, IdenticalCallsInFlightShareOneComputationThenHitTheCache) {
+  executor_.hold = true;
+  v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+  std::vector<std::shared_ptr<Pending>> calls;
+  for (int i = 0; i < 5; ++i) {
+    r.set_request_id("call-" + std::to_string(i));
+    calls.push_back(start(r));
+  }
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(executor_.held_count(), 1u);  // one computation for the five
+  release(0);
+  for (const auto& call : calls) ASSERT_TRUE(eventually([&] { return call->done(); }));
+  int misses = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CallOutcome& o = *calls[i]->outcome;
+    ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+    EXPECT_EQ(o.response.encoded(), "mesh of a chair");
+    EXPECT_EQ(o.response.request_id(), "call-" + std::to_string(i));  // each its own id
+    EXPECT_EQ(o.response.effective().computed_by_request_id(), "call-0");
+    misses += o.response.cache_status() == v1::CACHE_STATUS_MISS;
+    if (i > 0) {
+      EXPECT_EQ(o.response.cache_status(), v1::CACHE_STATUS_COALESCED);
+    }
+  }
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ(cache_metric("miss"), 1);
+  EXPECT_EQ(cache_metric("coalesced"), 4);
+
+  // Afterwards: a hit, answered inside start(), with the first computation's bytes.
+  r.set_request_id("later");
+  const auto hit = start(r);
+  ASSERT_TRUE(hit->done());
+  EXPECT_EQ(hit->outcome->response.cache_status(), v1::CACHE_STATUS_HIT);
+  EXPECT_EQ(hit->outcome->response.encoded(), "mesh of a chair");
+  EXPECT_EQ(hit->outcome->response.request_id(), "later");
+  EXPECT_EQ(hit->outcome->response.effective().computed_by_request_id(), "call-0");
+  EXPECT_EQ(hit->outcome->response.effective().model(), "demo");
+  EXPECT_EQ(executor_.held_count(), 1u);
+  EXPECT_EQ(cache_metric("hit"), 1);
+}
+
+TEST_F(MeshServiceCacheTest, TheWorkStopsOnlyWhenEveryCallerHasGone) {
+  executor_.hold = true;
+  const auto first = start(request(v1::MESH_FORMAT_GLB));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  const auto second = start(request(v1::MESH_FORMAT_GLB));
+  first->active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "first gone"));
+  EXPECT_FALSE(executor_.held_job(0)->cancelled());  // the second still waits for it
+  EXPECT_FALSE(second->done());
+  second->active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "second gone"));
+  EXPECT_TRUE(executor_.held_job(0)->cancelled());
+  EXPECT_EQ(first->outcome->status.error_message(), "first gone");
+  EXPECT_EQ(second->outcome->status.error_message(), "second gone");
+  // A call after that does not join the cancelled work: it gets a computation of its own.
+  const auto third = start(request(v1::MESH_FORMAT_GLB));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  release(1);
+  ASSERT_TRUE(eventually([&] { return third->done(); }));
+  EXPECT_EQ(third->outcome->response.cache_status(), v1::CACHE_STATUS_MISS);
+}
+
+TEST_F(MeshServiceCacheTest, EachCallerKeepsItsOwnDeadlineAndALaterOneExtendsTheWork) {
+  executor_.hold = true;
+  CallContext soon;
+  soon.deadline = SteadyClock::now() + std::chrono::milliseconds(50);
+  CallContext later;
+  later.deadline = SteadyClock::now() + std::chrono::seconds(60);
+  const auto hurried = start(request(v1::MESH_FORMAT_GLB), soon);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  const auto patient = start(request(v1::MESH_FORMAT_GLB), later);
+  EXPECT_GE(executor_.held_job(0)->deadline(), later.deadline);
+  ASSERT_TRUE(eventually([&] { return hurried->done(); }));
+  EXPECT_EQ(hurried->outcome->status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(executor_.held_job(0)->cancelled());
+  release(0);
+  ASSERT_TRUE(eventually([&] { return patient->done(); }));
+  EXPECT_TRUE(patient->outcome->status.ok());
+  EXPECT_EQ(patient->outcome->response.cache_status(), v1::CACHE_STATUS_COALESCED);
+}
+
+TEST_F(MeshServiceCacheTest, ABypassComputesAloneAndStoresNothing) {
+  executor_.hold = true;
+  v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+  const auto plain = start(r);
+  r.set_bypass_cache(true);
+  const auto fresh = start(r);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  release(0);
+  release(1);
+  ASSERT_TRUE(eventually([&] { return plain->done() && fresh->done(); }));
+  EXPECT_EQ(fresh->outcome->response.cache_status(), v1::CACHE_STATUS_BYPASS);
+  EXPECT_EQ(cache_.stats().memory_entries, 1);  // the plain call's result only
+  EXPECT_EQ(cache_metric("bypass"), 1);
+  // Other parameters are another entry.
+  v1::GenerateMeshRequest other = request(v1::MESH_FORMAT_GLB);
+  other.set_seed(7);
+  const auto third = start(other);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 3; }));
+  release(2);
+  ASSERT_TRUE(eventually([&] { return third->done(); }));
+  EXPECT_EQ(third->outcome->response.cache_status(), v1::CACHE_STATUS_MISS);
+}
+
+TEST(ResultKey, EveryEffectiveFieldAndTheModelAndScopeMakeADifferentKey) {
+  JobRequest base;
+  base.prompt = "a chair";
+  const ModelIdentity model{"demo", "w", "c", "v"};
+  const ResultKey key = result_key(base, model, "");
+  std::vector<std::pair<std::string, JobRequest>> variants;
+  const auto vary = [&](const std::string& what, auto change) {
+    JobRequest r = base;
+    change(r);
+    variants.emplace_back(what, r);
+  };
+  vary("prompt", [](JobRequest& r) { r.prompt = "a chairs"; });
+  vary("guidance", [](JobRequest& r) { r.guidance_scale = std::nextafter(r.guidance_scale, 9.0); });
+  vary("top_p", [](JobRequest& r) { r.top_p = 0.9; });
+  vary("seed", [](JobRequest& r) { r.seed = 1; });
+  vary("bbox", [](JobRequest& r) { r.bounding_box = std::array<float, 3>{1, 1, 1}; });
+  vary("resolution", [](JobRequest& r) { r.resolution_base = 5; });
+  vary("format", [](JobRequest& r) { r.format = MeshFormat::kObj; });
+  vary("faces", [](JobRequest& r) { r.target_face_count = 100; });
+  vary("profile", [](JobRequest& r) { r.mesh_profile = MeshProfile::kRoblox; });
+  vary("tokens", [](JobRequest& r) { r.return_shape_tokens = true; });
+  for (const auto& [what, r] : variants) EXPECT_NE(result_key(r, model, ""), key) << what;
+  EXPECT_NE(result_key(base, {"demo", "w2", "c", "v"}, ""), key);
+  EXPECT_NE(result_key(base, {"demo", "w", "c2", "v"}, ""), key);
+  EXPECT_NE(result_key(base, {"demo", "w", "c", "v2"}, ""), key);
+  EXPECT_NE(result_key(base, model, "studio-a"), key);
+  // What the caller does not decide the mesh by is not in it.
+  JobRequest same = base;
+  same.request_id = "another";
+  same.client = "another";
+  same.bypass_cache = true;
+  EXPECT_EQ(result_key(same, model, ""), key);
+  // A prompt cannot spell the fields after it.
+  JobRequest forged = base;
+  forged.prompt = "a chair;guidance_scale=1:x";
+  EXPECT_NE(result_key(forged, model, ""), key);
 }
 
 }  // namespace

@@ -82,6 +82,10 @@ class ApiKeys {
   std::variant<Ticket, Refusal> admit(std::string_view authorization,
                                       SteadyClock::time_point now = SteadyClock::now());
 
+  // The key's name, without taking anything from its limits (polling a job, which costs no
+  // work); UNAUTHENTICATED's refusal for a missing or unknown key.
+  std::variant<std::string, Refusal> identify(std::string_view authorization) const;
+
   // Swaps in a new key list; keys that stay (same name and hash) keep their state.
   void replace(std::vector<ApiKey> keys);
   size_t size() const;

@@ -7,10 +7,13 @@
 #include "cube3d/core/model_config.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/jobs/job_service.h"
+#include "cube3d/server/jobs/job_store.h"
 
 namespace cube3d {
 
@@ -35,5 +38,12 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
 // decoding or meshing, and a burst the core refuses at once: the core's limits decide, not
 // this). I/O threads: http.io_threads, or one per core.
 HttpGatewayOptions http_gateway_options(const ServerConfig& config);
+
+// The `cache:` section's store (max_bytes, dir, max_dir_bytes).
+ResultCacheOptions result_cache_options(const ServerConfig& config);
+
+// The `jobs:` section: the store's bounds and the jobs' deadline.
+JobStoreOptions job_store_options(const ServerConfig& config);
+JobServiceOptions job_service_options(const ServerConfig& config);
 
 }  // namespace cube3d

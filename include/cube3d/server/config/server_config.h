@@ -68,6 +68,33 @@ struct MeshConfig {
   bool operator==(const MeshConfig&) const = default;
 };
 
+// Jobs (SubmitMeshJob, POST /v1/jobs): what the server keeps of them and for how long.
+struct JobsConfig {
+  int64_t result_ttl_s = 600;                     // a finished job's result is kept this long
+  int64_t max_result_bytes = int64_t{256} << 20;  // finished jobs' results, in all (LRU beyond)
+  int64_t max_jobs_per_key = 64;                  // open (queued or running) jobs per API key
+  int64_t max_jobs = 100'000;                     // job records of all kinds
+  int64_t max_wait_ms = 30'000;                   // the longest long-poll (GetMeshJob wait_ms)
+  int64_t poll_after_ms = 1'000;                  // the poll interval the answers suggest
+  // The time a job may take from its submission to its end, queue included (the synchronous
+  // calls' limits.default_deadline_ms is for a caller that waits on the line).
+  int64_t deadline_ms = 1'800'000;
+  bool operator==(const JobsConfig&) const = default;
+};
+
+// The result cache: identical requests (same model, same effective parameters) get the same
+// bytes, so they are answered from memory, from `dir`, or from the identical request in flight.
+struct CacheConfig {
+  bool enabled = true;
+  int64_t max_bytes = int64_t{512} << 20;    // the memory tier
+  std::string dir;                           // the disk tier (survives restarts); empty: none
+  int64_t max_dir_bytes = int64_t{4} << 30;  // the disk tier's bound
+  // false: each API key has a cache of its own, so that one studio cannot learn from a hit
+  // (its speed, or X-Cache) what another studio asked for. true: one cache for all keys.
+  bool shared_across_keys = false;
+  bool operator==(const CacheConfig&) const = default;
+};
+
 struct LoggingConfig {
   std::string level = "info";   // trace | debug | info | warn | error | critical | off
   std::string format = "text";  // text | json (one JSON object per line, for log pipelines)
@@ -91,6 +118,8 @@ struct ServerConfig {
   LimitsConfig limits;
   RequestDefaults defaults;
   MeshConfig mesh;
+  JobsConfig jobs;
+  CacheConfig cache;
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no metrics endpoint
   // The HTTP/JSON front door (POST /v1/meshes:generate, health, metrics), host:port; empty: off.
   std::string http_listen;

@@ -14,16 +14,24 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "cube3d/core/clock.h"
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/cache/result_cache.h"
+#include "cube3d/server/core/model_identity.h"
 #include "cube3d/server/core/request_policy.h"
+#include "cube3d/server/core/result_key.h"
+#include "cube3d/server/core/shared_work.h"
 #include "cube3d/server/core/timer_queue.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/v1/mesh_service.pb.h"
@@ -36,6 +44,10 @@ struct ServiceOptions {
   RequestPolicy policy;
   bool log_prompts = false;
   int64_t tokens_per_shape = 0;  // T, for progress events
+  // The result cache (cache.enabled): answers from the store given to use_cache(), and
+  // identical requests in flight coalesced. Off: every request computes (BYPASS).
+  bool cache_enabled = false;
+  bool cache_shared_across_keys = false;  // else the API key's name scopes each entry
 };
 
 // What the core needs to know about the call a front door serves.
@@ -98,13 +110,24 @@ class MeshServiceCore {
   MeshServiceCore(const MeshServiceCore&) = delete;
   MeshServiceCore& operator=(const MeshServiceCore&) = delete;
 
-  void attach(Scheduler* scheduler) { scheduler_.store(scheduler); }
+  // `model` identifies what the scheduler runs (the cache's key, the response's provenance).
+  void attach(Scheduler* scheduler, ModelIdentity model = {}) {
+    model_ = std::move(model);
+    scheduler_.store(scheduler);  // after model_: a call that sees the scheduler sees the model
+  }
+  // The result cache's store (may be null: coalescing only). Set before attach().
+  void use_cache(ResultCache* cache) { cache_ = cache; }
   // With keys, every call must bring a known API key (auth.api_keys_file); null: open.
   void use_api_keys(ApiKeys* keys) { api_keys_.store(keys); }
   bool ready() const { return scheduler_.load() != nullptr; }
   const ServiceOptions& options() const { return options_; }
+  Metrics& metrics() { return metrics_; }
   // Deadlines of the core's calls, and the front doors' own timeouts (one thread for all).
   TimerQueue& timers() { return timers_; }
+
+  // Who is asking, for calls that cost no work (polling a job): the API key's name ("" when the
+  // server has no keys), or UNAUTHENTICATED.
+  std::variant<std::string, grpc::Status> identify(const std::string& authorization) const;
 
   // Starts one request and returns at once; its outcome (OK with the response, or an error:
   // every error a client can cause maps to a status, never to a crash) and its progress go to
@@ -114,11 +137,36 @@ class MeshServiceCore {
 
  private:
   friend class CoreCall;
-  grpc::Status fill_response(const JobResult& result, v1::GenerateMeshResponse* response) const;
+  // The response of a computed result, for `request` (the caller's own, validated).
+  grpc::Status fill_response(const JobResult& result, const JobRequest& request,
+                             v1::GenerateMeshResponse* response) const;
+  grpc::Status check_size(v1::GenerateMeshResponse* response) const;
+  void fill_effective(const JobRequest& request, const std::string& computed_by,
+                      v1::EffectiveParameters* effective) const;
+
+  // The work a call joins: an identical one in flight (coalesced) when `key` is set and one
+  // runs, else a new one (registered under `key` when set) that the caller must submit.
+  struct Joined {
+    std::shared_ptr<SharedWork> work;
+    SharedWork::MemberId member = 0;
+    bool coalesced = false;
+  };
+  Joined join_or_create(const std::optional<ResultKey>& key, const JobRequest& request,
+                        SteadyClock::time_point deadline, SharedWork::Member member);
+  // A computed work's outcome: its result into the cache, and the key no longer in flight.
+  void work_done(const std::optional<ResultKey>& key, SharedWork& work, const JobResult* result,
+                 const JobRequest& request);
 
   ServiceOptions options_;
   std::atomic<Scheduler*> scheduler_{nullptr};
   std::atomic<ApiKeys*> api_keys_{nullptr};
+  ModelIdentity model_;
+  ResultCache* cache_ = nullptr;
+  std::mutex in_flight_mutex_;
+  // Entries leave when their work ends; a work whose callers all left before that (its job
+  // cancelled) leaves an expired entry, swept every kInFlightSweep new works.
+  std::map<ResultKey, std::weak_ptr<SharedWork>> in_flight_;
+  int64_t works_since_sweep_ = 0;
   Metrics& metrics_;
   TimerQueue timers_;  // last: its thread stops first, before what its actions touch goes
 };

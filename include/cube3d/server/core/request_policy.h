@@ -8,6 +8,7 @@
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_profile.h"
 
 namespace cube3d {
 
@@ -30,6 +31,7 @@ struct RequestDefaults {
   std::optional<double> top_p;  // unset: greedy
   int64_t resolution_base = kDefaultResolutionBase;
   MeshFormat format = MeshFormat::kGlb;
+  MeshProfile mesh_profile = MeshProfile::kNone;
   bool operator==(const RequestDefaults&) const = default;
 };
 

@@ -25,5 +25,7 @@ std::string make_request_id();
 
 MeshFormat from_proto(v1::MeshFormat format);
 v1::MeshFormat to_proto(MeshFormat format);
+MeshProfile from_proto(v1::MeshProfile profile);
+v1::MeshProfile to_proto(MeshProfile profile);
 
 }  // namespace cube3d

@@ -31,6 +31,10 @@ struct ExecutorOptions {
   // slots at once, so that a GPU waits for its queued work once per interval, not per slot).
   int64_t progress_interval_tokens = 32;
   int64_t mesh_threads = 2;
+  // What every mesh file records of how it was made (provenance), besides its request.
+  std::string model_name;
+  std::string weights_digest;
+  std::string server_version;
   ShapeOptions shape;  // occupancy and mesh stages; a request's target_faces overrides
                        // shape.mesh.simplification's
   // Observers for metrics (may be empty).

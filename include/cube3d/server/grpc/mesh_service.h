@@ -30,6 +30,7 @@
 
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/grpc/grpc_options.h"
+#include "cube3d/server/jobs/job_service.h"
 
 namespace cube3d {
 
@@ -40,8 +41,11 @@ class MeshServiceImpl final : public grpc::Service {
  public:
   using Count = std::function<void(const std::string& code)>;
 
-  // `core` must outlive the service; `count` gets each call's code (cube3d_requests_total).
-  MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count);
+  // `core` (and `jobs`, when given: SubmitMeshJob, GetMeshJob, CancelMeshJob) must outlive the
+  // service; `count` gets each mesh call's code (cube3d_requests_total; a job's outcome is
+  // counted by the core, its polls not at all).
+  MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count,
+                  JobService* jobs = nullptr);
   ~MeshServiceImpl() override;
 
   // Calls open whose request message has not arrived (for tests).
@@ -62,6 +66,9 @@ class MeshServiceImpl final : public grpc::Service {
   void message_arrived(uint64_t place);
 
   MeshServiceCore& core() { return core_; }
+  // grpc::Service's registration, for the job methods (grpc/job_methods.cpp).
+  using grpc::Service::AddMethod;
+  using grpc::Service::MarkMethodCallback;
   const GrpcOptions& options() const { return options_; }
   void count(const std::string& code) const {
     if (count_) count_(code);
@@ -71,11 +78,18 @@ class MeshServiceImpl final : public grpc::Service {
   MeshServiceCore& core_;
   const GrpcOptions options_;
   const Count count_;
+  JobService* const jobs_;
 
   mutable std::mutex awaiting_mutex_;
   std::map<uint64_t, std::weak_ptr<AwaitingCall>> awaiting_;  // by place: the oldest first
   uint64_t next_place_ = 0;
 };
+
+// The call's context as the core takes it (deadline, authorization, traceparent).
+CallContext call_of(const grpc::CallbackServerContext& context);
+
+// Registers SubmitMeshJob, GetMeshJob and CancelMeshJob (grpc/job_methods.cpp).
+void add_job_methods(MeshServiceImpl& service, JobService& jobs);
 
 // Calls to methods the server does not have: UNIMPLEMENTED naming the method and what the
 // server has, counted with the code the client saw (gRPC's core would refuse them without

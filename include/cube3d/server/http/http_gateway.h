@@ -32,7 +32,9 @@
 // does one that stops reading its answer (http.write_timeout_ms). API keys
 // (auth.api_keys_file): `Authorization: Bearer <key>` (the scheme in any case), as over gRPC; a
 // missing or unknown key is 401 (WWW-Authenticate: Bearer), a key over its limit 429 with
-// Retry-After. An X-Request-Id header is the request_id when the body has none.
+// Retry-After. An X-Request-Id header is the request_id when the body has none;
+// `Cache-Control: no-cache` (or no-store) sets bypass_cache. Mesh answers carry X-Cache (hit,
+// miss, coalesced, bypass). Jobs: http/job_routes.h.
 #pragma once
 
 #include <chrono>
@@ -43,6 +45,7 @@
 
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/http/http_server.h"
+#include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/observability/metrics.h"
 
 namespace cube3d {
@@ -55,6 +58,9 @@ struct HttpGatewayOptions {
   int64_t max_generating = 16;
   int64_t retry_after_seconds = 1;  // Retry-After of a 429 for a full queue
   std::vector<std::string> cors_allowed_origins;
+  // Jobs (http/job_routes.h: POST /v1/jobs, GET and DELETE /v1/jobs/{id}, GET
+  // /v1/jobs/{id}/mesh); null: none. Must outlive the gateway.
+  JobService* jobs = nullptr;
   // I/O threads, deadlines, connection and request limits (max_body_bytes =
   // limits.max_message_bytes).
   http::ServerOptions server;

@@ -75,6 +75,10 @@ class RequestReader {
   std::unique_ptr<Parser> parser_;  // one per request (Beast's parsers are single-use)
   bool started_ = false;
   bool head_reported_ = false;
+  // The head's field count: Beast appends a chunked body's trailer fields to the head's, after
+  // the head was checked; take_request() keeps the head's alone (RFC 9110 lets a server drop
+  // trailers), so that no trailer adds a Host, a Content-Length or fields past the limit.
+  int64_t head_fields_ = 0;
   // How far into the head its bytes have been checked for the request line and line folding
   // (each byte is looked at once, however slowly the head drips in), and how much of the head
   // the parser has taken (its complete lines) while the head is incomplete.

@@ -60,6 +60,22 @@ class Metrics {
   void http_connection_closed(const std::string& listener, const std::string& reason);
   void http_connection_refused(const std::string& listener, const std::string& reason);
 
+  // The result cache: each cacheable answer's source (hit, miss, coalesced, bypass), the bytes
+  // of mesh served from it, each tier's size (memory, disk), evictions, corrupt disk entries
+  // found (and recomputed) and disk writes dropped behind a full write queue.
+  void cache_answer(const std::string& result);
+  void cache_hit_bytes(int64_t bytes);
+  void set_cache_size(const std::string& tier, int64_t bytes, int64_t entries);
+  void cache_eviction(const std::string& tier);
+  void cache_corrupt_entry();
+  void cache_write_dropped();
+
+  // Jobs: those kept now, by state (queued, running, succeeded, failed, cancelled), their
+  // results' bytes, and submissions by outcome (accepted, refused).
+  void set_jobs(const std::string& state, int64_t count);
+  void set_job_result_bytes(int64_t bytes);
+  void job_submitted(bool accepted);
+
   // The Prometheus text exposition of the registry (what a scrape gets).
   std::string exposition() const;
 
@@ -84,6 +100,16 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* http_connections_;
   prometheus::Family<prometheus::Counter>* http_closed_;
   prometheus::Family<prometheus::Counter>* http_refused_;
+  prometheus::Family<prometheus::Counter>* cache_answers_;
+  prometheus::Counter* cache_hit_bytes_;
+  prometheus::Family<prometheus::Gauge>* cache_bytes_;
+  prometheus::Family<prometheus::Gauge>* cache_entries_;
+  prometheus::Family<prometheus::Counter>* cache_evictions_;
+  prometheus::Counter* cache_corrupt_;
+  prometheus::Counter* cache_writes_dropped_;
+  prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Gauge* job_result_bytes_;
+  prometheus::Family<prometheus::Counter>* jobs_submitted_;
   std::mutex mutex_;  // guards lazily created label children
 };
 

@@ -1,0 +1,116 @@
+#include "cube3d/server/app/model_identity_loader.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cube3d/cli/version.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
+
+namespace cube3d {
+namespace {
+
+class Sha256 {
+ public:
+  Sha256() : context_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1) {
+      throw internal_error("SHA-256: cannot initialise OpenSSL's digest");
+    }
+  }
+  void add(std::string_view bytes) { EVP_DigestUpdate(context_.get(), bytes.data(), bytes.size()); }
+  // A tagged, length-prefixed field: no two different inputs hash alike.
+  void field(std::string_view tag, std::string_view bytes) {
+    add(tag);
+    length(bytes.size());
+    add(bytes);
+  }
+  // "=<n>:" (appended piecewise: GCC 12 warns falsely, -Wstringop-overflow, on "=" + string).
+  void length(uint64_t n) {
+    add("=");
+    add(std::to_string(n));
+    add(":");
+  }
+  void file(const std::string& tag, const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw not_found(tag + ": cannot read " + path.string() + " to take its digest");
+    const auto size = std::filesystem::file_size(path);
+    add(tag);
+    length(size);
+    std::vector<char> buffer(size_t{1} << 20);
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      add(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+    }
+  }
+  std::string hex() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(context_.get(), digest.data(), &length);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < length; ++i) {
+      out += kHex[digest[i] >> 4];
+      out += kHex[digest[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
+};
+
+// A file, or every regular file of a folder (a Hugging Face CLIP folder) in name order.
+void add_path(Sha256& sha, const std::string& tag, const std::string& path) {
+  if (path.empty()) return sha.field(tag, "none");
+  if (!std::filesystem::is_directory(path)) return sha.file(tag, path);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(path)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) sha.file(tag + "/" + file.filename().string(), file);
+}
+
+}  // namespace
+
+ModelIdentity load_model_identity(const ServerConfig& config, const ModelConfig& model) {
+  ModelIdentity identity;
+  identity.name = std::filesystem::path(config.model.config).stem().string();
+  identity.server_version = std::string(project_version()) + " (" + git_revision() + ")";
+
+  Sha256 weights;
+  if (model.random_weights_seed && config.model.gpt_weights.empty()) {
+    weights.field("random_weights_seed", std::to_string(*model.random_weights_seed));
+  } else {
+    add_path(weights, "gpt_weights", config.model.gpt_weights);
+    add_path(weights, "shape_weights", config.model.shape_weights);
+  }
+  add_path(weights, "clip_model", config.model.clip_model);
+  add_path(weights, "clip_vocab", config.model.clip_vocab);
+  identity.weights_digest = weights.hex();
+
+  // What else changes the numbers: the model's shape (its config), the arithmetic (device
+  // kind, dtype, decode mode) and the mesh stage. Not the addresses, limits or batching.
+  Sha256 settings;
+  settings.field("model_config", read_file(config.model.config, "model config"));
+  settings.field("device", config.device.starts_with("cuda") ? "cuda" : config.device);
+  settings.field("dtype", config.dtype);
+  settings.field("single_stream_decode", config.single_stream_decode);
+  const MeshConfig& m = config.mesh;
+  settings.field("mesh", m.occupancy + "," + std::to_string(m.occupancy_coarsest_resolution_base) +
+                             "," + std::to_string(m.occupancy_dilation) + "," +
+                             std::to_string(m.postprocess) + "," +
+                             std::to_string(m.remove_floaters) + "," +
+                             std::to_string(m.floater_ratio) + "," + std::to_string(m.simplify));
+  identity.config_digest = settings.hex();
+  return identity;
+}
+
+}  // namespace cube3d

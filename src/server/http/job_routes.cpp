@@ -1,0 +1,149 @@
+#include "cube3d/server/http/job_routes.h"
+
+#include <charconv>
+#include <chrono>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "cube3d/core/printable.h"
+#include "cube3d/server/http/content_negotiation.h"
+#include "cube3d/server/http/http_error.h"
+#include "cube3d/server/http/mesh_answers.h"
+
+namespace cube3d::http {
+namespace {
+
+constexpr int64_t kMaxWaitParamMs = 3'600'000;  // the store caps it far lower (jobs.max_wait_ms)
+
+// The {id} of /v1/jobs/{id} and /v1/jobs/{id}/mesh (the router matched the shape already).
+std::string id_of(const std::string& path) {
+  std::string_view rest = std::string_view(path).substr(std::string_view(kJobsPath).size() + 1);
+  return std::string(rest.substr(0, rest.find('/')));
+}
+
+std::chrono::milliseconds wait_of(const Request& req) {
+  const std::optional<std::string> text = req.query_param("wait_ms");
+  if (!text) return std::chrono::milliseconds(0);
+  int64_t ms = -1;
+  const char* const end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, ms);
+  if (error != std::errc() || stop != end || ms < 0 || ms > kMaxWaitParamMs) {
+    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
+                    "query parameter wait_ms is '" + printable(*text, 64) +
+                        "': it must be a whole number of milliseconds, 0.." +
+                        std::to_string(kMaxWaitParamMs));
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+bool open(const v1::MeshJob& job) {
+  return job.state() == v1::JOB_STATE_QUEUED || job.state() == v1::JOB_STATE_RUNNING;
+}
+
+std::string retry_after_of(const v1::MeshJob& job) {
+  return std::to_string(std::max<int64_t>(1, (int64_t{job.poll_after_ms()} + 999) / 1000));
+}
+
+Response job_response(int status, const v1::MeshJob& job) {
+  Response out = make_response(status, to_json(job), kJsonType);
+  out.headers.set(kRequestIdHeader, job.request_id());
+  if (open(job)) out.headers.set("Retry-After", retry_after_of(job));
+  return out;
+}
+
+// Whether GET .../mesh answers the file itself: unless Accept names JSON and not the file's
+// type (no Accept, or */*, takes the file: that is what the path is for).
+bool wants_file(const std::string& accept_header, v1::MeshFormat format) {
+  if (accept_header.empty() || accept_header.find("*/*") != std::string::npos) return true;
+  const Accepted accepted = parse_accept(accept_header);
+  for (const v1::MeshFormat f : accepted.meshes) {
+    if (f == format) return true;
+  }
+  if (accepted.json) return false;
+  const MeshMediaType* media = media_type_of(format);
+  throw HttpError(406, grpc::StatusCode::INVALID_ARGUMENT,
+                  "the job's mesh is " + std::string(media ? media->type : "RAW") +
+                      "; Accept takes neither it nor application/json");
+}
+
+Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retry_after) {
+  if (open(job)) {
+    Response out = error_response(409, grpc::StatusCode::FAILED_PRECONDITION,
+                                  "job " + job.id() + " is " + v1::JobState_Name(job.state()) +
+                                      ": poll GET /v1/jobs/" + job.id() + " until SUCCEEDED");
+    out.headers.set("Retry-After", retry_after_of(job));
+    return out;
+  }
+  if (job.state() != v1::JOB_STATE_SUCCEEDED) {
+    return error_response(409, grpc::StatusCode::FAILED_PRECONDITION,
+                          "job " + job.id() + " ended " + v1::JobState_Name(job.state()) +
+                              " without a mesh (" + job.error().status() + ": " +
+                              job.error().message() + ")");
+  }
+  const v1::MeshFormat format = job.result().format();
+  std::optional<v1::MeshFormat> file;
+  if (format != v1::MESH_FORMAT_RAW && wants_file(accept, format)) file = format;
+  CallOutcome outcome;
+  outcome.response = job.result();
+  return mesh_answer(std::move(outcome), file, retry_after);
+}
+
+}  // namespace
+
+void JobRoutes::submit(const std::shared_ptr<Exchange>& ex, const v1::GenerateMeshRequest& request,
+                       const CallContext& call) {
+  JobAnswer answer = jobs_.submit(to_wire(request), call);
+  if (!answer.status.ok()) {
+    return ex->respond(status_response(answer.status, retry_after_seconds_, answer.trailers));
+  }
+  Response out = job_response(202, answer.job);
+  out.headers.set("Location", std::string(kJobsPath) + "/" + answer.job.id());
+  out.headers.set("Retry-After", retry_after_of(answer.job));
+  ex->respond(std::move(out));
+}
+
+void JobRoutes::job(const std::shared_ptr<Exchange>& ex) {
+  const Request& req = ex->request();
+  const std::string id = id_of(req.path);
+  const std::string authorization = req.headers.value_or("Authorization");
+  if (req.method == "DELETE") {
+    const JobAnswer answer = jobs_.cancel(id, authorization);
+    if (!answer.status.ok()) {
+      return ex->respond(status_response(answer.status, retry_after_seconds_, answer.trailers));
+    }
+    return ex->respond(job_response(200, answer.job));
+  }
+  const int64_t retry_after = retry_after_seconds_;
+  // The answer may come from the thread that ends the job: the JSON is made on the exchange's.
+  jobs_.get(id, authorization, wait_of(req), [ex, retry_after](JobAnswer answer) {
+    ex->defer([ex, retry_after, answer = std::move(answer)] {
+      if (!answer.status.ok()) {
+        return ex->respond(status_response(answer.status, retry_after, answer.trailers));
+      }
+      ex->respond(job_response(200, answer.job));
+    });
+  });
+}
+
+void JobRoutes::mesh(const std::shared_ptr<Exchange>& ex) {
+  const Request& req = ex->request();
+  const std::string id = id_of(req.path);
+  const std::string accept = req.headers.value_or("Accept");
+  const int64_t retry_after = retry_after_seconds_;
+  jobs_.get(id, req.headers.value_or("Authorization"), wait_of(req),
+            [ex, accept, retry_after](JobAnswer answer) {
+              ex->defer([ex, accept, retry_after, answer = std::move(answer)] {
+                if (!answer.status.ok()) {
+                  return ex->respond(status_response(answer.status, retry_after, answer.trailers));
+                }
+                try {
+                  ex->respond(mesh_of(answer.job, accept, retry_after));
+                } catch (const HttpError& e) {
+                  ex->respond(error_response(e.http_status, e.code, e.what()));
+                }
+              });
+            });
+}
+
+}  // namespace cube3d::http
