@@ -180,6 +180,16 @@ def mesh_without_request_id(data):
     return re.sub(rb"(?m)^(# |comment )request_id: .*\n", b"", data)
 
 
+def bearer(secret):
+    """gRPC metadata carrying an API key."""
+    return (("authorization", f"Bearer {secret}"),)
+
+
+def auth(secret):
+    """HTTP headers carrying an API key."""
+    return {"Authorization": f"Bearer {secret}"}
+
+
 def rpc_code(fn):
     """Runs fn(); returns (grpc.StatusCode, details or result)."""
     try:

@@ -40,12 +40,8 @@ def tearDownModule():
     e2e.tearDownModule()
 
 
-def bearer(secret):
-    return (("authorization", f"Bearer {secret}"),)
-
-
-def auth(secret):
-    return {"Authorization": f"Bearer {secret}"}
+bearer = e2e.bearer
+auth = e2e.auth
 
 
 def cpu_seconds(pid):

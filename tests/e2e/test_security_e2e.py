@@ -27,8 +27,7 @@ def tearDownModule():
     base.tearDownModule()
 
 
-def bearer(secret):
-    return (("authorization", f"Bearer {secret}"),)
+bearer = base.bearer
 
 
 class ApiKeysTest(KeyedServerTestCase):

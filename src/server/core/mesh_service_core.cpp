@@ -107,9 +107,9 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
   // executor stops the batch once every request in it is gone).
   void leave_work();
   // The one end of the call: counts, logs and tells the observer, once. `result` is a
-  // computed result, `cached` a cached response; neither for an error.
+  // computed result, `cached` a cached response (taken from); neither for an error.
   void finish(const grpc::Status& status, const JobResult* result = nullptr,
-              const v1::GenerateMeshResponse* cached = nullptr);
+              v1::GenerateMeshResponse* cached = nullptr);
 
   MeshServiceCore& core_;
   CallObserver observer_;
@@ -279,7 +279,7 @@ void CoreCall::on_deadline() {
 }
 
 void CoreCall::finish(const grpc::Status& status_in, const JobResult* result,
-                      const v1::GenerateMeshResponse* cached) {
+                      v1::GenerateMeshResponse* cached) {
   const std::lock_guard lock(mutex_);
   if (done_) return;
   done_ = true;
@@ -299,7 +299,7 @@ void CoreCall::finish(const grpc::Status& status_in, const JobResult* result,
     if (outcome.status.ok()) outcome.response.set_cache_status(cache_status_);
   } else if (status_in.ok() && cached) {
     cache_status_ = v1::CACHE_STATUS_HIT;
-    outcome.response = *cached;
+    outcome.response = std::move(*cached);  // a mesh of megabytes: moved, not copied
     outcome.response.set_request_id(request_id_);
     outcome.response.set_cache_status(v1::CACHE_STATUS_HIT);
     outcome.response.mutable_timings()->set_total_ms(total_ms);
