@@ -5,6 +5,7 @@ parsers, and a few broken ones near the edges that matter.
 
 Needs numpy, safetensors and grpcio-tools (scripts/setup.sh installs them).
 """
+import hashlib
 import json
 import pathlib
 import shutil
@@ -161,6 +162,28 @@ def mesh_metadata_seeds():
     write(t, "bad_utf8", b"caf\xe9")
 
 
+def admission_seeds():
+    """The first byte picks the input's kind: 0 a keys file, 1 a denylist, 2 an end user id."""
+    t = "admission"
+    digest = hashlib.sha256(b"secret").hexdigest()
+    write(t, "keys_full", b"\x00" + (
+        "keys:\n  - name: studio-a\n    sha256: " + digest + "\n    requests_per_minute: 60\n"
+        "    max_concurrent: 4\n    shape_tokens_per_minute: 40960\n"
+        "    occupancy_points_per_minute: 5.0e7\n    priority: batch\n    per_user:\n"
+        "      requests_per_minute: 10\n      max_concurrent: 1\n"
+        "      shape_tokens_per_minute: 4096\n"
+        "  - name: studio-b\n    sha256: " + "0" * 64 + "\n").encode())
+    write(t, "keys_tiny_rates", b"\x00keys:\n  - name: a\n    sha256: " + digest.encode() +
+          b"\n    shape_tokens_per_minute: 1.0e-300\n    per_user: {requests_per_minute: 1e15}\n")
+    write(t, "keys_bad_priority", b"\x00keys:\n  - name: a\n    sha256: " + digest.encode() +
+          b"\n    priority: urgent\n")
+    write(t, "denylist", b"\x01# weapons\n\\bforbidden thing\\b\r\n^exact$\n  \n"
+          b"caf\xc3\xa9|ch\xc3\xa2teau\n(?i)gun[s]?\n")
+    write(t, "denylist_broken", b"\x01(unclosed\nx*\n")
+    write(t, "end_user_ok", b"\x02player:42")
+    write(t, "end_user_bad", b"\x02player 42\n\x00")
+
+
 def http_request_seeds():
     # The first byte picks the read size (0: all at once; n: pieces of n bytes).
     t = "http_request"
@@ -199,7 +222,7 @@ def http_request_seeds():
 
 def main():
     for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
-                   "mesh_writers", "mesh_metadata", "http_request"):
+                   "mesh_writers", "mesh_metadata", "http_request", "admission"):
         shutil.rmtree(CORPUS / target, ignore_errors=True)
         (CORPUS / target).mkdir(parents=True)
     safetensors_seeds()
@@ -209,6 +232,7 @@ def main():
     mesh_seeds()
     mesh_metadata_seeds()
     http_request_seeds()
+    admission_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = list(folder.iterdir())
         print(f"{folder.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

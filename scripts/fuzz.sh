@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 all_targets=(safetensors model_config server_config clip_tokenizer request mesh_writers
-  mesh_metadata http_request)
+  mesh_metadata http_request admission)
 seconds=${FUZZ_SECONDS:-${FUZZ_DEFAULT_SECONDS:-300}}
 if (($#)) && [[ $1 =~ ^[0-9]+$ ]]; then
   seconds=$1
@@ -44,6 +44,8 @@ declare -A max_len=(
   [clip_tokenizer]=2048 [request]=2048 [mesh_writers]=8192 [mesh_metadata]=1024
   # http_request: a head up to its 2 KiB limit, a body up to 4 KiB, and pipelined requests.
   [http_request]=8192
+  # admission: a keys file or a denylist of a few dozen lines, or an end user id.
+  [admission]=4096
 )
 
 start=$SECONDS

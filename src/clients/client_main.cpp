@@ -70,6 +70,12 @@ CliArgs make_args() {
       .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
       .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
       .env("CUBE3D_API_KEY")
+      .option("--end-user", 1,
+              "the end user (player) this call is for, sent as 'end-user-id' metadata: the "
+              "key's per_user limits and fair turns apply to it",
+              "ID")
+      .option("--priority", 1, "interactive (default) or batch: batch work waits behind players",
+              "P")
       .option("--tokens-out", 1, "also write the shape tokens", "F")
       .option("--no-progress", 0, "no progress on stderr");
   return args;
@@ -292,6 +298,16 @@ int run(int argc, char** argv) {
   }
   request.set_request_id(args.get("--request-id"));
   request.set_return_shape_tokens(args.has("--tokens-out"));
+  if (args.has("--priority")) {
+    const std::string priority = args.get("--priority");
+    if (priority == "batch") {
+      request.set_priority(v1::PRIORITY_BATCH);
+    } else if (priority == "interactive") {
+      request.set_priority(v1::PRIORITY_INTERACTIVE);
+    } else {
+      throw invalid_argument("--priority " + priority + ": expected interactive or batch");
+    }
+  }
   check_writable("--out", out);
   if (args.has("--tokens-out")) check_writable("--tokens-out", args.get("--tokens-out"));
 
@@ -305,6 +321,7 @@ int run(int argc, char** argv) {
                        std::chrono::milliseconds(args.get_int("--timeout-ms", 600000)));
   if (args.has("--api-key"))
     context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+  if (args.has("--end-user")) context.AddMetadata("end-user-id", args.get("--end-user"));
   ProgressView progress(!args.has("--no-progress"));
 
   auto reader = stub->GenerateMeshStream(&context, request);

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/bucket_policy.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 constexpr const char* kShuttingDown = "server is shutting down";
 constexpr const char* kShutDownWhileRunning = "server shut down while the request was running";
+const std::string kNoEndUser;
 
 double milliseconds_between(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -89,6 +91,16 @@ const char* to_string(BatchingMode mode) {
   return "?";
 }
 
+const char* to_string(JobPriority priority) {
+  switch (priority) {
+    case JobPriority::kInteractive:
+      return "interactive";
+    case JobPriority::kBatch:
+      return "batch";
+  }
+  return "?";
+}
+
 BatchingMode parse_batching_mode(const std::string& text, const std::string& field) {
   if (text == "continuous") return BatchingMode::kContinuous;
   if (text == "static") return BatchingMode::kStatic;
@@ -109,6 +121,20 @@ void validate_scheduler_config(const SchedulerConfig& config) {
     throw invalid_argument("max_queue_size: must be >= 1, got " +
                            std::to_string(config.max_queue_size));
   }
+  if (config.batch_max_wait_ms < 0 || config.batch_max_wait_ms > kMaxBatchWaitMs) {
+    throw invalid_argument("batch_max_wait_ms: " + std::to_string(config.batch_max_wait_ms) +
+                           " is outside [0, " + std::to_string(kMaxBatchWaitMs) + "]");
+  }
+  if (config.max_queued_batch < 0 || config.max_queued_batch > config.max_queue_size) {
+    throw invalid_argument(
+        "max_queued_batch: " + std::to_string(config.max_queued_batch) +
+        " is outside [0, max_queue_size = " + std::to_string(config.max_queue_size) + "]");
+  }
+}
+
+int64_t effective_max_queued_batch(const SchedulerConfig& config) {
+  if (config.max_queued_batch > 0) return config.max_queued_batch;
+  return std::max<int64_t>(1, config.max_queue_size * 3 / 4);
 }
 
 Scheduler::Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch)
@@ -122,6 +148,7 @@ Scheduler::~Scheduler() { stop(); }
 
 void Scheduler::submit(std::shared_ptr<Job> job) {
   if (!job) throw internal_error("Scheduler::submit: null job");
+  const bool batch = job->request().priority == JobPriority::kBatch;
   {
     const std::lock_guard lock(mutex_);
     if (draining_ || stopping_) throw unavailable(kShuttingDown);
@@ -132,7 +159,12 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
     if (waiting >= config_.max_queue_size) {
       throw resource_exhausted("queue full (" + std::to_string(waiting) + " waiting); retry later");
     }
+    if (batch && queued_batch_ >= effective_max_queued_batch(config_)) {
+      throw resource_exhausted("batch queue full (" + std::to_string(queued_batch_) +
+                               " batch jobs waiting, batching.max_queued_batch); retry later");
+    }
     ++admitting_;  // holds the slot while kQueued is reported below
+    if (batch) ++queued_batch_;
   }
   // Reported before the worker can see the job, so that "queued" always comes before the
   // executor's progress; outside the lock because the callback may write to a slow stream.
@@ -142,6 +174,7 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
     {
       const std::lock_guard lock(mutex_);
       --admitting_;
+      if (batch) --queued_batch_;
     }
     work_done_.notify_all();
     throw;
@@ -151,7 +184,11 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
     const std::lock_guard lock(mutex_);
     --admitting_;
     stopped_meanwhile = stopping_;
-    if (!stopped_meanwhile) queue_.push_back(QueuedJob{job, SteadyClock::now()});
+    if (!stopped_meanwhile) {
+      queue_.push_back(QueuedJob{job, SteadyClock::now()});
+    } else if (batch) {
+      --queued_batch_;
+    }
   }
   work_done_.notify_all();
   if (stopped_meanwhile) {
@@ -200,6 +237,11 @@ int64_t Scheduler::queue_depth() const {
   return static_cast<int64_t>(queue_.size()) + admitting_;
 }
 
+int64_t Scheduler::queued_batch() const {
+  const std::lock_guard lock(mutex_);
+  return queued_batch_;
+}
+
 int64_t Scheduler::running_jobs() const {
   const std::lock_guard lock(mutex_);
   return std::count_if(in_flight_.begin(), in_flight_.end(),
@@ -219,51 +261,112 @@ bool Scheduler::idle_locked() const {
 
 void Scheduler::drop_cancelled_and_expired(SteadyClock::time_point now,
                                            std::vector<Rejected>& rejected) {
+  const size_t rejected_before = rejected.size();
   std::erase_if(queue_, [&](const QueuedJob& queued) {
+    std::optional<Error> error;
     if (queued.job->cancelled()) {
-      rejected.push_back({queued.job, cancelled("request cancelled while queued")});
-      return true;
-    }
-    if (queued.job->expired(now)) {
+      error = cancelled("request cancelled while queued");
+    } else if (queued.job->expired(now)) {
       const auto waited_ms = static_cast<int64_t>(milliseconds_between(queued.submitted, now));
-      rejected.push_back(
-          {queued.job, deadline_exceeded("deadline passed after " + std::to_string(waited_ms) +
-                                         " ms in the queue")});
-      return true;
+      error = deadline_exceeded("deadline passed after " + std::to_string(waited_ms) +
+                                " ms in the queue");
     }
-    return false;
+    if (!error) return false;
+    if (queued.job->request().priority == JobPriority::kBatch) --queued_batch_;
+    rejected.push_back({queued.job, std::move(*error)});
+    return true;
+  });
+  if (rejected.size() == rejected_before || last_end_user_.empty()) return;
+  // A client whose last queued jobs were dropped keeps no turn state (take_batch forgets a
+  // client when it takes its last job; this covers the other way out of the queue).
+  std::erase_if(last_end_user_, [&](const auto& entry) {
+    return std::none_of(queue_.begin(), queue_.end(), [&](const QueuedJob& queued) {
+      return queued.job->request().client == entry.first;
+    });
   });
 }
 
-std::vector<std::shared_ptr<Job>> Scheduler::take_batch(int64_t count) {
-  // FIFO within a client; across clients, one job from each in turn, starting after the client
-  // served last (fair queueing). With one client (no API keys) this is plain FIFO.
+bool Scheduler::aged_or_interactive(const QueuedJob& queued, SteadyClock::time_point now) const {
+  return queued.job->request().priority == JobPriority::kInteractive ||
+         now - queued.submitted >= std::chrono::milliseconds(config_.batch_max_wait_ms);
+}
+
+std::shared_ptr<Job> Scheduler::remove_from_queue(std::deque<QueuedJob>::iterator pick) {
+  std::shared_ptr<Job> job = std::move(pick->job);
+  queue_.erase(pick);
+  if (job->request().priority == JobPriority::kBatch) --queued_batch_;
+  return job;
+}
+
+std::vector<std::shared_ptr<Job>> Scheduler::take_batch(int64_t count,
+                                                        SteadyClock::time_point now) {
+  // One job per pick, in the order of the class comment. Each pick scans the queue (a few
+  // hundred jobs at most) twice: once for the next client, once for that client's next end
+  // user and its oldest competing job.
   std::vector<std::shared_ptr<Job>> batch;
   batch.reserve(static_cast<size_t>(count));
+  // Aging is judged at `now` for the whole take, so only taking changes who competes.
+  auto competing =
+      static_cast<int64_t>(std::count_if(queue_.begin(), queue_.end(), [&](const QueuedJob& q) {
+        return aged_or_interactive(q, now);
+      }));
   while (static_cast<int64_t>(batch.size()) < count && !queue_.empty()) {
-    auto pick = queue_.begin();
+    // With nothing interactive or aged waiting, the other batch jobs compete.
+    const bool everyone = competing == 0;
+    const auto competes = [&](const QueuedJob& q) {
+      return everyone || aged_or_interactive(q, now);
+    };
+
+    // The client that follows last_client_ in name order, or (wrapping around) the first.
     const std::string* next_client = nullptr;
-    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      const std::string& client = it->job->request().client;
-      // The first waiting job of the client that follows last_client_ in name order, or
-      // (wrapping around) of the first client.
+    const std::string* first_client = nullptr;
+    for (const QueuedJob& queued : queue_) {
+      if (!competes(queued)) continue;
+      const std::string& client = queued.job->request().client;
       if (client > last_client_ && (next_client == nullptr || client < *next_client)) {
         next_client = &client;
-        pick = it;
+      }
+      if (first_client == nullptr || client < *first_client) first_client = &client;
+    }
+    const std::string& client = next_client != nullptr ? *next_client : *first_client;
+
+    // Within it, the same turn-taking across end users, then its oldest competing job.
+    const auto last_user_it = last_end_user_.find(client);
+    const std::string& last_user =
+        last_user_it != last_end_user_.end() ? last_user_it->second : kNoEndUser;
+    auto next_pick = queue_.end();
+    auto first_pick = queue_.end();
+    int64_t of_client = 0;  // queued jobs of this client, competing or not
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      const JobRequest& request = it->job->request();
+      if (request.client != client) continue;
+      ++of_client;
+      if (!competes(*it)) continue;
+      const std::string& user = request.end_user;
+      // Strict comparisons keep the oldest job of each end user (the queue is in arrival order).
+      if (user > last_user &&
+          (next_pick == queue_.end() || user < next_pick->job->request().end_user)) {
+        next_pick = it;
+      }
+      if (first_pick == queue_.end() || user < first_pick->job->request().end_user) {
+        first_pick = it;
       }
     }
-    if (next_client == nullptr) {
-      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-        const std::string& client = it->job->request().client;
-        if (next_client == nullptr || client < *next_client) {
-          next_client = &client;
-          pick = it;
-        }
-      }
+    const auto pick = next_pick != queue_.end() ? next_pick : first_pick;
+    if (aged_or_interactive(*pick, now)) --competing;
+
+    // `client` and `user` live in queued jobs; a taken job lives on in `batch`.
+    const std::string& user = pick->job->request().end_user;
+    if (of_client == 1 || user.empty()) {
+      // Its last job, or no end user (the same as no entry): nothing to remember.
+      if (last_user_it != last_end_user_.end()) last_end_user_.erase(last_user_it);
+    } else if (last_user_it != last_end_user_.end()) {
+      last_user_it->second = user;
+    } else {
+      last_end_user_.emplace(client, user);
     }
-    last_client_ = pick->job->request().client;
-    batch.push_back(std::move(pick->job));
-    queue_.erase(pick);
+    last_client_ = client;
+    batch.push_back(remove_from_queue(pick));
   }
   return batch;
 }
@@ -325,7 +428,7 @@ void Scheduler::run_static_worker() {
     const auto waiting = static_cast<int64_t>(queue_.size());
     const int64_t bucket = choose_bucket(waiting, config_.batch_buckets);
     const double oldest_wait_ms = milliseconds_between(queue_.front().submitted, now);
-    const auto batch = take_batch(std::min(bucket, waiting));
+    const auto batch = take_batch(std::min(bucket, waiting), now);
     add_in_flight(batch);
     executing_ = true;
     spdlog::debug("scheduler: batch bucket={} jobs={} oldest_wait_ms={:.1f} still_queued={}",
@@ -356,7 +459,7 @@ void Scheduler::run_continuous_worker() {
       // Each join's prefill stalls the running rows, so joins between two steps are limited
       // while rows run; with none running there is nothing to stall.
       const int64_t budget = active > 0 ? config_.max_joins_per_step : largest_bucket_;
-      joining = take_batch(std::min({free, static_cast<int64_t>(queue_.size()), budget}));
+      joining = take_batch(std::min({free, static_cast<int64_t>(queue_.size()), budget}), now);
       add_in_flight(joining);
     } else if (active == 0) {
       wake_worker_.wait(lock);
@@ -452,6 +555,11 @@ void Scheduler::stop() {
     draining_ = true;
     stopping_ = true;
     abandoned.swap(queue_);
+    // Jobs still being admitted take themselves out of the count when they see stopping_.
+    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedJob& q) {
+      return q.job->request().priority == JobPriority::kBatch;
+    });
+    last_end_user_.clear();
     if (cancel_before_join) running = in_flight_;
   }
   wake_worker_.notify_all();

@@ -175,31 +175,61 @@ class ApiKeysTest(KeyedServerTestCase):
 
 class SoakTest(KeyedServerTestCase):
     """Repeated bursts at about twice what the slots and the queue hold, mixing deadlines,
-    cancellations, bad input and several keys (with and without a key): every request is
-    answered, /metrics counts exactly what the clients saw, and the server's memory does not
-    grow from burst to burst."""
+    cancellations, bad input, several keys (with and without a key), end users (valid ids and
+    an invalid one), batch priority and prompts the denylist refuses: every request is answered,
+    /metrics counts exactly what the clients saw (cube3d_requests_total for all of them,
+    cube3d_key_requests_total for the authenticated ones), and the server's memory does not grow
+    from burst to burst."""
 
     KEYS = [("k1", "soak-1", {"max_concurrent": 6}), ("k2", "soak-2", {}), ("k3", "soak-3", {})]
     BURST = 80
+    SECRETS = ("soak-1", "soak-2", "soak-3")
 
-    SERVER_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
-                   "--set", "batching.max_queue_size=8"]
+    BASE_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
+                 "--set", "batching.max_queue_size=8"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.policy_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-soak-policy-")
+        denylist = os.path.join(cls.policy_dir.name, "denylist.txt")
+        with open(denylist, "w") as f:
+            f.write("\\bsoak refusal\\b\n")
+        cls.SERVER_ARGS = cls.BASE_ARGS + ["--set", f"policy.prompt_denylist_file={denylist}"]
+        try:
+            super().setUpClass()
+        except BaseException:
+            cls.policy_dir.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.policy_dir.cleanup()
 
     def rss_kib(self):
         with open(f"/proc/{self.server.proc.pid}/status") as f:
             return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
-    def counts(self):
-        samples = self.server.metrics()
-        return {l["code"]: v for n, l, v in samples if n == "cube3d_requests_total"}
+    def counts(self, name="cube3d_requests_total"):
+        """{code: n} of a counter by code, summed over its other labels (keys)."""
+        out = {}
+        for n, l, v in self.server.metrics():
+            if n == name:
+                out[l["code"]] = out.get(l["code"], 0) + v
+        return out
 
     def burst(self, round_index):
+        """Sends one burst; returns the codes the clients saw, of all requests and of the
+        authenticated ones (a known key)."""
         stub = self.server.stub()
-        futures, streams, seen = [], [], {}
+        futures, streams, seen, keyed = [], [], {}, {}
         for i in range(self.BURST):
             kind = i % 10
-            secret = ("soak-1", "soak-2", "soak-3")[i % 3]
+            secret = self.SECRETS[i % 3]
             request = make_request(f"soak {round_index}.{i}")
+            extra = ()
             timeout = 120
             if kind == 1:
                 timeout = 1.5  # some expire while queued or decoding
@@ -207,34 +237,54 @@ class SoakTest(KeyedServerTestCase):
                 request = make_request("bad", top_p=5.0)
             elif kind == 3:
                 secret = "not-a-key" if i % 2 else None
-            metadata = bearer(secret) if secret else None
+            elif kind == 5:
+                extra = (("end-user-id", f"player-{i % 4}"),)
+            elif kind == 6:
+                request = make_request(f"soak {round_index}.{i}", priority=base.pb.PRIORITY_BATCH)
+                extra = (("end-user-id", f"player:{i % 3}"),) if i % 20 == 6 else ()
+            elif kind == 7:
+                request = make_request(f"a Soak&#32;Refusal {round_index}.{i}")  # the denylist
+            elif kind == 8:
+                extra = (("end-user-id", "no spaces allowed"),)
+            metadata = (bearer(secret) if secret else ()) + extra or None
+            authenticated = secret in self.SECRETS
             if kind == 4:
-                streams.append(stub.GenerateMeshStream(request, timeout=120, metadata=metadata))
+                streams.append((stub.GenerateMeshStream(request, timeout=120, metadata=metadata),
+                                authenticated))
                 continue
-            futures.append(stub.GenerateMesh.future(request, timeout=timeout, metadata=metadata))
-        for call in streams:  # cancelled by their clients once the server answered
+            futures.append((stub.GenerateMesh.future(request, timeout=timeout, metadata=metadata),
+                            authenticated))
+
+        def note(name, authenticated):
+            seen[name] = seen.get(name, 0) + 1
+            if authenticated:
+                keyed[name] = keyed.get(name, 0) + 1
+        for call, authenticated in streams:  # cancelled by their clients once the server answered
             code, _ = rpc_code(lambda: next(call))
             call.cancel()
-            name = "CANCELLED" if code == grpc.StatusCode.OK else code.name
-            seen[name] = seen.get(name, 0) + 1
+            note("CANCELLED" if code == grpc.StatusCode.OK else code.name, authenticated)
         allowed = {"OK", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
-                   "UNAUTHENTICATED"}
-        for f in futures:
+                   "UNAUTHENTICATED", "PERMISSION_DENIED"}
+        for f, authenticated in futures:
             code, detail = rpc_code(lambda: f.result(timeout=300))
             self.assertIn(code.name, allowed, detail)
-            seen[code.name] = seen.get(code.name, 0) + 1
-        return seen
+            note(code.name, authenticated)
+        return seen, keyed
 
     def test_bursts_are_answered_counted_and_leave_no_growth(self):
-        before = self.counts()
-        seen, rss = {}, []
+        before, keyed_before = self.counts(), self.counts("cube3d_key_requests_total")
+        seen, keyed, rss = {}, {}, []
         for round_index in range(3):
-            for code, n in self.burst(round_index).items():
+            burst_seen, burst_keyed = self.burst(round_index)
+            for code, n in burst_seen.items():
                 seen[code] = seen.get(code, 0) + n
+            for code, n in burst_keyed.items():
+                keyed[code] = keyed.get(code, 0) + n
             self.wait_for_metrics(lambda m: metric_active(m) == 0, "the slots emptied")
             rss.append(self.rss_kib())
         self.assertEqual(sum(seen.values()), 3 * self.BURST)
-        for code in ("OK", "INVALID_ARGUMENT", "UNAUTHENTICATED", "RESOURCE_EXHAUSTED"):
+        for code in ("OK", "INVALID_ARGUMENT", "UNAUTHENTICATED", "RESOURCE_EXHAUSTED",
+                     "PERMISSION_DENIED"):
             self.assertGreater(seen.get(code, 0), 0, seen)
 
         def agree(samples):
@@ -242,6 +292,35 @@ class SoakTest(KeyedServerTestCase):
             return all(now.get(c, 0) - before.get(c, 0) == seen.get(c, 0)
                        for c in set(seen) | set(now))
         self.wait_for_metrics(agree, f"the clients' counts {seen}")
+
+        # By key: every authenticated request once, under the code the server answered, which
+        # is the code its client saw, except for an answer the server finished as the client's
+        # deadline passed or as it cancelled (the server counts OK, its client saw
+        # DEADLINE_EXCEEDED or CANCELLED): a rare race, allowed for a few.
+        def by_key():
+            now = self.counts("cube3d_key_requests_total")
+            return {c: now.get(c, 0) - keyed_before.get(c, 0) for c in set(now) | set(keyed)
+                    if now.get(c, 0) - keyed_before.get(c, 0)}
+        deadline = time.monotonic() + 30
+        while sum(by_key().values()) != sum(keyed.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        counted = by_key()
+        self.assertEqual(sum(counted.values()), sum(keyed.values()), (counted, keyed))
+        self.assertNotIn("UNAUTHENTICATED", counted)
+        racy = ("OK", "DEADLINE_EXCEEDED", "CANCELLED")
+        for code in set(counted) | set(keyed):
+            if code not in racy:
+                self.assertEqual(counted.get(code, 0), keyed.get(code, 0),
+                                 f"{code}: by key {counted}, clients {keyed}")
+        extra_ok = counted.get("OK", 0) - keyed.get("OK", 0)
+        self.assertGreaterEqual(extra_ok, 0, (counted, keyed))
+        self.assertLessEqual(extra_ok, 3, (counted, keyed))
+        # Each refusal of the prompt policy is counted as one (every key's, since the start).
+        samples = self.server.metrics()
+        self.assertEqual(base.metric_value(samples, "cube3d_prompt_refusals_total"),
+                         base.metric_value(samples, "cube3d_key_requests_total",
+                                           code="PERMISSION_DENIED"))
+
         # Memory: the third burst adds little to the second (caches and pools are warm).
         self.assertLess(rss[2], rss[1] * 1.15 + 20_000, f"RSS per burst (KiB): {rss}")
         self.assert_still_serving_with_key()

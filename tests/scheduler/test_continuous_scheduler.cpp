@@ -24,9 +24,13 @@
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "fake_executor.h"
+#include "scheduler_test_support.h"
 
 namespace cube3d {
 namespace {
+
+using test::job_id;
+using test::submit_error;
 
 using namespace std::chrono_literals;
 using test::FakeExecutor;
@@ -111,24 +115,6 @@ SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_dela
   config.max_joins_per_step = max_joins_per_step;
   config.max_queue_size = max_queue_size;
   return config;
-}
-
-// The error that `submit` throws, if any.
-std::optional<Error> submit_error(Scheduler& scheduler, std::shared_ptr<Job> job) {
-  try {
-    scheduler.submit(std::move(job));
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-// Built by appending: GCC 12 warns falsely (-Wstringop-overflow) on "literal" + std::string&&.
-std::string job_id(const std::string& prefix, int index) {
-  std::string id = prefix;
-  id += '-';
-  id += std::to_string(index);
-  return id;
 }
 
 double elapsed_ms(SteadyClock::time_point from, SteadyClock::time_point to) {

@@ -22,9 +22,12 @@
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "fake_executor.h"
+#include "scheduler_test_support.h"
 
 namespace cube3d {
 namespace {
+
+using test::submit_error;
 
 using namespace std::chrono_literals;
 using test::FakeExecutor;
@@ -118,23 +121,7 @@ SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_dela
   return config;
 }
 
-// The error that `submit` throws, if any.
-std::optional<Error> submit_error(Scheduler& scheduler, std::shared_ptr<Job> job) {
-  try {
-    scheduler.submit(std::move(job));
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-// Built by appending: GCC 12 warns falsely (-Wstringop-overflow) on "literal" + std::string&&.
-std::string job_id(int thread, int index) {
-  std::string id = std::to_string(thread);
-  id += '-';
-  id += std::to_string(index);
-  return id;
-}
+std::string job_id(int thread, int index) { return test::job_id(std::to_string(thread), index); }
 
 double elapsed_ms(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();

@@ -47,6 +47,12 @@ class LayeringTest(unittest.TestCase):
             (root / "src" / "model" / "bad.cpp").write_text(
                 '#include <ATen/ATen.h>\n#include "cube3d/mesh/mesh.h"\n'
                 '#include <cuda_runtime.h>\n')
+            # The pipeline's one exception (model_text.cpp may include model/) is that file's.
+            (root / "src" / "pipeline").mkdir(parents=True)
+            (root / "src" / "pipeline" / "model_text.cpp").write_text(
+                '#include "cube3d/model/clip_text_normalizer.h"\n')
+            (root / "src" / "pipeline" / "bad.cpp").write_text(
+                '#include "cube3d/model/clip_text_normalizer.h"\n')
             proc = check("--root", root)
             self.assertEqual(proc.returncode, 1, proc.stdout)
             lines = proc.stdout.splitlines()
@@ -58,6 +64,8 @@ class LayeringTest(unittest.TestCase):
                 "src/scheduler/bad.cpp:2: scheduler includes cube3d/v1/mesh_service.pb.h",
                 "src/model/bad.cpp:2: model may not include cube3d/mesh/mesh.h (layer mesh)",
                 "src/model/bad.cpp:3: model includes <cuda_runtime.h>",
+                "src/pipeline/bad.cpp:1: pipeline may not include "
+                "cube3d/model/clip_text_normalizer.h (layer model)",
             ]
             for e in expected:
                 self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
@@ -88,6 +96,9 @@ class LayeringTest(unittest.TestCase):
                     '#include "cube3d/server/core/mesh_service_core.h"\n',
                 "src/server/jobs/bad_jobs.cpp":
                     '#include "cube3d/server/http/job_routes.h"\n#include <grpcpp/server.h>\n',
+                # Admission (in the gRPC-free server base) with gRPC's Status or an API message.
+                "include/cube3d/server/admission/bad_keys.h":
+                    '#include <grpcpp/support/status.h>\n#include "cube3d/v1/mesh_service.pb.h"\n',
                 # A client that includes the server.
                 "src/clients/bad_client.cpp":
                     '#include "cube3d/server/core/mesh_service_core.h"\n'
@@ -125,6 +136,10 @@ class LayeringTest(unittest.TestCase):
                 "cube3d/server/http/job_routes.h (server/http)",
                 "src/server/jobs/bad_jobs.cpp:2: server/jobs includes <grpcpp/server.h> "
                 "(a transport library)",
+                "include/cube3d/server/admission/bad_keys.h:1: server/admission includes "
+                "grpcpp/support/status.h (the server base is gRPC-free)",
+                "include/cube3d/server/admission/bad_keys.h:2: server/admission includes "
+                "cube3d/v1/mesh_service.pb.h (the server base is gRPC-free)",
                 "src/clients/bad_client.cpp:1: clients may not include "
                 "cube3d/server/core/mesh_service_core.h (layer server)",
                 "src/clients/bad_client.cpp:1: clients may not include "

@@ -53,6 +53,8 @@ inline constexpr int64_t kDefaultMinResolutionBase = 4;
 inline constexpr int64_t kMaxBatchBucket = 256;
 // The longest batching.max_queue_delay_ms: a batch window over a minute is a misconfiguration.
 inline constexpr int64_t kMaxQueueDelayMs = 60'000;
+// batching.batch_max_wait_ms at most: a day.
+inline constexpr int64_t kMaxBatchWaitMs = 86'400'000;
 // The largest classifier-free guidance scale a request may ask for.
 inline constexpr double kMaxGuidanceScale = 100.0;
 

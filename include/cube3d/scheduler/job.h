@@ -21,12 +21,23 @@
 
 namespace cube3d {
 
+// Interactive work (a player waiting in a game) is admitted before batch work (a studio's
+// overnight catalog); batch work that has waited SchedulerConfig::batch_max_wait_ms is admitted
+// as if it were interactive, so that it cannot starve.
+enum class JobPriority { kInteractive, kBatch };
+const char* to_string(JobPriority priority);
+
 // Already validated by the server: in range, finite, UTF-8.
 struct JobRequest {
   std::string request_id;
   // Who asked (the API key's name; empty without API keys): the scheduler takes waiting jobs
   // from each client in turn, so one client's flood delays the others by at most its share.
   std::string client;
+  // The end user the client asks for (a player behind a game server's key), as a pseudonym
+  // (never the id the client sent); empty for none. Within a client the scheduler takes
+  // waiting jobs from each end user in turn, as it does across clients.
+  std::string end_user;
+  JobPriority priority = JobPriority::kInteractive;
   std::string prompt;
   double guidance_scale = kDefaultGuidanceScale;
   std::optional<double> top_p;  // unset: greedy

@@ -1,9 +1,10 @@
-// The request scheduler: one FIFO queue shared by every gRPC thread and one worker thread that
+// The request scheduler: one queue shared by every gRPC thread and one worker thread that
 // drives the BatchExecutor, either forming whole batches in buckets (static mode, Triton-style
 // dynamic batching) or letting waiting jobs join a running batch of decode slots between two
 // tokens (continuous mode, iteration-level scheduling). It also owns admission control (queue
-// limit, deadlines, shutdown) so that the server only maps the cube3d::Error codes it throws or
-// delivers to gRPC statuses.
+// limits, deadlines, shutdown) and the order in which waiting jobs are taken (priority classes,
+// fairness across clients and their end users), so that the server only maps the cube3d::Error
+// codes it throws or delivers to gRPC statuses.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,12 +53,23 @@ struct SchedulerConfig {
   // Jobs accepted but not yet handed to the executor; one more is refused (RESOURCE_EXHAUSTED)
   // so that clients back off instead of piling up behind a busy GPU.
   int64_t max_queue_size = 64;
+  // Batch-priority work that has waited this long is taken as if it were interactive (in the
+  // same fair order, not ahead of it), so that it cannot starve behind a steady stream of
+  // interactive work. 0: batch work is never held back (priorities only limit the queue).
+  // In [0, kMaxBatchWaitMs].
+  int64_t batch_max_wait_ms = 60000;
+  // Batch-priority jobs waiting at most; one more is refused (RESOURCE_EXHAUSTED), so that the
+  // rest of max_queue_size stays free for interactive work. 0: three quarters of
+  // max_queue_size (at least 1). In [0, max_queue_size].
+  int64_t max_queued_batch = 0;
   bool operator==(const SchedulerConfig&) const = default;
 };
 
 // Throws invalid_argument naming the field at fault (the server checks its YAML first, with its
 // own key names; this guards every other caller).
 void validate_scheduler_config(const SchedulerConfig& config);
+// max_queued_batch with its 0 resolved: three quarters of max_queue_size, at least 1.
+int64_t effective_max_queued_batch(const SchedulerConfig& config);
 
 // Deadlines: each Job carries its own (the server derives it from the gRPC deadline or its
 // default timeout). A job whose deadline has passed is refused by submit and failed with
@@ -64,11 +77,23 @@ void validate_scheduler_config(const SchedulerConfig& config);
 // wakes at the earliest queued deadline so that such a job fails promptly while the GPU idles.
 // A job that is already running is the executor's to stop.
 //
+// Order (both modes; every batch or admission is taken this way, one job at a time): the
+// candidates are the interactive jobs and the batch jobs that have waited batch_max_wait_ms
+// (aged); only when there is none of those do the other batch jobs compete, so an interactive
+// arrival is taken at the next batch or free slot even behind a queue of batch work. Among the
+// candidates, clients take turns (the next name after the client served last, wrapping
+// around), so one client's flood delays the others by at most its share; within the chosen
+// client its end users take turns the same way, so one player's burst does not delay the
+// others behind the same API key; FIFO within an end user. With one client and no end users
+// this is plain FIFO. Aging needs no wake-up of its own: it changes the order, never whether
+// or when a batch forms, and each take judges it afresh.
+//
 // Continuous mode, one worker iteration: drop cancelled/expired queued jobs; admit waiting jobs
-// FIFO into the free slots (largest bucket - active slots), at most max_joins_per_step of them
-// while other slots run, a whole largest bucket when none does; then run one decode step if
-// any slot is active, and loop without sleeping while slots are active. With no slot active,
-// the oldest job waits up to max_queue_delay_ms for company, as a static batch would.
+// in the order above into the free slots (largest bucket - active slots), at most
+// max_joins_per_step of them while other slots run, a whole largest bucket when none does; then
+// run one decode step if any slot is active, and loop without sleeping while slots are active.
+// With no slot active, the oldest job waits up to max_queue_delay_ms for company, as a static
+// batch would.
 //
 // Outcomes: every job that submit accepts gets exactly one outcome through Job::succeed/fail,
 // from the executor or from the scheduler (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, or the
@@ -103,7 +128,9 @@ class Scheduler {
   // Thread-safe. Queues `job` and returns; it reports JobProgress{kQueued} first. Throws
   //   UNAVAILABLE        when draining or stopped ("server is shutting down"),
   //   DEADLINE_EXCEEDED  when the job's deadline has already passed,
-  //   RESOURCE_EXHAUSTED when max_queue_size jobs are waiting ("queue full (N waiting); ...").
+  //   RESOURCE_EXHAUSTED when max_queue_size jobs are waiting ("queue full (N waiting); ..."),
+  //                      or, for a batch-priority job, when effective_max_queued_batch batch jobs
+  //                      are ("batch queue full (N batch jobs waiting, ...); ...").
   //   INTERNAL           for a null job.
   void submit(std::shared_ptr<Job> job);
 
@@ -118,6 +145,7 @@ class Scheduler {
 
   // For metrics, from any thread.
   int64_t queue_depth() const;   // accepted, not yet handed to the executor
+  int64_t queued_batch() const;  // the batch-priority part of queue_depth()
   int64_t running_jobs() const;  // handed to the executor, no outcome yet
   bool draining() const;
 
@@ -136,10 +164,13 @@ class Scheduler {
 
   void run_worker();  // the loop of config_.mode, below
   // Static: drop cancelled/expired jobs, wait for company or a full largest bucket (waking at
-  // the earliest deadline), then run up to the largest bucket in FIFO order.
+  // the earliest deadline), then run up to the largest bucket, taken in the class comment's
+  // order.
   void run_static_worker();
   // Continuous: see the class comment.
   void run_continuous_worker();
+  // Lock held. Whether `queued` competes with interactive work (interactive, or batch aged).
+  bool aged_or_interactive(const QueuedJob& queued, SteadyClock::time_point now) const;
   // Lock held. Moves cancelled and expired jobs from the queue to `rejected`.
   void drop_cancelled_and_expired(SteadyClock::time_point now, std::vector<Rejected>& rejected);
   // Lock held. Fails (with the lock released meanwhile) the queued jobs that were cancelled or
@@ -150,7 +181,10 @@ class Scheduler {
   // (not draining, less than a largest bucket waiting, its delay not over), waits until its
   // delay ends, the earliest queued deadline or a wake-up, and returns true.
   bool waited_for_company(std::unique_lock<std::mutex>& lock, SteadyClock::time_point now);
-  std::vector<std::shared_ptr<Job>> take_batch(int64_t count);        // lock held; fair FIFO
+  // Lock held. Takes up to `count` jobs off the queue in the order of the class comment.
+  std::vector<std::shared_ptr<Job>> take_batch(int64_t count, SteadyClock::time_point now);
+  // Lock held. Takes `pick` off the queue, keeping queued_batch_ right.
+  std::shared_ptr<Job> remove_from_queue(std::deque<QueuedJob>::iterator pick);
   void add_in_flight(const std::vector<std::shared_ptr<Job>>& jobs);  // lock held
   void run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_t bucket);
   // Continuous, lock not held: admit() or fail `jobs`; step() or clear the slots and fail them.
@@ -170,7 +204,11 @@ class Scheduler {
   std::condition_variable work_done_;  // a batch returned or an accepted job reached the queue
   std::deque<QueuedJob> queue_;
   std::string last_client_;  // fair queueing: the client whose job was taken last
-  int64_t admitting_ = 0;    // accepted by submit, reporting kQueued, not yet in queue_
+  // Per client, the end user whose job was taken last; only for clients with jobs queued and
+  // a non-empty last end user (absent means ""), so it stays small.
+  std::map<std::string, std::string, std::less<>> last_end_user_;
+  int64_t admitting_ = 0;     // accepted by submit, reporting kQueued, not yet in queue_
+  int64_t queued_batch_ = 0;  // batch-priority jobs among queue_ and admitting_
   std::vector<std::shared_ptr<Job>> in_flight_;  // handed to the executor; pruned when finished
   // Static: a batch is running. Continuous: an admit/step is in progress or a slot is active.
   bool executing_ = false;

@@ -26,6 +26,7 @@
 #include "cube3d/core/model_config.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/admission/prompt_policy.h"
 #include "cube3d/server/app/file_limits.h"
 #include "cube3d/server/app/model_identity_loader.h"
 #include "cube3d/server/app/signal_watcher.h"
@@ -192,21 +193,43 @@ int run(int argc, char** argv) {
   // unknown methods too.
   const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
   MeshServiceImpl service(core, config.grpc, count, &jobs);
-  // API keys: loaded before the port opens (a bad file stops the start), re-read on SIGHUP.
+  // API keys and the prompt policy: loaded before the port opens (a bad file stops the start),
+  // re-read on SIGHUP; a file broken since keeps what is in force.
   std::unique_ptr<ApiKeys> api_keys;
   if (!config.auth.api_keys_file.empty()) {
     api_keys = std::make_unique<ApiKeys>(load_api_keys(config.auth.api_keys_file));
     core.use_api_keys(api_keys.get());
     spdlog::info("API keys: {} from {}", api_keys->size(), config.auth.api_keys_file);
-    signals.on_reload([&api_keys, path = config.auth.api_keys_file] {
+  }
+  std::unique_ptr<PromptPolicy> prompt_policy;
+  if (!config.policy.prompt_denylist_file.empty()) {
+    prompt_policy =
+        std::make_unique<PromptPolicy>(PromptDenylist::load(config.policy.prompt_denylist_file));
+    core.use_prompt_policy(prompt_policy.get());
+    spdlog::info("prompt policy: {} denylist patterns from {}", prompt_policy->size(),
+                 config.policy.prompt_denylist_file);
+  }
+  signals.on_reload([&api_keys, &prompt_policy, &config] {
+    if (api_keys) {
       try {
-        api_keys->replace(load_api_keys(path));
-        spdlog::info("SIGHUP: API keys reloaded: {} from {}", api_keys->size(), path);
+        api_keys->replace(load_api_keys(config.auth.api_keys_file));
+        spdlog::info("SIGHUP: API keys reloaded: {} from {}", api_keys->size(),
+                     config.auth.api_keys_file);
       } catch (const std::exception& e) {
         spdlog::error("SIGHUP: kept the current API keys: {}", e.what());
       }
-    });
-  }
+    }
+    if (prompt_policy) {
+      try {
+        prompt_policy->replace(PromptDenylist::load(config.policy.prompt_denylist_file));
+        spdlog::info("SIGHUP: prompt policy reloaded: {} denylist patterns from {}",
+                     prompt_policy->size(), config.policy.prompt_denylist_file);
+      } catch (const std::exception& e) {
+        spdlog::error("SIGHUP: kept the current prompt policy ({} patterns): {}",
+                      prompt_policy->size(), e.what());
+      }
+    }
+  });
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (config.tls.enabled()) {
@@ -341,7 +364,7 @@ int run(int argc, char** argv) {
                    std::max<std::chrono::steady_clock::duration>(
                        wind_down - std::chrono::steady_clock::now(), std::chrono::seconds(0)));
   queue_gauge.join();
-  signals.on_reload({});  // the keys go before the watcher does
+  signals.on_reload({});  // the keys and the policy go before the watcher does
   spdlog::info("stopped ({})", drained ? "all work finished" : "grace period ran out");
   return 0;
 }

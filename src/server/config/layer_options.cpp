@@ -1,7 +1,10 @@
 #include "cube3d/server/config/layer_options.h"
 
 #include <algorithm>
+#include <string_view>
 #include <thread>
+
+#include "cube3d/pipeline/model_text.h"
 
 namespace cube3d {
 
@@ -74,6 +77,7 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
   options.policy.model_has_bbox = model.gpt.use_bbox;
   options.log_prompts = config.logging.prompts;
   options.tokens_per_shape = model.shape.num_encoder_latents;
+  options.model_text = [](std::string_view prompt) { return text_the_model_reads(prompt); };
   return options;
 }
 

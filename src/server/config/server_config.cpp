@@ -263,6 +263,9 @@ const std::vector<Key>& keys() {
           "tls.client_certificates", [](auto& c) -> auto& { return c.tls.client_certificates; }),
       path_key(
           "auth.api_keys_file", [](auto& c) -> auto& { return c.auth.api_keys_file; }),
+      path_key(
+          "policy.prompt_denylist_file",
+          [](auto& c) -> auto& { return c.policy.prompt_denylist_file; }),
       bool_key(
           "reflection", [](auto& c) -> auto& { return c.reflection; }),
       path_key(
@@ -295,6 +298,12 @@ const std::vector<Key>& keys() {
       int_key(
           "batching.max_joins_per_step",
           [](auto& c) -> auto& { return c.batching.max_joins_per_step; }),
+      int_key(
+          "batching.batch_max_wait_ms",
+          [](auto& c) -> auto& { return c.batching.batch_max_wait_ms; }),
+      int_key(
+          "batching.max_queued_batch",
+          [](auto& c) -> auto& { return c.batching.max_queued_batch; }),
       int_key(
           "limits.max_prompt_bytes", [](auto& c) -> auto& { return c.limits.max_prompt_bytes; }),
       int_key(
@@ -613,7 +622,7 @@ void set_key(ServerConfig& config, const std::string& name, const std::string& v
 
 bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
-    return std::tie(c.listen, c.tls, c.auth, c.reflection, c.model, c.device, c.dtype,
+    return std::tie(c.listen, c.tls, c.auth, c.policy, c.reflection, c.model, c.device, c.dtype,
                     c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
                     c.jobs, c.cache, c.metrics_listen, c.http_listen, c.http, c.grpc, c.logging,
                     c.drain_grace_seconds, c.progress_interval_tokens);

@@ -144,6 +144,10 @@ void validate_server_config(const ServerConfig& c) {
   if (!c.auth.api_keys_file.empty()) {
     check_file(where, "auth.api_keys_file", c.auth.api_keys_file, ReadableKind::kFile);
   }
+  if (!c.policy.prompt_denylist_file.empty()) {
+    check_file(where, "policy.prompt_denylist_file", c.policy.prompt_denylist_file,
+               ReadableKind::kFile);
+  }
 
   if (c.model.config.empty()) fail(where, "model.config: must name the model YAML file");
   check_file(where, "model.config", c.model.config, ReadableKind::kFile);
@@ -189,6 +193,11 @@ void validate_server_config(const ServerConfig& c) {
               std::numeric_limits<int64_t>::max());
   check_range(where, "batching.max_joins_per_step", c.batching.max_joins_per_step, 1,
               kMaxBatchBucket);
+  check_range(where, "batching.batch_max_wait_ms", c.batching.batch_max_wait_ms, 0,
+              kMaxBatchWaitMs);
+  // 0: three quarters of the queue (the rest is kept for interactive work).
+  check_range(where, "batching.max_queued_batch", c.batching.max_queued_batch, 0,
+              c.batching.max_queue_size);
 
   const LimitsConfig& limits = c.limits;
   check_range(where, "limits.max_prompt_bytes", limits.max_prompt_bytes, 1, kMaxPromptBytes);

@@ -12,6 +12,7 @@
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/core/request_validation.h"
 
 namespace cube3d {
@@ -35,6 +36,15 @@ v1::Stage to_proto(JobStage stage) {
       return v1::STAGE_DONE;
   }
   return v1::STAGE_UNSPECIFIED;
+}
+
+// The mesh bytes an answer returns: the file, or the raw arrays.
+int64_t mesh_bytes(const v1::GenerateMeshResponse& response) {
+  if (response.format() == v1::MESH_FORMAT_RAW) {
+    return static_cast<int64_t>(sizeof(float)) * response.raw().vertices_size() +
+           static_cast<int64_t>(sizeof(uint32_t)) * response.raw().indices_size();
+  }
+  return static_cast<int64_t>(response.encoded().size());
 }
 
 }  // namespace
@@ -99,8 +109,10 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
  private:
   // After the cache lookup (inline, or on the cache's I/O thread for the disk tier).
   void after_lookup(ResultCache::Value cached);
-  // Joins the identical work in flight or starts one; submits a new one to the scheduler.
+  // Joins the identical work in flight or starts one; submits a new one to the scheduler. A
+  // call that would start one is first checked against its key's work limits.
   void compute(bool use_cache);
+  std::optional<grpc::Status> over_work_limits(bool use_cache);
   void on_progress(const JobProgress& p);
   void on_deadline();
   // Out of the work (the last member out cancels it: the scheduler drops the job, or the
@@ -118,7 +130,8 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
   const std::string traceparent_;
   std::string via_;  // "grpc", or "grpc, key studio-a" once the key is known
   std::string key_name_;
-  std::string request_id_;  // once validated
+  bool counted_for_key_ = false;  // authenticated (or no keys): its answer counts in key usage
+  std::string request_id_;        // once validated
   const std::string unvalidated_id_;
   JobRequest request_;  // once validated
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
@@ -139,21 +152,25 @@ void CoreCall::begin(const v1::wire::GenerateMeshRequest& request, const CallCon
   // This call's log lines carry its trace id, then its key's name and its request id.
   const LogContext log_scope({.traceparent = traceparent_});
   // Who is asking comes first: an unauthenticated caller learns nothing about its request.
-  ApiKeys::Ticket ticket;
-  if (ApiKeys* const keys = core_.api_keys_.load()) {
-    auto admitted = keys->admit(call.authorization);
-    if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
-      if (refused->unauthenticated) {
-        return finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message));
-      }
-      const std::string seconds = std::to_string(refused->retry_after_s);
-      trailers_.emplace_back("retry-after", seconds);
-      return finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 refused->message + "; retry after " + seconds + " s"));
+  ApiKeys* const keys = core_.api_keys_.load();
+  if (keys) {
+    auto who = keys->identify(call.authorization);
+    if (auto* refused = std::get_if<ApiKeys::Refusal>(&who)) {
+      return finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message));
     }
-    ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
-    key_name_ = ticket.key_name();
+    key_name_ = std::move(std::get<std::string>(who));
     via_ += ", key " + key_name_;
+  }
+  counted_for_key_ = true;  // from here on, the answer is the key's (usage by key)
+  std::string end_user;     // its pseudonym: the id as sent is never logged nor kept
+  if (!call.end_user.empty()) {
+    try {
+      check_end_user_id(call.end_user);
+    } catch (const Error& e) {
+      return finish(to_grpc_status(e));
+    }
+    end_user = end_user_pseudonym(key_name_, call.end_user);
+    via_ += ", user " + end_user;
   }
 
   try {
@@ -162,12 +179,44 @@ void CoreCall::begin(const v1::wire::GenerateMeshRequest& request, const CallCon
     return finish(to_grpc_status(e));
   }
   request_.client = key_name_;
+  request_.end_user = std::move(end_user);
   request_id_ = request_.request_id;
   if (core_.options_.log_prompts) {
     LogContext::set_api_key(key_name_);
     LogContext::set_request_id(request_id_);
     spdlog::info("request {} prompt: {}", request_id_,
                  printable(request_.prompt, request_.prompt.size()));
+  }
+
+  // The key's request and concurrency limits (its work limits come once it is known that this
+  // call computes: a cache hit or a coalesced answer needs no work).
+  ApiKeys::Ticket ticket;
+  if (keys) {
+    ApiKeys::Demand demand;
+    demand.end_user = request_.end_user;
+    auto admitted = keys->admit(call.authorization, demand);
+    if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
+      if (refused->unauthenticated) {  // the key went (SIGHUP) since it was identified
+        return finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refused->message));
+      }
+      const std::string seconds = std::to_string(refused->retry_after_s);
+      trailers_.emplace_back("retry-after", seconds);
+      return finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 refused->message + "; retry after " + seconds + " s"));
+    }
+    ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
+    if (ticket.batch_only()) request_.priority = JobPriority::kBatch;
+  }
+
+  // The prompt policy sees what the model would read, before any work is queued.
+  if (PromptPolicy* const policy = core_.prompt_policy_.load()) {
+    const std::string text =
+        core_.options_.model_text ? core_.options_.model_text(request_.prompt) : request_.prompt;
+    if (policy->refuses(text)) {
+      core_.metrics_.key_prompt_refused(key_name_);
+      return finish(
+          grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(PromptPolicy::kRefusal)));
+    }
   }
 
   const int64_t default_ms = core_.options_.policy.limits.default_deadline_ms;
@@ -216,7 +265,30 @@ void CoreCall::after_lookup(ResultCache::Value cached) {
   compute(true);
 }
 
+std::optional<grpc::Status> CoreCall::over_work_limits(bool use_cache) {
+  ApiKeys* const keys = core_.api_keys_.load();
+  if (!keys) return std::nullopt;
+  // Joining identical work in flight costs nothing. (Looked at before joining: the work may end
+  // in between, and this call then computes unchecked, once.)
+  if (use_cache && core_.in_flight(*key_)) return std::nullopt;
+  const ApiKeys::Work work{core_.shape_tokens_of(request_),
+                           core_.expected_points(request_.resolution_base)};
+  const std::optional<ApiKeys::Refusal> refused =
+      keys->check_work(key_name_, request_.end_user, work);
+  if (!refused) return std::nullopt;
+  const std::string seconds = std::to_string(refused->retry_after_s);
+  {
+    const std::lock_guard lock(mutex_);
+    trailers_.emplace_back("retry-after", seconds);
+  }
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      refused->message + "; retry after " + seconds + " s");
+}
+
 void CoreCall::compute(bool use_cache) {
+  if (const std::optional<grpc::Status> refused = over_work_limits(use_cache)) {
+    return finish(*refused);
+  }
   const std::shared_ptr<CoreCall> self = shared_from_this();
   SharedWork::Member member;
   member.progress = [self](const JobProgress& p) { self->on_progress(p); };
@@ -315,6 +387,10 @@ void CoreCall::finish(const grpc::Status& status_in, const JobResult* result,
       {.request_id = request_id_, .api_key = key_name_, .traceparent = traceparent_});
   const std::string code = grpc_code_name(status.error_code());
   if (!counted_by_front_door_) core_.metrics_.request_finished(code);
+  if (counted_for_key_) {
+    core_.metrics_.key_request(key_name_, code);
+    if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(outcome.response));
+  }
   if (status.ok() && result) {
     core_.metrics_.cache_answer(cache_status_ == v1::CACHE_STATUS_MISS        ? "miss"
                                 : cache_status_ == v1::CACHE_STATUS_COALESCED ? "coalesced"
@@ -370,6 +446,12 @@ std::variant<std::string, grpc::Status> MeshServiceCore::identify(
   return std::move(std::get<std::string>(who));
 }
 
+bool MeshServiceCore::in_flight(const ResultKey& key) {
+  const std::lock_guard lock(in_flight_mutex_);
+  const auto it = in_flight_.find(key);
+  return it != in_flight_.end() && !it->second.expired();
+}
+
 MeshServiceCore::Joined MeshServiceCore::join_or_create(const std::optional<ResultKey>& key,
                                                         const JobRequest& request,
                                                         SteadyClock::time_point deadline,
@@ -401,8 +483,37 @@ MeshServiceCore::Joined MeshServiceCore::join_or_create(const std::optional<Resu
   return {work, id.value_or(0), false};
 }
 
+int64_t MeshServiceCore::shape_tokens_of(const JobRequest& request) const {
+  // Classifier-free guidance decodes a second (unconditional) row beside each request's own.
+  return options_.tokens_per_shape * (request.guidance_scale > 0 ? 2 : 1);
+}
+
+int64_t MeshServiceCore::expected_points(int64_t resolution_base) const {
+  if (resolution_base < 0 || resolution_base > kMaxResolutionBase) return 0;
+  return static_cast<int64_t>(points_by_resolution_[static_cast<size_t>(resolution_base)].load());
+}
+
+void MeshServiceCore::observe_points(int64_t resolution_base, int64_t points) {
+  if (resolution_base < 0 || resolution_base > kMaxResolutionBase) return;
+  std::atomic<double>& average = points_by_resolution_[static_cast<size_t>(resolution_base)];
+  const double before = average.load();
+  // A racing update may be lost; the estimate stays an estimate.
+  average.store(before == 0 ? static_cast<double>(points)
+                            : 0.8 * before + 0.2 * static_cast<double>(points));
+}
+
 void MeshServiceCore::work_done(const std::optional<ResultKey>& key, SharedWork& work,
                                 const JobResult* result, const JobRequest& request) {
+  // The work is charged to the key (and end user) that started it, before any caller hears
+  // of it, so that a caller's next request already meets the bucket this one emptied.
+  if (result) {
+    const int64_t tokens = shape_tokens_of(request);
+    metrics_.key_work(request.client, tokens, result->occupancy_points);
+    observe_points(request.resolution_base, result->occupancy_points);
+    if (ApiKeys* const keys = api_keys_.load()) {
+      keys->charge(request.client, request.end_user, tokens, result->occupancy_points);
+    }
+  }
   // The entry first, then out of flight: a caller that finds the work ended looks again and
   // finds the entry.
   if (key && result && cache_) {

@@ -198,6 +198,19 @@ JobRequest validate_request(const v1::wire::GenerateMeshRequest& r, const Reques
     out.mesh_profile = from_proto(r.mesh_profile());
   }
   out.bypass_cache = r.bypass_cache();
+  switch (r.priority()) {
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_INTERACTIVE:
+      out.priority = JobPriority::kInteractive;
+      break;
+    case v1::PRIORITY_BATCH:
+      out.priority = JobPriority::kBatch;
+      break;
+    default:
+      throw invalid_argument("priority " + std::to_string(static_cast<int>(r.priority())) +
+                             " is not one of UNSPECIFIED (0, interactive), INTERACTIVE (1), "
+                             "BATCH (2)");
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
 
 namespace cube3d {
@@ -341,6 +342,7 @@ CallContext call_of(const grpc::CallbackServerContext& context) {
   call.outcome_counted_by_front_door = true;
   call.authorization = metadata_value(context, "authorization");
   call.traceparent = metadata_value(context, "traceparent");
+  call.end_user = metadata_value(context, kEndUserMetadata);
   return call;
 }
 

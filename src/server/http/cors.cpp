@@ -7,7 +7,8 @@ namespace {
 
 // What the API reads from a request, and what a page may read from an answer.
 constexpr const char* kAllowedRequestHeaders =
-    "Authorization, Content-Type, Accept, X-Request-Id, X-Request-Timeout-Ms, traceparent";
+    "Authorization, Content-Type, Accept, X-Request-Id, X-Request-Timeout-Ms, X-End-User-Id, "
+    "traceparent";
 constexpr const char* kExposedHeaders =
     "X-Request-Id, Server-Timing, X-Vertex-Count, X-Face-Count, X-Batch-Bucket, "
     "X-Occupancy-Points, X-Warning, Retry-After, Location, Content-Disposition";

@@ -14,12 +14,14 @@
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/http/content_negotiation.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/job_routes.h"
 #include "cube3d/server/http/mesh_answers.h"
 #include "cube3d/server/http/router.h"
+#include "cube3d/server/http/usage_route.h"
 
 namespace cube3d {
 namespace {
@@ -166,6 +168,8 @@ struct HttpGateway::Impl {
     });
     api_router.add("/readyz", {"GET"}, [this](const auto& ex) { readyz(ex); });
     api_router.add("/metrics", {"GET"}, [this](const auto& ex) { serve_metrics(ex); });
+    api_router.add(http::kUsagePath, {"GET"},
+                   [this](const auto& ex) { http::serve_usage(this->core, ex); });
     if (this->options.jobs) {
       jobs.emplace(*this->options.jobs, this->options.retry_after_seconds);
       api_router.add(http::kJobsPath, {"POST"},
@@ -264,6 +268,7 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req)
   prepared.call.transport = "http";
   prepared.call.authorization = req.headers.value_or("Authorization");
   prepared.call.traceparent = req.headers.value_or("traceparent");
+  prepared.call.end_user = req.headers.value_or(kEndUserHeader);
   return prepared;
 }
 

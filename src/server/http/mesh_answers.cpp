@@ -16,8 +16,10 @@ namespace {
 // The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
 // unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
 bool is_queue_full(const grpc::Status& status) {
+  // The scheduler's refusals: the whole queue, or the batch priority's share of it.
   return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-         status.error_message().starts_with("queue full");
+         (status.error_message().starts_with("queue full") ||
+          status.error_message().starts_with("batch queue full"));
 }
 
 // Protobuf's parse errors span lines (the input and a caret): one line reads better in JSON.

@@ -150,6 +150,27 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                          .Name("cube3d_jobs_submitted_total")
                          .Help("Job submissions, by outcome (accepted, refused)")
                          .Register(r);
+  key_requests_ = &prometheus::BuildCounter()
+                       .Name("cube3d_key_requests_total")
+                       .Help("Mesh requests by API key and the gRPC status code the core answered")
+                       .Register(r);
+  key_shape_tokens_ =
+      &prometheus::BuildCounter()
+           .Name("cube3d_key_shape_tokens_total")
+           .Help("Shape tokens decoded for each API key's requests, guidance rows included")
+           .Register(r);
+  key_occupancy_points_ = &prometheus::BuildCounter()
+                               .Name("cube3d_key_occupancy_points_total")
+                               .Help("Occupancy points evaluated for each API key's meshes")
+                               .Register(r);
+  key_mesh_bytes_ = &prometheus::BuildCounter()
+                         .Name("cube3d_key_mesh_bytes_total")
+                         .Help("Mesh bytes returned to each API key (files, or raw arrays)")
+                         .Register(r);
+  prompt_refusals_ = &prometheus::BuildCounter()
+                          .Name("cube3d_prompt_refusals_total")
+                          .Help("Prompts refused by the prompt policy, by API key")
+                          .Register(r);
   for (const char* result : {"hit", "miss", "coalesced", "bypass"}) {
     cache_answers_->Add({{"result", result}});
   }
@@ -267,6 +288,59 @@ void Metrics::set_job_result_bytes(int64_t bytes) {
 void Metrics::job_submitted(bool accepted) {
   const std::lock_guard lock(mutex_);
   jobs_submitted_->Add({{"outcome", accepted ? "accepted" : "refused"}}).Increment();
+}
+
+Metrics::KeyCounters& Metrics::key_counters(const std::string& key) {
+  const auto found = keys_.find(key);
+  if (found != keys_.end()) return found->second;
+  KeyCounters& made = keys_[key];
+  made.shape_tokens = &key_shape_tokens_->Add({{"key", key}});
+  made.occupancy_points = &key_occupancy_points_->Add({{"key", key}});
+  made.mesh_bytes = &key_mesh_bytes_->Add({{"key", key}});
+  made.prompt_refusals = &prompt_refusals_->Add({{"key", key}});
+  return made;
+}
+
+void Metrics::key_request(const std::string& key, const std::string& code) {
+  const std::lock_guard lock(mutex_);
+  KeyCounters& counters = key_counters(key);
+  prometheus::Counter*& by_code = counters.requests_by_code[code];
+  if (!by_code) by_code = &key_requests_->Add({{"key", key}, {"code", code}});
+  by_code->Increment();
+}
+
+void Metrics::key_work(const std::string& key, int64_t shape_tokens, int64_t occupancy_points) {
+  const std::lock_guard lock(mutex_);
+  KeyCounters& counters = key_counters(key);
+  counters.shape_tokens->Increment(static_cast<double>(shape_tokens));
+  counters.occupancy_points->Increment(static_cast<double>(occupancy_points));
+}
+
+void Metrics::key_mesh_bytes(const std::string& key, int64_t bytes) {
+  const std::lock_guard lock(mutex_);
+  key_counters(key).mesh_bytes->Increment(static_cast<double>(bytes));
+}
+
+void Metrics::key_prompt_refused(const std::string& key) {
+  const std::lock_guard lock(mutex_);
+  key_counters(key).prompt_refusals->Increment();
+}
+
+Metrics::KeyUsage Metrics::key_usage(const std::string& key) const {
+  const std::lock_guard lock(mutex_);
+  KeyUsage usage;
+  const auto found = keys_.find(key);
+  if (found == keys_.end()) return usage;
+  const KeyCounters& c = found->second;
+  // Counters hold doubles; the counts stay exact integers up to 2^53.
+  for (const auto& [code, counter] : c.requests_by_code) {
+    usage.requests_by_code[code] = static_cast<int64_t>(counter->Value());
+  }
+  usage.shape_tokens = static_cast<int64_t>(c.shape_tokens->Value());
+  usage.occupancy_points = static_cast<int64_t>(c.occupancy_points->Value());
+  usage.mesh_bytes = static_cast<int64_t>(c.mesh_bytes->Value());
+  usage.prompt_refusals = static_cast<int64_t>(c.prompt_refusals->Value());
+  return usage;
 }
 
 std::string Metrics::exposition() const {

@@ -143,6 +143,9 @@ TEST(ServerConfig, DemoServerYamlLoadsWithTheDocumentedValues) {
   EXPECT_EQ(config.batching.max_queue_size, 64);
   EXPECT_EQ(config.batching.mode, BatchingMode::kContinuous);
   EXPECT_EQ(config.batching.max_joins_per_step, 2);
+  EXPECT_EQ(config.batching.batch_max_wait_ms, 60000);
+  EXPECT_EQ(config.batching.max_queued_batch, 0);
+  EXPECT_EQ(config.policy.prompt_denylist_file, "");
   EXPECT_EQ(config.defaults.resolution_base, 6);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
   EXPECT_FALSE(config.defaults.top_p.has_value());
@@ -343,7 +346,10 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("mesh.mesh_threads"), at("jobs.result_ttl_s"));
   EXPECT_LT(at("jobs.deadline_ms"), at("cache.enabled"));
   EXPECT_LT(at("cache.shared_across_keys"), at("metrics_listen"));
-  EXPECT_EQ(keys.size(), 82u);
+  EXPECT_LT(at("auth.api_keys_file"), at("policy.prompt_denylist_file"));
+  EXPECT_LT(at("batching.max_joins_per_step"), at("batching.batch_max_wait_ms"));
+  EXPECT_LT(at("batching.batch_max_wait_ms"), at("batching.max_queued_batch"));
+  EXPECT_EQ(keys.size(), 85u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -434,6 +440,12 @@ TEST(ServerConfigErrors, BadBatchingNumbers) {
                  {"batching.max_queue_delay_ms (60001)"});
   expect_invalid("batching:\n  max_queue_size: 0\n", {"batching.max_queue_size (0)"});
   expect_invalid("batching:\n  max_joins_per_step: 0\n", {"batching.max_joins_per_step (0)"});
+  expect_invalid("batching:\n  batch_max_wait_ms: -1\n", {"batching.batch_max_wait_ms (-1)"});
+  expect_invalid("batching:\n  batch_max_wait_ms: 86400001\n",
+                 {"batching.batch_max_wait_ms (86400001)"});
+  expect_invalid("batching:\n  max_queue_size: 10\n  max_queued_batch: 11\n",
+                 {"batching.max_queued_batch (11)"});
+  expect_invalid("batching:\n  max_queued_batch: -1\n", {"batching.max_queued_batch (-1)"});
   expect_invalid("batching:\n  mode: dynamic\n",
                  {"batching.mode", "'dynamic'", "continuous", "static"});
 }
@@ -563,6 +575,12 @@ TEST(ServerConfigErrors, TlsFileMissingIsNotFound) {
   // A folder where a file belongs.
   expect_invalid("tls:\n  cert_file: " + cert + "\n  key_file: " + dir.path() + "\n",
                  {"tls.key_file", "not a regular file"});
+  expect_throw(
+      [&] {
+        (void)parse(std::string(kMinimal) +
+                    "policy:\n  prompt_denylist_file: /nonexistent/denylist.txt\n");
+      },
+      ErrorCode::kNotFound, {"inline.yaml", "policy.prompt_denylist_file"});
 }
 
 TEST(ServerConfigErrors, WeightsInPairsAndPresent) {
@@ -625,13 +643,14 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.listen = "[::1]:123";
   config.tls = {cert, key, cert, "optional"};
   config.auth.api_keys_file = key;
+  config.policy.prompt_denylist_file = vocab;
   config.reflection = false;
   config.model = {kDemoModel, gpt, shape, clip, vocab};
   config.device = "cuda:3";
   config.dtype = "bfloat16";
   config.single_stream_decode = "reference";
   config.cuda_graphs = "emulate";
-  config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9};
+  config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9, 1234, 5};
   config.limits = {1, 10, 2, 1 << 20, 5, 0, 250};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
   config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};

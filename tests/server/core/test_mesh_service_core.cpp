@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -18,6 +19,8 @@
 
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/admission/prompt_policy.h"
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/observability/metrics.h"
@@ -43,8 +46,18 @@ class FakeExecutor final : public BatchExecutor {
     return held_.at(i);
   }
 
+  // The requests the executor was given, in order.
+  std::vector<JobRequest> seen() {
+    const std::lock_guard lock(mutex_);
+    return seen_;
+  }
+
   void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
     for (const auto& job : jobs) {
+      {
+        const std::lock_guard lock(mutex_);
+        seen_.push_back(job->request());
+      }
       if (hold) {
         const std::lock_guard lock(mutex_);
         held_.push_back(job);
@@ -62,6 +75,7 @@ class FakeExecutor final : public BatchExecutor {
       result.encoded = std::string(static_cast<size_t>(vertices), 'g');
       result.vertex_count = vertices;
       result.face_count = 1;
+      result.occupancy_points = 1000;
       result.batch_bucket = bucket;
       job->succeed(result);
     }
@@ -70,6 +84,7 @@ class FakeExecutor final : public BatchExecutor {
  private:
   std::mutex mutex_;
   std::vector<std::shared_ptr<Job>> held_;
+  std::vector<JobRequest> seen_;
 };
 
 using testing::eventually;
@@ -263,7 +278,11 @@ TEST_F(MeshServiceTest, TheCallersDeadlineIsDeadlineExceeded) {
 
 TEST_F(MeshServiceTest, WithApiKeysACallNeedsAKnownKeyWithinItsLimits) {
   service_->attach(scheduler_.get());
-  ApiKeys keys({{"studio-a", sha256("key-a"), /*requests_per_minute=*/2, {}}});
+  ApiKey studio;
+  studio.name = "studio-a";
+  studio.sha256 = sha256("key-a");
+  studio.requests_per_minute = 2;
+  ApiKeys keys({studio});
   service_->use_api_keys(&keys);
   v1::GenerateMeshResponse response;
   CallContext context;
@@ -290,6 +309,126 @@ TEST_F(MeshServiceTest, WithApiKeysACallNeedsAKnownKeyWithinItsLimits) {
   bad.set_top_p(7.0f);
   EXPECT_EQ(call(bad, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   service_->use_api_keys(nullptr);
+}
+
+ApiKey named_key(const std::string& name, const std::string& secret) {
+  ApiKey key;
+  key.name = name;
+  key.sha256 = sha256(secret);
+  return key;
+}
+
+TEST_F(MeshServiceTest, ShapeTokensAreNeededAtAdmissionAndChargedWhenTheWorkIsDone) {
+  service_->attach(scheduler_.get());
+  ApiKey studio = named_key("studio-a", "key-a");
+  studio.shape_tokens_per_minute = 256;  // two requests with guidance: 2 x 64 tokens each
+  ApiKeys keys({studio});
+  service_->use_api_keys(&keys);
+  CallContext context;
+  context.authorization = "Bearer key-a";
+  v1::GenerateMeshResponse response;
+  ASSERT_TRUE(call_with(context, &response).ok());
+  ASSERT_TRUE(call_with(context, &response).ok());
+  const grpc::Status over = call_with(context, &response);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("shape_tokens_per_minute (256)"), std::string::npos)
+      << over.error_message();
+  EXPECT_NE(over.error_message().find("needs 128 shape tokens"), std::string::npos);
+  EXPECT_GE(std::stoi(trailers_["retry-after"]), 1);
+  // Without guidance a request decodes one row: 64 tokens, still more than is left.
+  v1::GenerateMeshRequest unguided = request(v1::MESH_FORMAT_GLB);
+  unguided.set_guidance_scale(0);
+  const grpc::Status still_over = call(unguided, &response, context);
+  EXPECT_NE(still_over.error_message().find("needs 64 shape tokens"), std::string::npos)
+      << still_over.error_message();
+
+  const Metrics::KeyUsage usage = metrics_.key_usage("studio-a");
+  EXPECT_EQ(usage.shape_tokens, 256);
+  EXPECT_EQ(usage.occupancy_points, 2000);
+  EXPECT_EQ(usage.mesh_bytes, 2 * 3);  // the fake's 3-byte files
+  EXPECT_EQ(usage.requests_by_code.at("OK"), 2);
+  EXPECT_EQ(usage.requests_by_code.at("RESOURCE_EXHAUSTED"), 2);
+  EXPECT_EQ(executor_.seen().size(), 2u) << "a refused request never reached the executor";
+  service_->use_api_keys(nullptr);
+}
+
+TEST_F(MeshServiceTest, EndUsersReachTheSchedulerAsPseudonymsAndBadIdsAreRefused) {
+  service_->attach(scheduler_.get());
+  CallContext context;
+  context.end_user = "player:42";
+  v1::GenerateMeshResponse response;
+  ASSERT_TRUE(call_with(context, &response).ok());
+  context.end_user = "player:43";
+  ASSERT_TRUE(call_with(context, &response).ok());
+  const std::vector<JobRequest> seen = executor_.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].end_user, end_user_pseudonym("", "player:42"));
+  EXPECT_EQ(seen[0].end_user.find("player"), std::string::npos);
+  EXPECT_NE(seen[0].end_user, seen[1].end_user);
+
+  context.end_user = "player 42\n";
+  const grpc::Status bad = call_with(context, &response);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("X-End-User-Id"), std::string::npos) << bad.error_message();
+  EXPECT_EQ(metrics_.key_usage("").requests_by_code.at("INVALID_ARGUMENT"), 1);
+}
+
+TEST_F(MeshServiceTest, PriorityComesFromTheRequestOrIsForcedByTheKey) {
+  service_->attach(scheduler_.get());
+  ApiKey batch = named_key("catalog", "key-c");
+  batch.batch_only = true;
+  ApiKeys keys({named_key("studio-a", "key-a"), batch});
+  service_->use_api_keys(&keys);
+  CallContext context;
+  context.authorization = "Bearer key-a";
+  v1::GenerateMeshResponse response;
+  v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+  ASSERT_TRUE(call(r, &response, context).ok());
+  r.set_priority(v1::PRIORITY_BATCH);
+  ASSERT_TRUE(call(r, &response, context).ok());
+  context.authorization = "Bearer key-c";
+  r.set_priority(v1::PRIORITY_INTERACTIVE);
+  ASSERT_TRUE(call(r, &response, context).ok());
+  const std::vector<JobRequest> seen = executor_.seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].priority, JobPriority::kInteractive);
+  EXPECT_EQ(seen[1].priority, JobPriority::kBatch);
+  EXPECT_EQ(seen[2].priority, JobPriority::kBatch) << "the key runs everything as batch";
+
+  r.set_priority(static_cast<v1::Priority>(7));
+  const grpc::Status bad = call(r, &response, context);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("priority 7"), std::string::npos) << bad.error_message();
+  service_->use_api_keys(nullptr);
+}
+
+TEST_F(MeshServiceTest, ThePromptPolicyRefusesWhatTheModelWouldReadBeforeAnyWork) {
+  ServiceOptions options = service_->options();
+  // As the server's: the model's own clean-up (here, lower case is enough to show it is used).
+  options.model_text = [](std::string_view prompt) {
+    std::string text(prompt);
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  service_ = std::make_unique<MeshServiceCore>(options, metrics_);
+  service_->attach(scheduler_.get());
+  PromptPolicy policy(PromptDenylist::parse("# no weapons\nforbidden thing\n", "deny.txt"));
+  service_->use_prompt_policy(&policy);
+  v1::GenerateMeshResponse response;
+  v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+  r.set_prompt("A FORBIDDEN THING on a table");
+  const grpc::Status refused = call(r, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(refused.error_message(), std::string(PromptPolicy::kRefusal));
+  EXPECT_EQ(refused.error_message().find("forbidden"), std::string::npos) << "names the pattern";
+  EXPECT_TRUE(executor_.seen().empty());
+  r.set_prompt("a permitted thing");
+  EXPECT_TRUE(call(r, &response).ok());
+  const Metrics::KeyUsage usage = metrics_.key_usage("");
+  EXPECT_EQ(usage.prompt_refusals, 1);
+  EXPECT_EQ(usage.requests_by_code.at("PERMISSION_DENIED"), 1);
+  EXPECT_EQ(usage.shape_tokens, 128) << "the refused prompt cost no tokens";
+  service_->use_prompt_policy(nullptr);
 }
 
 // The result cache: hits, coalescing of identical calls in flight, and the bypass.
@@ -447,6 +586,47 @@ TEST_F(MeshServiceCacheTest, ABypassComputesAloneAndStoresNothing) {
   release(2);
   ASSERT_TRUE(eventually([&] { return third->done(); }));
   EXPECT_EQ(third->outcome->response.cache_status(), v1::CACHE_STATUS_MISS);
+}
+
+TEST_F(MeshServiceCacheTest, AHitOrACoalescedAnswerPassesASpentWorkBudget) {
+  ApiKey studio = named_key("studio-a", "key-a");
+  studio.shape_tokens_per_minute = 128;  // one request with guidance
+  ApiKeys keys({studio});
+  service_->use_api_keys(&keys);
+  CallContext context;
+  context.authorization = "Bearer key-a";
+  v1::GenerateMeshResponse response;
+  v1::GenerateMeshRequest chair = request(v1::MESH_FORMAT_GLB);
+  ASSERT_TRUE(call(chair, &response, context).ok());
+  EXPECT_EQ(response.cache_status(), v1::CACHE_STATUS_MISS);
+  // The budget is spent: the same request is a hit and costs nothing, another one computes.
+  ASSERT_TRUE(call(chair, &response, context).ok());
+  EXPECT_EQ(response.cache_status(), v1::CACHE_STATUS_HIT);
+  v1::GenerateMeshRequest table = request(v1::MESH_FORMAT_GLB);
+  table.set_prompt("a table");
+  const grpc::Status over = call(table, &response, context);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("shape_tokens_per_minute (128)"), std::string::npos);
+  EXPECT_EQ(metrics_.key_usage("studio-a").shape_tokens, 128);
+  EXPECT_EQ(executor_.seen().size(), 1u);
+
+  // Identical work in flight is joined without a check, then charged once.
+  keys.replace({named_key("studio-a", "key-a")});
+  executor_.hold = true;
+  const auto first = start(table, context);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  studio.shape_tokens_per_minute = 1;
+  keys.replace({studio});
+  keys.charge("studio-a", "", 10, 0);  // in debt: no new work would be admitted now
+  ASSERT_TRUE(keys.check_work("studio-a", "", ApiKeys::Work{128, 0}));
+  const auto second = start(table, context);
+  release(0);
+  ASSERT_TRUE(eventually([&] { return first->done() && second->done(); }));
+  EXPECT_TRUE(second->outcome->status.ok()) << second->outcome->status.error_message();
+  EXPECT_EQ(second->outcome->response.cache_status(), v1::CACHE_STATUS_COALESCED);
+  EXPECT_EQ(metrics_.key_usage("studio-a").shape_tokens, 256) << "charged once, not twice";
+  executor_.hold = false;
+  service_->use_api_keys(nullptr);
 }
 
 TEST(ResultKey, EveryEffectiveFieldAndTheModelAndScopeMakeADifferentKey) {

@@ -41,6 +41,14 @@ struct AuthConfig {
   bool operator==(const AuthConfig&) const = default;
 };
 
+// What this server refuses to generate, whoever asks (admission/prompt_policy.h).
+struct PolicyConfig {
+  // One RE2 pattern per line, matched on the text the model reads (lower case, HTML entities
+  // and white space cleaned up); a match is PERMISSION_DENIED. Re-read on SIGHUP. Empty: none.
+  std::string prompt_denylist_file;
+  bool operator==(const PolicyConfig&) const = default;
+};
+
 struct ModelFiles {
   std::string config = "models/demo.yaml";  // required in the file: model YAML
   std::string gpt_weights;    // shape_gpt.safetensors; empty: random weights (with shape_weights)
@@ -106,6 +114,7 @@ struct ServerConfig {
   std::string listen = "0.0.0.0:50051";
   TlsConfig tls;
   AuthConfig auth;
+  PolicyConfig policy;
   // gRPC server reflection (what grpcurl lists and describes with); off hides the API's shape
   // from anonymous callers.
   bool reflection = true;

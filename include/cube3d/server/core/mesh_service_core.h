@@ -11,6 +11,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,9 +25,11 @@
 #include <vector>
 
 #include "cube3d/core/clock.h"
+#include "cube3d/core/constants.h"
 #include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
+#include "cube3d/server/admission/prompt_policy.h"
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/core/model_identity.h"
 #include "cube3d/server/core/request_policy.h"
@@ -48,6 +51,9 @@ struct ServiceOptions {
   // identical requests in flight coalesced. Off: every request computes (BYPASS).
   bool cache_enabled = false;
   bool cache_shared_across_keys = false;  // else the API key's name scopes each entry
+  // The text the model reads for a prompt (CLIP's clean-up and lower case), what the prompt
+  // policy matches; unset: the prompt as sent.
+  std::function<std::string(std::string_view)> model_text;
 };
 
 // What the core needs to know about the call a front door serves.
@@ -61,6 +67,9 @@ struct CallContext {
   bool outcome_counted_by_front_door = false;
   // The `authorization` metadata or header ("Bearer <key>"); empty when absent.
   std::string authorization;
+  // The end user the caller acts for (`X-End-User-Id` header, `end-user-id` metadata), as sent;
+  // empty when absent. Checked and turned into a pseudonym by the core.
+  std::string end_user;
   // The W3C `traceparent` metadata or header, as the client sent it (parsed, and ignored when
   // invalid, for the log's trace_id); empty when absent.
   std::string traceparent;
@@ -119,6 +128,10 @@ class MeshServiceCore {
   void use_cache(ResultCache* cache) { cache_ = cache; }
   // With keys, every call must bring a known API key (auth.api_keys_file); null: open.
   void use_api_keys(ApiKeys* keys) { api_keys_.store(keys); }
+  ApiKeys* api_keys() const { return api_keys_.load(); }
+  // policy.prompt_denylist_file: prompts it refuses are answered PERMISSION_DENIED before they
+  // are queued. Null: none.
+  void use_prompt_policy(PromptPolicy* policy) { prompt_policy_.store(policy); }
   bool ready() const { return scheduler_.load() != nullptr; }
   const ServiceOptions& options() const { return options_; }
   Metrics& metrics() { return metrics_; }
@@ -151,15 +164,26 @@ class MeshServiceCore {
     SharedWork::MemberId member = 0;
     bool coalesced = false;
   };
+  // Whether identical work (by `key`) is in flight now.
+  bool in_flight(const ResultKey& key);
   Joined join_or_create(const std::optional<ResultKey>& key, const JobRequest& request,
                         SteadyClock::time_point deadline, SharedWork::Member member);
   // A computed work's outcome: its result into the cache, and the key no longer in flight.
+  // The shape tokens `request` decodes, guidance rows included.
+  int64_t shape_tokens_of(const JobRequest& request) const;
   void work_done(const std::optional<ResultKey>& key, SharedWork& work, const JobResult* result,
                  const JobRequest& request);
 
   ServiceOptions options_;
   std::atomic<Scheduler*> scheduler_{nullptr};
   std::atomic<ApiKeys*> api_keys_{nullptr};
+  std::atomic<PromptPolicy*> prompt_policy_{nullptr};
+  // What a request is expected to cost the occupancy_points_per_minute buckets, by
+  // resolution_base: a moving average of what meshes at that resolution took (the hierarchical
+  // field's points depend on the surface, known only once computed).
+  std::array<std::atomic<double>, kMaxResolutionBase + 1> points_by_resolution_{};
+  int64_t expected_points(int64_t resolution_base) const;
+  void observe_points(int64_t resolution_base, int64_t points);
   ModelIdentity model_;
   ResultCache* cache_ = nullptr;
   std::mutex in_flight_mutex_;

@@ -76,6 +76,24 @@ class Metrics {
   void set_job_result_bytes(int64_t bytes);
   void job_submitted(bool accepted);
 
+  // Usage by API key (its name: the keys file bounds the label's values; "" on a server without
+  // keys; never by end user, whose ids are unbounded): requests by the code the core answered,
+  // the shape tokens decoded and occupancy points evaluated on its behalf (work computed for
+  // it; a cache hit or a coalesced answer costs none), the mesh bytes returned (the file, or
+  // the raw arrays) and prompts the prompt policy refused. GET /v1/usage reads the same counters.
+  struct KeyUsage {
+    std::map<std::string, int64_t> requests_by_code;
+    int64_t shape_tokens = 0;
+    int64_t occupancy_points = 0;
+    int64_t mesh_bytes = 0;
+    int64_t prompt_refusals = 0;
+  };
+  void key_request(const std::string& key, const std::string& code);
+  void key_work(const std::string& key, int64_t shape_tokens, int64_t occupancy_points);
+  void key_mesh_bytes(const std::string& key, int64_t bytes);
+  void key_prompt_refused(const std::string& key);
+  KeyUsage key_usage(const std::string& key) const;
+
   // The Prometheus text exposition of the registry (what a scrape gets).
   std::string exposition() const;
 
@@ -110,7 +128,22 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* jobs_;
   prometheus::Gauge* job_result_bytes_;
   prometheus::Family<prometheus::Counter>* jobs_submitted_;
-  std::mutex mutex_;  // guards lazily created label children
+  // One key's counters, made at its first use.
+  struct KeyCounters {
+    std::map<std::string, prometheus::Counter*> requests_by_code;
+    prometheus::Counter* shape_tokens = nullptr;
+    prometheus::Counter* occupancy_points = nullptr;
+    prometheus::Counter* mesh_bytes = nullptr;
+    prometheus::Counter* prompt_refusals = nullptr;
+  };
+  KeyCounters& key_counters(const std::string& key);  // mutex_ held
+  prometheus::Family<prometheus::Counter>* key_requests_;
+  prometheus::Family<prometheus::Counter>* key_shape_tokens_;
+  prometheus::Family<prometheus::Counter>* key_occupancy_points_;
+  prometheus::Family<prometheus::Counter>* key_mesh_bytes_;
+  prometheus::Family<prometheus::Counter>* prompt_refusals_;
+  std::map<std::string, KeyCounters> keys_;
+  mutable std::mutex mutex_;  // guards lazily created label children
 };
 
 }  // namespace cube3d
