@@ -174,7 +174,7 @@ def admission_seeds():
         "      shape_tokens_per_minute: 4096\n"
         "  - name: studio-b\n    sha256: " + "0" * 64 + "\n").encode())
     write(t, "keys_tiny_rates", b"\x00keys:\n  - name: a\n    sha256: " + digest.encode() +
-          b"\n    shape_tokens_per_minute: 1.0e-300\n    per_user: {requests_per_minute: 1e15}\n")
+          b"\n    shape_tokens_per_minute: 0.001\n    per_user: {requests_per_minute: 1e15}\n")
     write(t, "keys_bad_priority", b"\x00keys:\n  - name: a\n    sha256: " + digest.encode() +
           b"\n    priority: urgent\n")
     write(t, "denylist", b"\x01# weapons\n\\bforbidden thing\\b\r\n^exact$\n  \n"
@@ -223,8 +223,11 @@ def http_request_seeds():
 def main():
     for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
                    "mesh_writers", "mesh_metadata", "http_request", "admission"):
-        shutil.rmtree(CORPUS / target, ignore_errors=True)
-        (CORPUS / target).mkdir(parents=True)
+        # Seeds named regression_* are kept: the fuzzers' findings, saved by hand beside them.
+        (CORPUS / target).mkdir(parents=True, exist_ok=True)
+        for seed in (CORPUS / target).iterdir():
+            if not seed.name.startswith("regression_"):
+                seed.unlink()
     safetensors_seeds()
     yaml_seeds()
     prompt_seeds()

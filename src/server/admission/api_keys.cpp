@@ -73,10 +73,12 @@ std::array<uint8_t, 32> sha256(std::string_view text) {
 
 namespace {
 
+// A per-minute rate: from one per 1000 minutes (a smaller one would mean retries after ages,
+// and the arithmetic of its waits would overflow) to 1e15.
 double read_rate(const YAML::Node& value, std::string_view source, const std::string& name) {
   const double rate = yaml::read_float(value, source, name);
-  if (!std::isfinite(rate) || rate <= 0 || rate > 1e15) {
-    yaml::fail(source, name + ": must be a number > 0 (and at most 1e15)");
+  if (!std::isfinite(rate) || rate < 1e-3 || rate > 1e15) {
+    yaml::fail(source, name + ": must be a number > 0, from 0.001 to 1e15");
   }
   return rate;
 }

@@ -5,6 +5,11 @@
 #include <cmath>
 
 namespace cube3d {
+namespace {
+
+constexpr double kMaxWaitSeconds = 86400;
+
+}  // namespace
 
 TokenBucket::TokenBucket(double per_minute, SteadyClock::time_point now)
     : per_minute_(per_minute), level_(per_minute), refilled_(now) {}
@@ -31,7 +36,8 @@ int64_t TokenBucket::wait_seconds(double need, SteadyClock::time_point now) {
   refill(now);
   const double wanted = std::min(need, per_minute_);
   if (level_ >= wanted) return 0;
-  const double seconds = (wanted - level_) * 60.0 / per_minute_;
+  // Capped at a day: a deep debt at a low rate says "much later" without overflowing.
+  const double seconds = std::min((wanted - level_) * 60.0 / per_minute_, kMaxWaitSeconds);
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
 }
 

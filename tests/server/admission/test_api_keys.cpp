@@ -185,6 +185,8 @@ TEST(ApiKeys, FileReadsWorkLimitsPriorityAndPerUserLimits) {
       {"    shape_tokens_per_minute: -1\n",
        "keys[0].shape_tokens_per_minute: must be a number > 0"},
       {"    occupancy_points_per_minute: .nan\n", "keys[0].occupancy_points_per_minute"},
+      {"    shape_tokens_per_minute: 1.0e-300\n", "from 0.001 to 1e15"},
+      {"    per_user: {requests_per_minute: 2e15}\n", "keys[0].per_user.requests_per_minute"},
       {"    priority: urgent\n", "keys[0].priority: 'urgent' is not one of interactive"},
       {"    per_user: 3\n", "keys[0].per_user: expected a mapping"},
       {"    per_user:\n      max_concurrent: 0\n", "keys[0].per_user.max_concurrent: must be >= 1"},

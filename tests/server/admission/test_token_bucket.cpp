@@ -41,6 +41,13 @@ TEST(TokenBucket, DebtIsPaidOffByTheRefill) {
   EXPECT_TRUE(bucket.full(t0 + seconds(150)));
 }
 
+TEST(TokenBucket, ADeepDebtWaitsADayAtMost) {
+  const auto t0 = SteadyClock::now();
+  TokenBucket bucket(1e-3, t0);
+  bucket.take(1e300, t0);
+  EXPECT_EQ(bucket.wait_seconds(1, t0), 86400);
+}
+
 TEST(TokenBucket, AnEarlierClockReadAddsNothing) {
   const auto t0 = SteadyClock::now();
   TokenBucket bucket(60, t0);

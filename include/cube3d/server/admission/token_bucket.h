@@ -20,8 +20,9 @@ class TokenBucket {
   // The level at `now` (refilled; at most per_minute, negative in debt).
   double level(SteadyClock::time_point now);
 
-  // Seconds until `need` is available (0: now). A need over one minute's worth waits only for
-  // a full bucket (which it then takes into debt): it could never be admitted otherwise.
+  // Seconds until `need` is available (0: now; at most a day). A need over one minute's worth
+  // waits only for a full bucket (which it then takes into debt): it could never be admitted
+  // otherwise.
   int64_t wait_seconds(double need, SteadyClock::time_point now);
   // Takes `amount` (may leave the bucket in debt).
   void take(double amount, SteadyClock::time_point now);
