@@ -210,8 +210,13 @@ void CoreCall::begin(const v1::wire::GenerateMeshRequest& request, const CallCon
 
   // The prompt policy sees what the model would read, before any work is queued.
   if (PromptPolicy* const policy = core_.prompt_policy_.load()) {
-    const std::string text =
-        core_.options_.model_text ? core_.options_.model_text(request_.prompt) : request_.prompt;
+    std::string text = request_.prompt;
+    try {
+      // Validated UTF-8 already; a failure here still answers the call rather than escaping.
+      if (core_.options_.model_text) text = core_.options_.model_text(request_.prompt);
+    } catch (const Error& e) {
+      return finish(to_grpc_status(e));
+    }
     if (policy->refuses(text)) {
       core_.metrics_.key_prompt_refused(key_name_);
       return finish(
