@@ -572,9 +572,12 @@ class ServerTestCase(unittest.TestCase):
 
 class KeyedServerTestCase(ServerTestCase):
     """A ServerTestCase whose server requires the API keys KEYS (auth.api_keys_file in a temp
-    folder, `keys_dir`, at `keys_path`)."""
+    folder, `keys_dir`, at `keys_path`), and refuses the prompts DENYLIST names when set."""
 
     KEYS = []
+    # The text of a policy.prompt_denylist_file for the server (at `denylist_path`, beside the
+    # keys); None: no prompt policy.
+    DENYLIST = None
 
     @classmethod
     def setUpClass(cls):
@@ -583,6 +586,12 @@ class KeyedServerTestCase(ServerTestCase):
         with open(cls.keys_path, "w") as f:
             f.write(keys_yaml(cls.KEYS))
         cls.SERVER_ARGS = cls.SERVER_ARGS + ["--set", f"auth.api_keys_file={cls.keys_path}"]
+        if cls.DENYLIST is not None:
+            cls.denylist_path = os.path.join(cls.keys_dir.name, "denylist.txt")
+            with open(cls.denylist_path, "w") as f:
+                f.write(cls.DENYLIST)
+            cls.SERVER_ARGS = cls.SERVER_ARGS + [
+                "--set", f"policy.prompt_denylist_file={cls.denylist_path}"]
         try:
             super().setUpClass()
         except BaseException:

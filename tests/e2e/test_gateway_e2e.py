@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import tempfile
 import threading
 import time
 import unittest
@@ -126,29 +125,10 @@ class GatewayTest(KeyedServerTestCase):
             ("usage-a", "key-usage-a", {}),
             ("usage-b", "key-usage-b", {"requests_per_minute": 3}),
             ("policy", "key-policy", {})]
-    BASE_ARGS = ["--set", "batching.batch_buckets=1,2", "--set", "batching.max_queue_delay_ms=0"]
+    SERVER_ARGS = ["--set", "batching.batch_buckets=1,2", "--set",
+                   "batching.max_queue_delay_ms=0"]
+    DENYLIST = DENYLIST
     TMP_PREFIX = "cube3d-gateway-e2e-"
-
-    @classmethod
-    def setUpClass(cls):
-        cls.policy_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-policy-")
-        cls.denylist_path = os.path.join(cls.policy_dir.name, "denylist.txt")
-        with open(cls.denylist_path, "w") as f:
-            f.write(DENYLIST)
-        cls.SERVER_ARGS = cls.BASE_ARGS + [
-            "--set", f"policy.prompt_denylist_file={cls.denylist_path}"]
-        try:
-            super().setUpClass()
-        except BaseException:
-            cls.policy_dir.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.policy_dir.cleanup()
 
     # -- helpers --
 

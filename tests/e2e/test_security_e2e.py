@@ -185,28 +185,9 @@ class SoakTest(KeyedServerTestCase):
     BURST = 80
     SECRETS = ("soak-1", "soak-2", "soak-3")
 
-    BASE_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
-                 "--set", "batching.max_queue_size=8"]
-
-    @classmethod
-    def setUpClass(cls):
-        cls.policy_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-soak-policy-")
-        denylist = os.path.join(cls.policy_dir.name, "denylist.txt")
-        with open(denylist, "w") as f:
-            f.write("\\bsoak refusal\\b\n")
-        cls.SERVER_ARGS = cls.BASE_ARGS + ["--set", f"policy.prompt_denylist_file={denylist}"]
-        try:
-            super().setUpClass()
-        except BaseException:
-            cls.policy_dir.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.policy_dir.cleanup()
+    SERVER_ARGS = ["--batch-buckets", "1,2,4", "--max-queue-delay-ms", "0",
+                   "--set", "batching.max_queue_size=8"]
+    DENYLIST = "\\bsoak refusal\\b\n"
 
     def rss_kib(self):
         with open(f"/proc/{self.server.proc.pid}/status") as f:
