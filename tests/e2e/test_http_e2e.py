@@ -283,8 +283,12 @@ class HttpGatewayTest(HttpTestCase):
         status, headers, body = self.server.http("GET", "/metrics")
         self.assertEqual(status, 200)
         self.assertTrue(headers["Content-Type"].startswith("text/plain"))
-        samples = parse_metrics(body.decode())
-        self.assertGreaterEqual(metric_value(samples, "cube3d_requests_total", code="OK"), 1)
+        self.assertIn("cube3d_build_info", {n for n, _, _ in parse_metrics(body.decode())})
+        # Counted once the answer's last byte went out, a moment after the client may have read
+        # it (as in the burst test below).
+        samples = self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_requests_total", code="OK") or 0) >= 1,
+            "cube3d_requests_total{code=\"OK\"} >= 1")
         # The same registry as the metrics port.
         names = {n for n, _, _ in samples if n.startswith("cube3d_")}
         self.assertEqual(names, {n for n, _, _ in self.server.metrics()
@@ -322,8 +326,11 @@ class HttpQueueLimitTest(HttpTestCase):
             if refused:
                 break
         self.assertGreater(exhausted, 0, "8 concurrent requests never overflowed a queue of 1")
-        self.assertGreaterEqual(metric_value(self.server.http_metrics(), "cube3d_requests_total",
-                                             code="RESOURCE_EXHAUSTED"), exhausted)
+        # An HTTP call is counted once its answer's last byte went out, which the client can see
+        # a moment before the server's I/O thread has noted it: wait for the count.
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_requests_total", code="RESOURCE_EXHAUSTED") or 0)
+            >= exhausted, f"cube3d_requests_total{{code=\"RESOURCE_EXHAUSTED\"}} >= {exhausted}")
 
 
 # --- start-up and shutdown ---------------------------------------------------------------------
