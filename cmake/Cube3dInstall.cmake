@@ -8,6 +8,8 @@
 #                           load by name (Cube3dInstallRuntimeLibs.cmake)
 #   P/share/cube3d/         CLIP's BPE vocabulary (the tools look in ../share/cube3d/)
 #   P/share/cube3d/models/  the model and server YAMLs of models/
+#   P/share/cube3d/playground/  the browser playground's page (http.playground; three.js comes
+#                           from Debian's libjs-three, a runtime package)
 # The Debian libraries the binaries need (gRPC, protobuf, spdlog, ...) are the runtime package
 # list's: docker/runtime-packages.txt. docker/Dockerfile installs the tree to /opt/cube3d, and
 # scripts/image_smoke.sh (ctest image.rootfs_smoke) checks that it runs on a bare Debian.
@@ -42,3 +44,4 @@ install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/Cube3dInstallRuntimeLibs.cmake)
 install(FILES ${cube3d_clip_vocab_file} DESTINATION share/cube3d)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/models/ DESTINATION share/cube3d/models
         FILES_MATCHING PATTERN "*.yaml")
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/share/cube3d/ DESTINATION share/cube3d)

@@ -4,8 +4,16 @@
 #   1. cube3d-generate: a prompt -> shape tokens, timings and a mesh file;
 #   2. cube3d-server on models/demo-server.yaml, then cube3d-client asks it for a mesh.
 # Outputs land in build/demo/. Extra arguments go to cube3d-client (e.g. --prompt "a chair").
+# The server also serves the browser playground (http_listen, CUBE3D_DEMO_HTTP, default
+# 127.0.0.1:8080); `scripts/demo.sh --serve` keeps it running after the demo, until Ctrl-C, for
+# trying prompts in a browser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+serve=0
+if [ "${1:-}" = "--serve" ]; then
+  serve=1
+  shift
+fi
 
 scripts/setup.sh
 scripts/build.sh
@@ -21,8 +29,9 @@ build/bin/cube3d-generate --model-config models/demo.yaml --prompt "$prompt" \
 echo "== cube3d-server + cube3d-client"
 listen=${CUBE3D_DEMO_LISTEN:-127.0.0.1:50051}
 metrics=${CUBE3D_DEMO_METRICS:-127.0.0.1:9464}
+http=${CUBE3D_DEMO_HTTP:-127.0.0.1:8080}
 build/bin/cube3d-server --config models/demo-server.yaml --listen "$listen" \
-  --metrics-listen "$metrics" 2> "$out/server.log" &
+  --metrics-listen "$metrics" --http-listen "$http" 2> "$out/server.log" &
 server=$!
 stop_server() {
   if kill -0 "$server" 2>/dev/null; then
@@ -46,6 +55,13 @@ body = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read()
 ok = [l for l in body.splitlines() if l.startswith('cube3d_requests_total{code="OK"}')]
 print(f"metrics at http://{sys.argv[1]}/metrics: {ok[0] if ok else 'no requests yet'}")
 PY
+if ((serve)); then
+  echo "playground: http://$http/ (type a prompt, watch it decode and mesh, turn the shape)"
+  echo "demo: serving until Ctrl-C (the server's log: $out/server.log)"
+  wait "$server" || true
+else
+  echo "playground: http://$http/ while a server runs: scripts/demo.sh --serve keeps this one up"
+fi
 stop_server
 trap - EXIT
 echo "demo: wrote $out/generate.glb, $out/client.glb, $out/tokens.txt, $out/timings.json ($out/server.log has the server's log)"

@@ -2,11 +2,14 @@
 # Installs everything cube3d-server needs to build and test, on a fresh Debian 12 machine.
 # Idempotent: a second run checks and returns quickly.
 #   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
-#           meshoptimizer, tinygltf, nlohmann-json, RE2, ccache, Boost (Beast, Asio), CLI11,
+#           meshoptimizer, tinygltf, nlohmann-json, RE2, libpng, ccache, Boost (Beast, Asio),
+#           CLI11,
 #           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap (the image's
-#           root file system for scripts/image_smoke.sh).
+#           root file system for scripts/image_smoke.sh), libjs-three (three.js for the browser
+#           playground), chromium (its browser test, e2e.browser).
 #   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
-#           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline).
+#           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline;
+#           websocket-client and pillow: e2e.browser's DevTools client and its screenshots).
 #   kubectl: Debian's kubernetes-client only where no kubectl is installed (deploy.k8s).
 set -euo pipefail
 
@@ -17,8 +20,9 @@ debian_packages=(
   g++ cmake make ninja-build ccache clang-format pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev prometheus-cpp-dev
-  libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev
+  libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev libpng-dev
   libboost-dev libcli11-dev
+  libjs-three chromium
   clang-14 libclang-rt-14-dev
   mmdebstrap
 )
@@ -47,9 +51,9 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')
   pip_install "torch==$TORCH_VERSION"
 fi
 python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
-  kubernetes-validate==1.31.0)
+  kubernetes-validate==1.31.0 websocket-client pillow)
 python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
-  kubernetes_validate)
+  kubernetes_validate websocket PIL)
 need_tools=0
 for mod in "${python_modules[@]}"; do
   "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 #include <vector>
 
@@ -65,6 +66,37 @@ std::string folder_of(const std::string& file) {
       is_absolute_path(file) ? tidy_path(file) : join_path(current_directory(), file);
   const std::size_t slash = absolute.rfind('/');
   return slash == 0 ? "/" : absolute.substr(0, slash);
+}
+
+std::optional<std::string> executable_dir(std::string& why) {
+  std::string buffer(256, '\0');
+  while (true) {
+    const ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size());
+    if (n < 0) {
+      why = "readlink /proc/self/exe: " + std::string(std::strerror(errno));
+      return std::nullopt;
+    }
+    if (static_cast<size_t>(n) < buffer.size()) {
+      buffer.resize(static_cast<size_t>(n));
+      break;
+    }
+    buffer.resize(buffer.size() * 2);  // possibly cut: try again with more room
+  }
+  const size_t slash = buffer.rfind('/');
+  if (slash == std::string::npos) {
+    why = "/proc/self/exe is not an absolute path: " + buffer;
+    return std::nullopt;
+  }
+  return slash == 0 ? std::string("/") : buffer.substr(0, slash);
+}
+
+std::string parent_dir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  const std::string last = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  if (dir.empty() || last == "." || last == "..") return dir.empty() ? ".." : dir + "/..";
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? std::string("/") : dir.substr(0, slash);
 }
 
 }  // namespace cube3d

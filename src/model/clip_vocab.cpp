@@ -16,6 +16,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
+#include "cube3d/core/paths.h"
 #include "cube3d/core/utf8.h"
 
 namespace cube3d {
@@ -192,39 +193,6 @@ ClipVocab read_folder_vocab(const std::string& folder) {
 // --- where the vocabulary is ------------------------------------------------------------------
 
 bool exists(const std::string& path) { return path_kind(path) != PathKind::kMissing; }
-
-// The folder of the running executable, or nullopt (with the reason in `why`).
-std::optional<std::string> executable_dir(std::string& why) {
-  std::string buffer(256, '\0');
-  while (true) {
-    const ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size());
-    if (n < 0) {
-      why = "readlink /proc/self/exe: " + std::string(std::strerror(errno));
-      return std::nullopt;
-    }
-    if (static_cast<size_t>(n) < buffer.size()) {
-      buffer.resize(static_cast<size_t>(n));
-      break;
-    }
-    buffer.resize(buffer.size() * 2);  // possibly cut: try again with more room
-  }
-  const size_t slash = buffer.rfind('/');
-  if (slash == std::string::npos) {
-    why = "/proc/self/exe is not an absolute path: " + buffer;
-    return std::nullopt;
-  }
-  return slash == 0 ? std::string("/") : buffer.substr(0, slash);
-}
-
-// The folder above `dir`, lexically ("/a/b/bin" -> "/a/b"), so that paths come out clean.
-std::string parent_dir(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  const size_t slash = dir.rfind('/');
-  const std::string last = slash == std::string::npos ? dir : dir.substr(slash + 1);
-  if (dir.empty() || last == "." || last == "..") return dir.empty() ? ".." : dir + "/..";
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? std::string("/") : dir.substr(0, slash);
-}
 
 std::string join(const std::string& dir, std::string_view name) {
   return (dir.ends_with('/') ? dir : dir + "/") + std::string(name);

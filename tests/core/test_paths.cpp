@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
+
+#include "cube3d/core/files.h"
 
 namespace cube3d {
 namespace {
@@ -50,6 +53,24 @@ TEST(Paths, AbsoluteAndFolderUseTheWorkingDirectory) {
   EXPECT_EQ(folder_of("/models/./sub//demo.yaml"), "/models/sub");
   EXPECT_EQ(folder_of("/demo.yaml"), "/");
   EXPECT_EQ(folder_of("demo.yaml"), cwd);
+}
+
+TEST(Paths, ParentDirIsLexical) {
+  EXPECT_EQ(parent_dir("/opt/cube3d/bin"), "/opt/cube3d");
+  EXPECT_EQ(parent_dir("/opt/cube3d/bin/"), "/opt/cube3d");
+  EXPECT_EQ(parent_dir("/bin"), "/");
+  EXPECT_EQ(parent_dir("/"), "/");
+  EXPECT_EQ(parent_dir("bin"), ".");
+  EXPECT_EQ(parent_dir(""), "..");
+  EXPECT_EQ(parent_dir("a/.."), "a/../..");  // through a link ".." does not cancel
+}
+
+TEST(Paths, ExecutableDirIsTheTestBinarysFolder) {
+  std::string why;
+  const std::optional<std::string> dir = executable_dir(why);
+  ASSERT_TRUE(dir.has_value()) << why;
+  EXPECT_TRUE(is_absolute_path(*dir)) << *dir;
+  EXPECT_EQ(path_kind(*dir + "/cube3d_core_tests"), PathKind::kFile) << *dir;
 }
 
 }  // namespace

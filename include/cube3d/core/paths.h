@@ -6,6 +6,7 @@
 // do the job.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,5 +32,13 @@ std::string absolute_path(const std::string& path);
 
 // The absolute, tidied folder holding `file` ("/" for a file at the root).
 std::string folder_of(const std::string& file);
+
+// The folder of the running executable (from /proc/self/exe), or nullopt with the reason in
+// `why`: where a program finds what is installed beside it (share/cube3d/).
+std::optional<std::string> executable_dir(std::string& why);
+
+// The folder above `dir`, lexically ("/a/b/bin" -> "/a/b"; "a" -> "."; "" -> ".."), so that
+// paths come out clean.
+std::string parent_dir(std::string dir);
 
 }  // namespace cube3d

@@ -280,6 +280,15 @@ int run(int argc, char** argv) {
                  config.http_listen.empty() ? "off" : config.http_listen,
                  config.metrics_listen.empty() ? "off" : config.metrics_listen,
                  http_options.server.io_threads);
+    if (http_options.playground) {
+      // The address a person opens (a wildcard host is this machine's loopback for them).
+      const std::string host = config.http_listen.starts_with("0.0.0.0:")
+                                   ? "127.0.0.1"
+                                   : config.http_listen.substr(0, config.http_listen.rfind(':'));
+      spdlog::info("playground at http://{}:{}/ ({} files, {} KiB)", host, http->port(),
+                   http_options.playground->paths().size(),
+                   http_options.playground->total_bytes() / 1024);
+    }
   }
 
   // The weights' digest (the cache's key, every mesh's provenance) is read beside the load.

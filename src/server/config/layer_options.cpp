@@ -1,10 +1,12 @@
 #include "cube3d/server/config/layer_options.h"
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
 #include <thread>
 
 #include "cube3d/pipeline/model_text.h"
+#include "cube3d/server/http/playground.h"
 
 namespace cube3d {
 
@@ -89,6 +91,12 @@ HttpGatewayOptions http_gateway_options(const ServerConfig& config) {
   const int64_t largest = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
   options.max_generating = config.batching.max_queue_size + 4 * largest + 16;
   options.cors_allowed_origins = config.http.cors_allowed_origins;
+  if (config.http.playground && !config.http_listen.empty()) {
+    const std::string dir = config.http.playground_dir.empty() ? http::default_playground_dir()
+                                                               : config.http.playground_dir;
+    options.playground = std::make_shared<const http::StaticSite>(
+        http::load_playground(dir, config.http.three_js_dir));
+  }
   http::ServerOptions& server = options.server;
   const HttpConfig& h = config.http;
   server.io_threads =

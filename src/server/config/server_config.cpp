@@ -403,6 +403,12 @@ const std::vector<Key>& keys() {
       string_list_key(
           "http.cors_allowed_origins",
           [](auto& c) -> auto& { return c.http.cors_allowed_origins; }),
+      bool_key(
+          "http.playground", [](auto& c) -> auto& { return c.http.playground; }),
+      path_key(
+          "http.playground_dir", [](auto& c) -> auto& { return c.http.playground_dir; }),
+      path_key(
+          "http.three_js_dir", [](auto& c) -> auto& { return c.http.three_js_dir; }),
       int_key(
           "grpc.max_threads", [](auto& c) -> auto& { return c.grpc.max_threads; }),
       int_key(

@@ -20,6 +20,7 @@
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/job_routes.h"
 #include "cube3d/server/http/mesh_answers.h"
+#include "cube3d/server/http/model_route.h"
 #include "cube3d/server/http/router.h"
 #include "cube3d/server/http/usage_route.h"
 
@@ -170,6 +171,16 @@ struct HttpGateway::Impl {
     api_router.add("/metrics", {"GET"}, [this](const auto& ex) { serve_metrics(ex); });
     api_router.add(http::kUsagePath, {"GET"},
                    [this](const auto& ex) { http::serve_usage(this->core, ex); });
+    api_router.add(http::kModelPath, {"GET"},
+                   [this](const auto& ex) { http::serve_model(this->core, ex); });
+    if (const auto& site = this->options.playground) {
+      for (const std::string& path : site->paths()) {
+        api_router.add(
+            path, {"GET"},
+            [site, file = site->find(path)](const auto& ex) { http::StaticSite::serve(*file, ex); },
+            /*listed=*/path == "/");
+      }
+    }
     if (this->options.jobs) {
       jobs.emplace(*this->options.jobs, this->options.retry_after_seconds);
       api_router.add(http::kJobsPath, {"POST"},

@@ -46,8 +46,9 @@ bool serves(const std::vector<std::string>& methods, const std::string& method) 
 
 Router::Router(Cors cors, Refuse refuse) : cors_(std::move(cors)), refuse_(std::move(refuse)) {}
 
-void Router::add(std::string path, std::vector<std::string> methods, RouteHandler handler) {
-  routes_.push_back({std::move(path), std::move(methods), std::move(handler)});
+void Router::add(std::string path, std::vector<std::string> methods, RouteHandler handler,
+                 bool listed) {
+  routes_.push_back({std::move(path), std::move(methods), std::move(handler), listed});
 }
 
 namespace {
@@ -100,6 +101,7 @@ void Router::handle(const std::shared_ptr<Exchange>& raw) const {
   if (!route) {
     std::string paths;
     for (const auto& r : routes_) {
+      if (!r.listed) continue;
       if (!paths.empty()) paths += ", ";
       paths += r.methods.front() + " " + r.path;
     }

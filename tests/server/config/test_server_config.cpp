@@ -349,7 +349,7 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("auth.api_keys_file"), at("policy.prompt_denylist_file"));
   EXPECT_LT(at("batching.max_joins_per_step"), at("batching.batch_max_wait_ms"));
   EXPECT_LT(at("batching.batch_max_wait_ms"), at("batching.max_queued_batch"));
-  EXPECT_EQ(keys.size(), 85u);
+  EXPECT_EQ(keys.size(), 88u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -666,7 +666,10 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
                  1000,
                  2000,
                  30,
-                 {"https://a.example.com", "http://[::1]:8080", "*"}};
+                 {"https://a.example.com", "http://[::1]:8080", "*"},
+                 true,
+                 "/srv/playground",
+                 "/opt/three"};
   config.grpc = {5, 6, 7, 1001, 1002, 8, 9, 2001, 10, 2002, 103};
   config.logging = {"critical", "json", true};
   config.drain_grace_seconds = 0;

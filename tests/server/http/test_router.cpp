@@ -33,5 +33,32 @@ TEST(Router, VariableSegmentsMatchExactlyOneNonEmptySegment) {
   EXPECT_EQ(router.allowed_methods("/v1/jobsabc"), "");
 }
 
+TEST(Router, TheNotFoundMessageListsOnlyListedRoutes) {
+  std::string message;
+  Router router(Cors({}), [&message](const std::shared_ptr<Exchange>&, int, grpc::StatusCode,
+                                     const std::string& m, Headers) { message = m; });
+  router.add("/", {"GET"}, [](const auto&) {});
+  router.add(
+      "/playground/app.js", {"GET"}, [](const auto&) {}, /*listed=*/false);
+  router.add("/v1/model", {"GET"}, [](const auto&) {});
+  class Unanswered final : public Exchange {
+   public:
+    Unanswered() { request_.method = "GET", request_.path = "/nope"; }
+    const Request& request() const override { return request_; }
+    void respond(Response) override {}
+    void start_stream(Response, StreamOptions) override {}
+    void write(std::string) override {}
+    void end_stream() override {}
+    void defer(std::function<void()> task) override { task(); }
+    void on_finished(std::function<void(bool)>) override {}
+
+   private:
+    Request request_;
+  };
+  router.handle(std::make_shared<Unanswered>());
+  EXPECT_EQ(message, "no such path: /nope (GET /, GET /v1/model)");
+  EXPECT_EQ(router.allowed_methods("/playground/app.js"), "GET, HEAD");  // served all the same
+}
+
 }  // namespace
 }  // namespace cube3d::http

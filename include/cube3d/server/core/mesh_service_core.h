@@ -133,6 +133,8 @@ class MeshServiceCore {
   // are queued. Null: none.
   void use_prompt_policy(PromptPolicy* policy) { prompt_policy_.store(policy); }
   bool ready() const { return scheduler_.load() != nullptr; }
+  // What the attached scheduler runs; read it only once ready() (set before the scheduler).
+  const ModelIdentity& model() const { return model_; }
   const ServiceOptions& options() const { return options_; }
   Metrics& metrics() { return metrics_; }
   // Deadlines of the core's calls, and the front doors' own timeouts (one thread for all).

@@ -22,6 +22,12 @@ struct HttpConfig {
   int64_t max_header_count = 100;
   // Origins ("https://studio.example.com") whose pages may call the API; "*" for any; empty: off.
   std::vector<std::string> cors_allowed_origins;
+  // The browser playground at GET / (http/playground.h): its files from playground_dir (empty:
+  // share/cube3d/playground beside the executable's folder) and three.js from three_js_dir
+  // (Debian's libjs-three), read when the server starts.
+  bool playground = false;
+  std::string playground_dir;
+  std::string three_js_dir = "/usr/share/javascript/three";
   bool operator==(const HttpConfig&) const = default;
 };
 

@@ -20,6 +20,9 @@
 //       warmed up and the server is not draining, 503 otherwise.
 //   GET /metrics  the Prometheus text of the server's registry (also on metrics_listen, where
 //       it is the only path).
+//   GET /v1/model  what the server serves and its request limits (http/model_route.h);
+//       GET /v1/usage  the caller's key's usage (http/usage_route.h).
+//   GET /  the browser playground, with http.playground (http/playground.h).
 //
 // Errors: http_status.h's map and body. Unknown path 404, known path with another method 405
 // (with Allow), body over limits.max_message_bytes 413, a request the HTTP layer refuses
@@ -45,6 +48,7 @@
 
 #include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/http/http_server.h"
+#include "cube3d/server/http/static_site.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/observability/metrics.h"
 
@@ -61,6 +65,9 @@ struct HttpGatewayOptions {
   // Jobs (http/job_routes.h: POST /v1/jobs, GET and DELETE /v1/jobs/{id}, GET
   // /v1/jobs/{id}/mesh); null: none. Must outlive the gateway.
   JobService* jobs = nullptr;
+  // The browser playground's files (http/playground.h), served at GET /; null: none (GET / is
+  // then 404 like any unknown path).
+  std::shared_ptr<const http::StaticSite> playground;
   // I/O threads, deadlines, connection and request limits (max_body_bytes =
   // limits.max_message_bytes).
   http::ServerOptions server;

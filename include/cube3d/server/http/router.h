@@ -26,8 +26,11 @@ class Router {
 
   Router(Cors cors, Refuse refuse);
 
-  // `methods`: "GET" (which serves HEAD too), "POST", ...
-  void add(std::string path, std::vector<std::string> methods, RouteHandler handler);
+  // `methods`: "GET" (which serves HEAD too), "POST", ... An unlisted route is left out of the
+  // 404's list of paths (the playground's files: the page, not each of its assets, is a path
+  // to tell a client about).
+  void add(std::string path, std::vector<std::string> methods, RouteHandler handler,
+           bool listed = true);
   void handle(const std::shared_ptr<Exchange>& exchange) const;
   // "GET, HEAD" / "POST"; empty for a path there is not.
   std::string allowed_methods(const std::string& path) const;
@@ -37,6 +40,7 @@ class Router {
     std::string path;
     std::vector<std::string> methods;
     RouteHandler handler;
+    bool listed = true;
   };
   const Route* find(const std::string& path) const;
 

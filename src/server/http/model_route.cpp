@@ -1,0 +1,65 @@
+#include "cube3d/server/http/model_route.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_profile.h"
+#include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/mesh_answers.h"
+
+namespace cube3d::http {
+namespace {
+
+// The API enum's name: "MESH_FORMAT_" + "GLB".
+std::string enum_name(std::string_view prefix, std::string_view lower_name) {
+  std::string name(prefix);
+  for (const char c : lower_name)
+    name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+}  // namespace
+
+void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& ex) {
+  const auto who = core.identify(ex->request().headers.value_or("Authorization"));
+  if (const auto* refused = std::get_if<grpc::Status>(&who)) {
+    ex->respond(status_response(*refused, 0, {}));
+    return;
+  }
+  if (!core.ready()) {
+    ex->respond(status_response(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                             "loading: the model is still loading and warming up"),
+                                1, {}));
+    return;
+  }
+  const RequestPolicy& policy = core.options().policy;
+  const ModelIdentity& model = core.model();
+  nlohmann::json defaults = {
+      {"guidanceScale", policy.defaults.guidance_scale},
+      {"resolutionBase", policy.defaults.resolution_base},
+      {"format", enum_name("MESH_FORMAT_", to_string(policy.defaults.format))},
+      {"meshProfile", enum_name("MESH_PROFILE_", to_string(policy.defaults.mesh_profile))}};
+  if (policy.defaults.top_p) defaults["topP"] = *policy.defaults.top_p;
+  const nlohmann::json body = {{"model", model.name},
+                               {"tokensPerShape", core.options().tokens_per_shape},
+                               {"boundingBox", policy.model_has_bbox},
+                               {"weightsDigest", model.weights_digest},
+                               {"serverVersion", model.server_version},
+                               {"defaults", std::move(defaults)},
+                               {"limits",
+                                {{"minResolutionBase", policy.limits.min_resolution_base},
+                                 {"maxResolutionBase", policy.limits.max_resolution_base},
+                                 {"maxPromptBytes", policy.limits.max_prompt_bytes},
+                                 {"maxGuidanceScale", policy.max_guidance_scale},
+                                 {"maxTargetFaceCount", policy.limits.max_target_face_count}}}};
+  Response response = make_response(200, body.dump() + "\n", kJsonType);
+  response.headers.set("Cache-Control", "no-store");
+  ex->respond(std::move(response));
+}
+
+}  // namespace cube3d::http
