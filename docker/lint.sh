@@ -6,7 +6,7 @@
 # with its reason in the Dockerfile. Exit 0: clean; 1: findings; 2: no hadolint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+. scripts/python_env.sh
 hadolint=$(command -v hadolint || true)
 if [ -z "$hadolint" ]; then
   # pip's script folders (pyenv's shims do not know a new script until a rehash)

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
+. scripts/python_env.sh
 BUILD_DIR=${BUILD_DIR:-build}
 TORCH_ROOT=$("$PYTHON" -c "import os, torch; print(os.path.dirname(torch.__file__))")
 generator=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job, on the embedded demo model (random weights made from a seed, a small
 # random CLIP with the real vocabulary: nothing is downloaded):
-#   1. cube3d-generate: a prompt -> shape tokens, timings and a mesh file;
+#   1. cube3d-generate: a prompt -> shape tokens, timings, a mesh file and its picture;
 #   2. cube3d-server on models/demo-server.yaml, then cube3d-client asks it for a mesh.
 # Outputs land in build/demo/. Extra arguments go to cube3d-client (e.g. --prompt "a chair").
 # The server also serves the browser playground (http_listen, CUBE3D_DEMO_HTTP, default
@@ -23,7 +23,7 @@ prompt="a small wooden chair"
 
 echo "== cube3d-generate (offline)"
 build/bin/cube3d-generate --model-config models/demo.yaml --prompt "$prompt" \
-  --resolution-base 6 --mesh-out "$out/generate.glb" \
+  --resolution-base 6 --mesh-out "$out/generate.glb" --preview "$out/generate.png" \
   --tokens-out "$out/tokens.txt" --timings-json "$out/timings.json"
 
 echo "== cube3d-server + cube3d-client"
@@ -49,7 +49,8 @@ done
 grep -q "cube3d-server serving" "$out/server.log" || { cat "$out/server.log"; exit 1; }
 build/bin/cube3d-client --server "$listen" --prompt "$prompt" --out "$out/client.glb" \
   --tokens-out "$out/client_tokens.txt" "$@"
-python3 - "$metrics" <<'PY'
+. scripts/python_env.sh
+"$PYTHON" - "$metrics" <<'PY'
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
 ok = [l for l in body.splitlines() if l.startswith('cube3d_requests_total{code="OK"}')]
@@ -64,4 +65,4 @@ else
 fi
 stop_server
 trap - EXIT
-echo "demo: wrote $out/generate.glb, $out/client.glb, $out/tokens.txt, $out/timings.json ($out/server.log has the server's log)"
+echo "demo: wrote $out/generate.glb (and its picture, generate.png), $out/client.glb, $out/tokens.txt, $out/timings.json ($out/server.log has the server's log)"

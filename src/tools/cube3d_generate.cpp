@@ -1,17 +1,21 @@
 // cube3d-generate: offline text-to-shape generation with the engine (ARCHITECTURE.md contract).
 // Prints the shape tokens and timings; optionally writes them, a safetensors dump of every
 // intermediate the golden tests compare, and (with the mesh stage) a mesh, with the provenance
-// metadata (pipeline/provenance.h) of the run in it.
+// metadata (pipeline/provenance.h) of the run in it, and a still image of it (mesh_preview.h).
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/version.h"
@@ -26,6 +30,7 @@
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/mesh_io.h"
+#include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/pipeline/provenance.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 
@@ -76,12 +81,19 @@ CliArgs make_args() {
               "hierarchical (default: coarse-to-fine near the surface) | dense (every grid "
               "point, as the official code)",
               "M")
-      .option("--no-postprocess", 0, "with --mesh-out: the raw marching-cubes mesh")
-      .option("--target-faces", 1, "with --mesh-out: decimation target (default max(10000, 10%))",
+      .option("--preview", 1,
+              "write a still image of the mesh (PNG, a 3/4 view for thumbnails; with or "
+              "without --mesh-out)",
+              "F.png")
+      .option("--preview-size", 1, "with --preview: its width and height, 16..4096 (default 512)",
               "N")
+      .option("--no-postprocess", 0, "with --mesh-out or --preview: the raw marching-cubes mesh")
+      .option("--target-faces", 1,
+              "with --mesh-out or --preview: decimation target (default max(10000, 10%))", "N")
       .option("--mesh-profile", 1,
-              "with --mesh-out: none (default) | roblox (at most 20,000 triangles and 60,000 "
-              "vertices, a file of at most 20 MB: decimated to fit, refused if it cannot)",
+              "with --mesh-out or --preview: none (default) | roblox (at most 20,000 triangles "
+              "and 60,000 vertices, a file of at most 20 MB: decimated to fit, refused if it "
+              "cannot)",
               "P")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;
@@ -110,6 +122,39 @@ at::Tensor require(const SafetensorsFile& file, const std::string& name,
   return t;
 }
 
+// --preview's options, checked before the model loads; none without --preview.
+std::optional<PreviewOptions> preview_options(const CliArgs& args) {
+  const int64_t size = args.get_int("--preview-size", PreviewOptions{}.width);
+  require_in_range("--preview-size", size, 16, 4096);
+  if (!args.has("--preview")) return std::nullopt;
+  if (args.get("--preview").empty()) throw invalid_argument("--preview: the path is empty");
+  PreviewOptions options;
+  options.width = options.height = static_cast<int>(size);
+  options.description = args.get("--prompt");  // as the mesh file's provenance records it
+  options.validate();
+  return options;
+}
+
+// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so that a reader
+// (a thumbnail watcher) never sees half a file and a failed run leaves no partial one. Something
+// that is not a regular file (/dev/stdout) is written in place.
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  const PathKind kind = path_kind(path);
+  if (kind != PathKind::kFile && kind != PathKind::kMissing) return write_file(path, bytes);
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    write_file(temporary, bytes);
+  } catch (...) {
+    std::remove(temporary.c_str());
+    throw;
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    throw invalid_argument("cannot write " + path + ": " + std::generic_category().message(error));
+  }
+}
+
 int run(int argc, char** argv) {
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -123,6 +168,7 @@ int run(int argc, char** argv) {
     throw invalid_argument("give --prompt or --text-embeddings, not both");
   }
   if (args.has("--mesh-out")) mesh_format_from_path(args.get("--mesh-out"));  // fail early
+  const std::optional<PreviewOptions> preview = preview_options(args);
   const std::string profile_name = args.get("--mesh-profile", "none");
   const std::optional<MeshProfile> mesh_profile = mesh_profile_from_name(profile_name);
   if (!mesh_profile) {
@@ -215,9 +261,11 @@ int run(int argc, char** argv) {
   ShapeOptions shape_options;
   shape_options.occupancy.sampling.hierarchical =
       parse_occupancy_mode(args.get("--occupancy", "hierarchical"), "--occupancy");
-  // Clean-up and decimation only for a mesh that is written: without --mesh-out the field and
-  // its raw surface are all the run reports.
-  shape_options.mesh.postprocess = args.has("--mesh-out") && !args.has("--no-postprocess");
+  // Clean-up and decimation only for a mesh that is written or shown: without --mesh-out or
+  // --preview the field and its raw surface are all the run reports. (The preview shows the mesh
+  // --mesh-out writes.)
+  const bool meshing = args.has("--mesh-out") || preview.has_value();
+  shape_options.mesh.postprocess = meshing && !args.has("--no-postprocess");
   ShapePipeline pipeline(*engine, shape_options);
   GenerationResult result;
   if (args.has("--prompt")) {
@@ -241,9 +289,10 @@ int run(int argc, char** argv) {
   if (args.has("--target-faces")) {
     shape_request.target_faces = static_cast<size_t>(args.get_uint("--target-faces", 0));
   }
+  // The profile is for the mesh written or shown; without one, the raw surface is reported as it
+  // is.
+  if (meshing) shape_request.limits = mesh_limits(*mesh_profile);
   if (args.has("--mesh-out")) {
-    // The profile is for the file written; without one, the raw surface is reported as it is.
-    shape_request.limits = mesh_limits(*mesh_profile);
     Provenance provenance;
     provenance.prompt = args.get("--prompt");  // empty for --text-embeddings
     provenance.seed = request.seed;
@@ -294,6 +343,14 @@ int run(int argc, char** argv) {
     std::printf("mesh: %zu vertices, %zu faces -> %s (%.1f ms)\n", shape.mesh.vertex_count(),
                 shape.mesh.face_count(), args.get("--mesh-out").c_str(),
                 report.marching_cubes_ms + report.postprocess_ms + report.encode_ms);
+  }
+  if (preview) {
+    const auto start = SteadyClock::now();
+    const std::string png = preview_png(shape.mesh, *preview);
+    const double preview_ms = ms_since(start);
+    write_file_atomically(args.get("--preview"), png);
+    std::printf("preview: %d x %d -> %s (%.1f ms)\n", preview->width, preview->height,
+                args.get("--preview").c_str(), preview_ms);
   }
   if (args.has("--tokens-out")) write_file(args.get("--tokens-out"), token_text + "\n");
   if (args.has("--timings-json")) {

@@ -189,6 +189,48 @@ class HttpGatewayTest(HttpTestCase):
             "INVALID_ARGUMENT")
         self.assertIn("MESH_FORMAT_PLY", message)
 
+    def test_png_picture_of_the_mesh_with_accept(self):
+        from PIL import Image
+        background = (236, 239, 243)  # kPreviewBackground (mesh_preview.h)
+        status, headers, body = self.server.http("POST", GENERATE + "?size=200", CHAIR,
+                                                 {"Accept": "image/png"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["Content-Type"], "image/png")
+        request_id = headers["X-Request-Id"]
+        self.assertIn(f'filename="{request_id}.png"', headers["Content-Disposition"])
+        self.assertIn("preview", server_timing(headers["Server-Timing"]))
+        self.assertGreater(int(headers["X-Face-Count"]), 0)
+        with Image.open(io.BytesIO(body)) as image:
+            self.assertEqual(image.format, "PNG")
+            self.assertEqual(image.size, (200, 200))
+            self.assertEqual(image.info.get("Description"), CHAIR["prompt"])
+            rgb = image.convert("RGB").tobytes()
+        pixels = [tuple(rgb[i:i + 3]) for i in range(0, len(rgb), 3)]
+        self.assertEqual(pixels[0], background)
+        self.assertGreater(sum(1 for p in pixels if p != background), len(pixels) // 20,
+                           "the mesh barely shows")
+        # The default size; a body's file format set aside, with a warning; the Roblox profile's
+        # limits apply to the mesh drawn.
+        roblox = {**CHAIR, "format": "MESH_FORMAT_GLB", "meshProfile": "MESH_PROFILE_ROBLOX",
+                  "targetFaceCount": 50000}
+        status, headers, body = self.server.http("POST", GENERATE, roblox,
+                                                 {"Accept": "image/png"})
+        self.assertEqual(status, 200, body)
+        with Image.open(io.BytesIO(body)) as image:
+            self.assertEqual(image.size, (512, 512))
+        warnings = headers.get_all("X-Warning")
+        self.assertTrue(any("MESH_FORMAT_GLB ignored" in w for w in warnings), warnings)
+        self.assertTrue(any("clamped to 20000" in w for w in warnings), warnings)
+        self.assertLessEqual(int(headers["X-Face-Count"]), 20000)
+
+    def test_a_bad_png_size_is_400_naming_size(self):
+        for size in ("8", "4096", "large"):
+            message = self.assert_error(
+                self.server.http("POST", f"{GENERATE}?size={size}", CHAIR,
+                                 {"Accept": "image/png"}), 400, "INVALID_ARGUMENT")
+            self.assertIn("size", message)
+            self.assertIn("16..2048", message)
+
     def test_stream_sends_progress_then_the_result(self):
         conn, response = open_stream(self.server.http_port,
                                      {**CHAIR, "returnShapeTokens": True})
@@ -333,6 +375,86 @@ class HttpQueueLimitTest(HttpTestCase):
             >= exhausted, f"cube3d_requests_total{{code=\"RESOURCE_EXHAUSTED\"}} >= {exhausted}")
 
 
+# --- the browser playground's files and GET /v1/model -----------------------------------------
+
+class HttpPlaygroundTest(HttpTestCase):
+    # models/demo-server.yaml turns http.playground on; the files come from the default folder,
+    # share/cube3d/playground beside bin/ (the build tree's copy, as an installed server's).
+    def test_the_page_its_assets_and_three_js_are_served_with_the_sites_headers(self):
+        status, headers, body = self.server.http("GET", "/?prompt=a%20chair&seed=3")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["Content-Type"], "text/html; charset=utf-8")
+        with open(os.path.join(SOURCE, "share", "cube3d", "playground", "index.html"), "rb") as f:
+            self.assertEqual(body, f.read())
+        csp = headers["Content-Security-Policy"]
+        self.assertIn("script-src 'self'", csp)
+        self.assertNotIn("unsafe", csp)
+        self.assertEqual(headers["X-Content-Type-Options"], "nosniff")
+        self.assertEqual(headers["X-Frame-Options"], "DENY")
+        # Every script and style the page names is served, from this origin only.
+        assets = re.findall(rb'(?:src|href)="([^"]+)"', body)
+        self.assertTrue(assets)
+        for asset in assets:
+            self.assertTrue(asset.startswith(b"/"), asset)
+            status, asset_headers, _ = self.server.http("GET", asset.decode())
+            self.assertEqual(status, 200, asset)
+        for name in ("three.min.js", "GLTFLoader.js", "OBJLoader.js", "PLYLoader.js",
+                     "OrbitControls.js"):
+            status, js_headers, js = self.server.http("GET", f"/vendor/three/{name}")
+            self.assertEqual(status, 200, name)
+            self.assertEqual(js_headers["Content-Type"], "text/javascript; charset=utf-8")
+            self.assertGreater(len(js), 1000, name)
+        # Revalidation: the ETag answers 304 without a body; HEAD has the headers only.
+        status, again, body304 = self.server.http("GET", "/",
+                                                  headers={"If-None-Match": headers["ETag"]})
+        self.assertEqual((status, body304), (304, b""))
+        self.assertEqual(again["ETag"], headers["ETag"])
+        status, head, body_of_head = self.server.http("HEAD", "/playground/app.js")
+        self.assertEqual((status, body_of_head), (200, b""))
+        self.assertGreater(int(head["Content-Length"]), 1000)
+        # Only the files of the site: no path from the request reaches the disk.
+        for path in ("/playground/../../models/demo-server.yaml", "/playground/",
+                     "/playground/%2e%2e/index.html", "/vendor/three/Detector.js",
+                     "/index.html"):
+            status, _, _ = self.server.http("GET", path)
+            self.assertEqual(status, 404, path)
+        status, _, body = self.server.http("POST", "/", {"prompt": "x"})
+        self.assertEqual(status, 405, body)
+
+    def test_model_says_what_is_served_and_its_limits(self):
+        status, headers, body = self.server.http("GET", "/v1/model")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["Content-Type"], "application/json")
+        model = json.loads(body)
+        self.assertEqual(model["model"], "demo")
+        self.assertEqual(model["tokensPerShape"], e2e.TOKENS)
+        self.assertIs(model["boundingBox"], False)
+        self.assertRegex(model["weightsDigest"], "^[0-9a-f]{64}$")
+        self.assertEqual(model["defaults"]["format"], "MESH_FORMAT_GLB")
+        self.assertEqual(model["defaults"]["meshProfile"], "MESH_PROFILE_NONE")
+        self.assertNotIn("topP", model["defaults"])  # greedy
+        self.assertLessEqual(model["limits"]["minResolutionBase"],
+                             model["defaults"]["resolutionBase"])
+        self.assertLessEqual(model["defaults"]["resolutionBase"],
+                             model["limits"]["maxResolutionBase"])
+        # What it says is what the server does: a mesh's provenance names the same.
+        answer = self.assert_ok_json(self.server.http("POST", GENERATE, CHAIR))
+        self.assertEqual(answer.effective.weights_digest, model["weightsDigest"])
+        self.assertEqual(answer.effective.server_version, model["serverVersion"])
+
+
+class HttpPlaygroundOffTest(HttpTestCase):
+    SERVER_ARGS = ["--set", "http.playground=false"]
+
+    def test_without_the_playground_the_root_is_an_unknown_path(self):
+        for path in ("/", "/playground/app.js", "/vendor/three/three.min.js"):
+            status, _, body = self.server.http("GET", path)
+            self.assertEqual(status, 404, path)
+            self.assertEqual(json.loads(body)["error"]["status"], "NOT_FOUND")
+        # The API is all there, /v1/model included.
+        self.assertEqual(self.server.http("GET", "/v1/model")[0], 200)
+
+
 # --- start-up and shutdown ---------------------------------------------------------------------
 
 class HttpLifecycleTest(unittest.TestCase):
@@ -430,6 +552,18 @@ class HttpLifecycleTest(unittest.TestCase):
                 cwd=SOURCE)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn(f"http_listen {HOST}:{port}: cannot listen", proc.stderr)
+
+    def test_a_playground_without_three_js_refuses_to_start_naming_the_key(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-http-e2e-") as tmp:
+            grpc_port, metrics_port, http_port = free_ports(3)
+            proc = subprocess.run(
+                [SERVER_BIN, "--config", DEMO_CONFIG, "--listen", f"{HOST}:{grpc_port}",
+                 "--metrics-listen", f"{HOST}:{metrics_port}",
+                 "--http-listen", f"{HOST}:{http_port}", "--set", f"http.three_js_dir={tmp}"],
+                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                cwd=SOURCE)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(f"{tmp}/build/three.min.js: no such file (http.three_js_dir", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,31 @@ class PromptAndMeshTest(unittest.TestCase):
             self.assertGreater(raw_faces, small_faces)
             self.assertLessEqual(abs(small_faces - 500), 25)
 
+    def test_preview_png_with_and_without_the_mesh(self):
+        from PIL import Image
+        background = (236, 239, 243)  # kPreviewBackground (mesh_preview.h)
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = [(["--mesh-out", os.path.join(tmp, "m.glb")], "with.png", None),
+                     ([], "alone.png", 200)]
+            for extra, name, size in cases:
+                path = os.path.join(tmp, name)
+                sizing = ["--preview-size", str(size)] if size else []
+                proc = run([*self.demo, "--prompt", "a red dragon", "--preview", path, *sizing,
+                            *extra])
+                self.assertIn(f"preview: {size or 512} x {size or 512} -> {path}", proc.stdout)
+                with Image.open(path) as image:
+                    self.assertEqual(image.format, "PNG")
+                    self.assertEqual(image.size, (size or 512,) * 2)
+                    self.assertEqual(image.info.get("Software"), "cube3d-server")
+                    self.assertEqual(image.info.get("Description"), "a red dragon")
+                    rgb = image.convert("RGB").tobytes()
+                pixels = [tuple(rgb[i:i + 3]) for i in range(0, len(rgb), 3)]
+                self.assertEqual(pixels[0], background)  # a corner
+                shape = sum(1 for p in pixels if p != background)
+                self.assertGreater(shape, len(pixels) // 20, "the mesh barely shows")
+            # Written by a rename: no temporary file is left beside it.
+            self.assertEqual(sorted(os.listdir(tmp)), ["alone.png", "m.glb", "with.png"])
+
 
 class ProvenanceTest(unittest.TestCase):
     """--mesh-profile and the provenance every mesh file carries (pipeline/provenance.h)."""
@@ -309,6 +334,10 @@ class ErrorsTest(unittest.TestCase):
         self.expect_error([*base, "--prompt", "a chair"], "INVALID_ARGUMENT",
                           "--text-embeddings")
         self.expect_error([*base, "--mesh-out", "x.stl"], "INVALID_ARGUMENT", "x.stl")
+        self.expect_error([*base, "--preview", "p.png", "--preview-size", "8"],
+                          "INVALID_ARGUMENT", "--preview-size")
+        self.expect_error([*base, "--preview", "/nonexistent-dir/p.png"], "INVALID_ARGUMENT",
+                          "/nonexistent-dir/p.png")
         self.expect_error([*base, "--resolution-base", "10"], "INVALID_ARGUMENT",
                           "resolution_base")
 

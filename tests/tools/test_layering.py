@@ -80,6 +80,12 @@ class LayeringTest(unittest.TestCase):
                     '#include "cube3d/server/executor/engine_executor.h"\n'
                     '#include "cube3d/pipeline/shape_pipeline.h"\n'
                     '#include "cube3d/server/core/mesh_service_core.h"\n',
+                # HTTP may draw a mesh (the preview's header and Mesh) and no more of the mesh
+                # layer; no other part may.
+                "src/server/http/bad_png.cpp":
+                    '#include "cube3d/mesh/mesh_preview.h"\n#include "cube3d/mesh/mesh.h"\n'
+                    '#include "cube3d/mesh/mesh_io.h"\n',
+                "src/server/grpc/bad_png.cpp": '#include "cube3d/mesh/mesh_preview.h"\n',
                 "include/cube3d/server/grpc/bad_service.h":
                     '#include "cube3d/engine/engine.h"\n#include "cube3d/server/http/router.h"\n',
                 # The core with a transport library in it, or a front door's header.
@@ -115,6 +121,12 @@ class LayeringTest(unittest.TestCase):
                 "cube3d/server/executor/engine_executor.h (server/executor)",
                 "src/server/http/bad_route.cpp:2: server/http may not include "
                 "cube3d/pipeline/shape_pipeline.h (layer pipeline)",
+                "src/server/http/bad_png.cpp:3: server/http may not include "
+                "cube3d/mesh/mesh_io.h (layer mesh)",
+                "src/server/http/bad_png.cpp:3: server may not include cube3d/mesh/mesh_io.h "
+                "(layer mesh)",
+                "src/server/grpc/bad_png.cpp:1: server/grpc may not include "
+                "cube3d/mesh/mesh_preview.h (layer mesh)",
                 "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
                 "cube3d/engine/engine.h (layer engine)",
                 "include/cube3d/server/grpc/bad_service.h:1: server may not include "

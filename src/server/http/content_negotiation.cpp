@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <string_view>
 
+#include "cube3d/core/printable.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_message.h"
 
@@ -66,6 +68,11 @@ Accepted parse_accept(const std::string& header) {
     if (range.type == "application/json" || range.type == "*/*" || range.type == "application/*") {
       accepted.json = true;
     }
+    // image/* too: the one image type we make is what a client asking for "an image" means.
+    if ((range.type == kPngType || range.type == "image/*") && !accepted.png) {
+      accepted.png = true;
+      accepted.png_rank = accepted.meshes.size();
+    }
     for (const auto& m : kMeshMediaTypes) {
       if (range.type == m.type && std::find(accepted.meshes.begin(), accepted.meshes.end(),
                                             m.format) == accepted.meshes.end()) {
@@ -76,24 +83,56 @@ Accepted parse_accept(const std::string& header) {
   return accepted;
 }
 
-std::optional<v1::MeshFormat> negotiate(const std::string& accept_header,
-                                        v1::GenerateMeshRequest& request) {
+Negotiated negotiate(const std::string& accept_header, v1::GenerateMeshRequest& request) {
   const Accepted accepted = parse_accept(accept_header);
-  if (accepted.meshes.empty()) return std::nullopt;
-  if (!request.has_format() || request.format() == v1::MESH_FORMAT_UNSPECIFIED) {
-    request.set_format(accepted.meshes.front());
-    return accepted.meshes.front();
+  Negotiated answer;
+  if (accepted.meshes.empty() && !accepted.png) return answer;  // JSON
+  const bool has_format = request.has_format() && request.format() != v1::MESH_FORMAT_UNSPECIFIED;
+  // The mesh types that can answer: any without a format in the body, else only the body's
+  // (it decides what is generated; Accept only says how it comes back).
+  const auto usable =
+      has_format ? std::find(accepted.meshes.begin(), accepted.meshes.end(), request.format())
+                 : accepted.meshes.begin();
+  const bool file_usable = usable != accepted.meshes.end();
+  const auto file_rank = static_cast<size_t>(usable - accepted.meshes.begin());
+  // A PNG can always answer: it draws the geometry, which no format changes. Preferred when
+  // Accept ranks it at least as high as the usable file type.
+  if (accepted.png && (!file_usable || accepted.png_rank <= file_rank)) {
+    answer.kind = Negotiated::Kind::kPng;
+    if (has_format && request.format() != v1::MESH_FORMAT_RAW) {
+      answer.ignored_format = request.format();
+    }
+    // The arrays to draw, not a file to decode; the body's format is set aside (see above).
+    request.set_format(v1::MESH_FORMAT_RAW);
+    return answer;
   }
-  // The body's format decides what is generated; Accept only says how it comes back.
-  if (std::find(accepted.meshes.begin(), accepted.meshes.end(), request.format()) !=
-      accepted.meshes.end()) {
-    return request.format();
+  if (file_usable) {
+    answer.kind = Negotiated::Kind::kFile;
+    answer.file_format = *usable;
+    request.set_format(*usable);
+    return answer;
   }
-  if (accepted.json) return std::nullopt;
+  if (accepted.json) return answer;
   throw HttpError(406, grpc::StatusCode::INVALID_ARGUMENT,
                   "the body asks for format " + v1::MeshFormat_Name(request.format()) +
-                      " but Accept is '" + accept_header +
-                      "': make them agree, drop one of them, or accept application/json");
+                      " but Accept is '" + printable(accept_header, 200) +
+                      "': make them agree, drop one of them, or accept application/json (or "
+                      "image/png, a picture of the mesh)");
+}
+
+int png_size(const Request& request) {
+  const std::optional<std::string> text = request.query_param("size");
+  if (!text) return kDefaultPngSize;
+  int size = 0;
+  const char* const end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, size);
+  if (error != std::errc() || stop != end || size < kMinPngSize || size > kMaxPngSize) {
+    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
+                    "query parameter size is '" + printable(*text, 64) +
+                        "': it must be a whole number of pixels, " + std::to_string(kMinPngSize) +
+                        ".." + std::to_string(kMaxPngSize));
+  }
+  return size;
 }
 
 }  // namespace cube3d::http

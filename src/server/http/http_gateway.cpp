@@ -285,20 +285,36 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req)
 
 void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
   Prepared prepared = prepare(ex->request());
-  const std::optional<v1::MeshFormat> file_format =
+  // ?size= is checked whatever the answer, so that a typo fails before any work, not only when
+  // it would have mattered.
+  const int png_size = http::png_size(ex->request());
+  const http::Negotiated negotiated =
       http::negotiate(ex->request().headers.value_or("Accept"), prepared.request);
+  std::optional<http::PngAnswer> png;
+  if (negotiated.kind == http::Negotiated::Kind::kPng) {
+    png = http::PngAnswer{png_size, negotiated.ignored_format, prepared.request.prompt()};
+  }
   std::shared_ptr<void> slot = take_generate_slot(generating, options.max_generating);
   if (!slot) throw too_many_calls(options.max_generating, options.retry_after_seconds);
 
   prepared.call.outcome_counted_by_front_door = true;
   auto tally = std::make_shared<CallTally>();
   CallObserver observer;
-  observer.done = [this, ex, file_format, tally, slot = std::move(slot)](CallOutcome outcome) {
-    // The answer (JSON with a base64 mesh, or the file) is made on the connection's I/O
-    // thread, not on the executor's that delivers the outcome.
-    ex->defer([this, ex, file_format, tally, outcome = std::move(outcome)]() mutable {
+  observer.done = [this, ex, negotiated, png, tally, slot = std::move(slot)](CallOutcome outcome) {
+    // The answer (JSON with a base64 mesh, the file, or the PNG drawn from the raw arrays) is
+    // made on the connection's I/O thread, not on the executor's that delivers the outcome
+    // (drawing 20k faces at 512 x 512 takes some 30 ms: the executor must not wait for it).
+    ex->defer([this, ex, negotiated, png, tally, outcome = std::move(outcome)]() mutable {
+      const bool ok = outcome.status.ok();
       tally->answered_code = grpc_code_name(outcome.status.error_code());
-      ex->respond(answer(std::move(outcome), file_format));
+      http::Response response =
+          png ? http::mesh_png_answer(std::move(outcome), *png, options.retry_after_seconds)
+              : answer(std::move(outcome), negotiated.file());
+      // A mesh the core made that could not be drawn: counted as what the client got.
+      if (ok && response.status != 200) {
+        tally->answered_code = grpc_code_name(grpc::StatusCode::INTERNAL);
+      }
+      ex->respond(std::move(response));
     });
   };
   const std::shared_ptr<ActiveCall> call =

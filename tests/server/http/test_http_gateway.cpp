@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/core/mesh_service_core.h"
@@ -36,6 +37,8 @@ using Headers = std::vector<std::string>;
 using namespace std::chrono_literals;
 
 constexpr const char* kMesh = "glTF-not-really";
+// The one triangle every fake result holds (facing +Z, the front: a preview shows it).
+const std::vector<float> kTriangle = {0, 0, 0, 1, 0, 0, 0, 1, 0};
 
 // Runs each batch to a fake mesh; while `block` is set it holds the batch (a long generation)
 // until released or until every job in it is cancelled (the slot a gone client frees).
@@ -69,7 +72,7 @@ class BlockingExecutor final : public BatchExecutor {
       JobResult result;
       result.request_id = job->request().request_id;
       result.format = job->request().format;
-      result.vertices.assign(9, 0.5f);
+      result.vertices = kTriangle;
       result.indices = {0, 1, 2};
       result.encoded = kMesh;
       result.vertex_count = 3;
@@ -338,10 +341,16 @@ TEST_F(HttpGatewayTest, UnknownPathWrongMethodAndLargeBody) {
 TEST_F(HttpGatewayTest, MetricsIsThePrometheusTextOfTheRegistry) {
   core_->attach(scheduler_.get());
   ASSERT_EQ(generate(kChair)->status, 200);
-  const auto res = get("/metrics");
-  ASSERT_EQ(res->status, 200);
-  EXPECT_NE(res->header("Content-Type").find("text/plain"), std::string::npos);
-  EXPECT_NE(res->body.find("cube3d_requests_total{code=\"OK\"} 1"), std::string::npos) << res->body;
+  // The call is counted once its answer's last byte went out, which this client can read a
+  // moment before the server's I/O thread has noted it: scrape until the count shows.
+  std::string body;
+  EXPECT_TRUE(eventually([&] {
+    const auto res = get("/metrics");
+    EXPECT_EQ(res->status, 200);
+    EXPECT_NE(res->header("Content-Type").find("text/plain"), std::string::npos);
+    body = res->body;
+    return body.find("cube3d_requests_total{code=\"OK\"} 1") != std::string::npos;
+  })) << body;
 }
 
 TEST_F(HttpGatewayTest, TimeoutHeaderOrParameterIsTheDeadline) {
@@ -551,6 +560,80 @@ TEST_F(HttpGatewayTest, ABusyPortIsAStartUpErrorNamingTheSetting) {
   HttpGatewayOptions nonsense = gateway_options(4);
   nonsense.listen = "nonsense";
   EXPECT_THROW(HttpGateway(*core_, metrics_, nonsense), Error);
+}
+
+// The PNG's width and height from its IHDR chunk (the first, right after the signature).
+std::pair<int, int> png_dimensions(const std::string& png) {
+  EXPECT_EQ(png.substr(0, 8), "\x89PNG\r\n\x1a\n");
+  EXPECT_EQ(png.substr(12, 4), "IHDR");
+  const auto be32 = [&](size_t at) {
+    return int(uint8_t(png[at])) << 24 | int(uint8_t(png[at + 1])) << 16 |
+           int(uint8_t(png[at + 2])) << 8 | int(uint8_t(png[at + 3]));
+  };
+  return {be32(16), be32(20)};
+}
+
+TEST_F(HttpGatewayTest, AcceptImagePngAnswersAPictureOfTheMesh) {
+  core_->attach(scheduler_.get());
+  auto res = post("/v1/meshes:generate?size=64", kChair, {"Accept: image/png"});
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->header("Content-Type"), "image/png");
+  EXPECT_EQ(png_dimensions(res->body), std::make_pair(64, 64));
+  // The picture of the executor's triangle, as the mesh layer draws it (deterministic), with the
+  // prompt as its Description: not an empty picture.
+  Mesh triangle{kTriangle, {0, 1, 2}};
+  PreviewOptions options;
+  options.width = options.height = 64;
+  options.description = "a wooden chair";
+  EXPECT_EQ(res->body, preview_png(triangle, options));
+  EXPECT_NE(res->body, preview_png(Mesh{}, options));
+  // The file answers' headers, and the drawing's time.
+  const std::string id = res->header("X-Request-Id");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(res->header("Content-Disposition"), "inline; filename=\"" + id + ".png\"");
+  EXPECT_EQ(res->header("X-Vertex-Count"), "3");
+  EXPECT_EQ(res->header("X-Face-Count"), "1");
+  EXPECT_EQ(res->header("X-Batch-Bucket"), "1");
+  EXPECT_NE(res->header("Server-Timing").find("total;dur=9.2, preview;dur="), std::string::npos)
+      << res->header("Server-Timing");
+  EXPECT_EQ(res->headers.count("X-Warning"), 0u);
+  // The default size; the mesh generated as its raw arrays.
+  res = generate(kChair, {"Accept: image/png"});
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(png_dimensions(res->body), std::make_pair(512, 512));
+  EXPECT_EQ(executor_.formats(), (std::vector<MeshFormat>{MeshFormat::kRaw, MeshFormat::kRaw}));
+  EXPECT_TRUE(eventually([&] { return requests_with_status("OK") == 2; }));
+}
+
+TEST_F(HttpGatewayTest, ABadPngSizeIs400NamingSize) {
+  core_->attach(scheduler_.get());
+  for (const char* size : {"8", "4096", "big", ""}) {
+    const auto res =
+        post(std::string("/v1/meshes:generate?size=") + size, kChair, {"Accept: image/png"});
+    EXPECT_EQ(res->status, 400) << size;
+    const std::string message = error_of(res)["message"];
+    EXPECT_NE(message.find("size"), std::string::npos) << message;
+    EXPECT_NE(message.find("16..2048"), std::string::npos) << message;
+  }
+  // Checked whatever the answer would have been.
+  EXPECT_EQ(post("/v1/meshes:generate?size=0", kChair)->status, 400);
+  EXPECT_EQ(executor_.formats().size(), 0u);  // nothing reached the scheduler
+}
+
+TEST_F(HttpGatewayTest, ForAPictureTheBodysFormatIsSetAsideWithAWarning) {
+  core_->attach(scheduler_.get());
+  const std::string obj = R"({"prompt": "a chair", "format": "MESH_FORMAT_OBJ"})";
+  auto res = post("/v1/meshes:generate?size=32", obj, {"Accept: image/png"});
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->header("Content-Type"), "image/png");
+  const auto warnings = res->headers.get_all("X-Warning");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("format MESH_FORMAT_OBJ ignored"), std::string::npos) << warnings[0];
+  // Accept prefers the body's file: that file, as before.
+  res = generate(obj, {"Accept: model/obj, image/png"});
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->header("Content-Type"), "model/obj");
+  EXPECT_EQ(executor_.formats(), (std::vector<MeshFormat>{MeshFormat::kRaw, MeshFormat::kObj}));
 }
 
 }  // namespace

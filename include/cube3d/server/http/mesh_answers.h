@@ -1,7 +1,7 @@
 // The HTTP front door's answers in JSON and as mesh files, shared by its routes (the mesh calls
 // in http_gateway.cpp, the jobs in job_routes.cpp): the error body with its status, the JSON
-// mapping of the API's messages, and a mesh response as its file with the headers that carry
-// the rest.
+// mapping of the API's messages, and a mesh response as its file (or a PNG picture of it) with
+// the headers that carry the rest.
 #pragma once
 
 #include <google/protobuf/message.h>
@@ -47,5 +47,17 @@ const char* cache_header(v1::CacheStatus status);
 // X-Occupancy-Points and one X-Warning per warning.
 Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format,
                      int64_t retry_after_seconds);
+
+// A PNG picture of a RAW mesh response (mesh_preview.h: the 3/4 product view, `size` x `size`
+// pixels, the prompt as its Description), with the file answer's headers, Server-Timing's
+// `preview` (the drawing and encoding), and an X-Warning for a body's format set aside; a mesh it
+// cannot draw is a 500 (INTERNAL). Drawn on the calling thread: 20k faces at 512 x 512 take some
+// 30 ms of one core.
+struct PngAnswer {
+  int size = 512;
+  std::optional<v1::MeshFormat> ignored_format;  // Negotiated::ignored_format
+  std::string description;                       // the prompt
+};
+Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retry_after_seconds);
 
 }  // namespace cube3d::http
