@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <string_view>
 
 #include "cube3d/core/printable.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_message.h"
+#include "cube3d/server/http/whole_number.h"
 
 namespace cube3d::http {
 namespace {
@@ -123,16 +123,8 @@ Negotiated negotiate(const std::string& accept_header, v1::GenerateMeshRequest& 
 int png_size(const Request& request) {
   const std::optional<std::string> text = request.query_param("size");
   if (!text) return kDefaultPngSize;
-  int size = 0;
-  const char* const end = text->data() + text->size();
-  const auto [stop, error] = std::from_chars(text->data(), end, size);
-  if (error != std::errc() || stop != end || size < kMinPngSize || size > kMaxPngSize) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
-                    "query parameter size is '" + printable(*text, 64) +
-                        "': it must be a whole number of pixels, " + std::to_string(kMinPngSize) +
-                        ".." + std::to_string(kMaxPngSize));
-  }
-  return size;
+  return static_cast<int>(
+      whole_number(*text, "query parameter size", "pixels", kMinPngSize, kMaxPngSize));
 }
 
 }  // namespace cube3d::http

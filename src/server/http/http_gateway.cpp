@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <optional>
 #include <utility>
 
@@ -23,6 +22,7 @@
 #include "cube3d/server/http/model_route.h"
 #include "cube3d/server/http/router.h"
 #include "cube3d/server/http/usage_route.h"
+#include "cube3d/server/http/whole_number.h"
 
 namespace cube3d {
 namespace {
@@ -89,16 +89,8 @@ SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_
   } else {
     return SteadyClock::time_point::max();
   }
-  int64_t ms = 0;
-  const char* const end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, ms);
-  if (error != std::errc() || stop != end || ms <= 0 || ms > kMaxTimeoutMs) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
-                    source + " is '" + printable(text, 64) +
-                        "': it must be a whole number of milliseconds, 1.." +
-                        std::to_string(kMaxTimeoutMs));
-  }
-  return now + std::chrono::milliseconds(ms);
+  return now + std::chrono::milliseconds(
+                   http::whole_number(text, source, "milliseconds", 1, kMaxTimeoutMs));
 }
 
 std::string sse_event(const char* name, const std::string& data) {

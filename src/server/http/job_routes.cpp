@@ -1,15 +1,14 @@
 #include "cube3d/server/http/job_routes.h"
 
-#include <charconv>
 #include <chrono>
 #include <optional>
 #include <string_view>
 #include <utility>
 
-#include "cube3d/core/printable.h"
 #include "cube3d/server/http/content_negotiation.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/mesh_answers.h"
+#include "cube3d/server/http/whole_number.h"
 
 namespace cube3d::http {
 namespace {
@@ -25,16 +24,8 @@ std::string id_of(const std::string& path) {
 std::chrono::milliseconds wait_of(const Request& req) {
   const std::optional<std::string> text = req.query_param("wait_ms");
   if (!text) return std::chrono::milliseconds(0);
-  int64_t ms = -1;
-  const char* const end = text->data() + text->size();
-  const auto [stop, error] = std::from_chars(text->data(), end, ms);
-  if (error != std::errc() || stop != end || ms < 0 || ms > kMaxWaitParamMs) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
-                    "query parameter wait_ms is '" + printable(*text, 64) +
-                        "': it must be a whole number of milliseconds, 0.." +
-                        std::to_string(kMaxWaitParamMs));
-  }
-  return std::chrono::milliseconds(ms);
+  return std::chrono::milliseconds(
+      whole_number(*text, "query parameter wait_ms", "milliseconds", 0, kMaxWaitParamMs));
 }
 
 bool open(const v1::MeshJob& job) {

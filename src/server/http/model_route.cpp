@@ -2,28 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cctype>
 #include <string>
-#include <string_view>
 #include <variant>
 
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/server/core/request_validation.h"
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/mesh_answers.h"
 
 namespace cube3d::http {
-namespace {
-
-// The API enum's name: "MESH_FORMAT_" + "GLB".
-std::string enum_name(std::string_view prefix, std::string_view lower_name) {
-  std::string name(prefix);
-  for (const char c : lower_name)
-    name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
-}
-
-}  // namespace
 
 void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& ex) {
   const auto who = core.identify(ex->request().headers.value_or("Authorization"));
@@ -42,8 +28,8 @@ void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& e
   nlohmann::json defaults = {
       {"guidanceScale", policy.defaults.guidance_scale},
       {"resolutionBase", policy.defaults.resolution_base},
-      {"format", enum_name("MESH_FORMAT_", to_string(policy.defaults.format))},
-      {"meshProfile", enum_name("MESH_PROFILE_", to_string(policy.defaults.mesh_profile))}};
+      {"format", v1::MeshFormat_Name(to_proto(policy.defaults.format))},
+      {"meshProfile", v1::MeshProfile_Name(to_proto(policy.defaults.mesh_profile))}};
   if (policy.defaults.top_p) defaults["topP"] = *policy.defaults.top_p;
   const nlohmann::json body = {{"model", model.name},
                                {"tokensPerShape", core.options().tokens_per_shape},
