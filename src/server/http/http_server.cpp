@@ -272,7 +272,8 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   void disarm();
   size_t read_room() const;
   bool keep_alive() const {
-    return keep_alive_ && !close_after_ && !server_->draining.load() && !server_->stopping.load();
+    return keep_alive_ && !close_after_ && !peer_closed_ && !server_->draining.load() &&
+           !server_->stopping.load();
   }
   std::string_view buffered() const {
     return {static_cast<const char*>(buffer_.data().data()), buffer_.size()};
@@ -291,6 +292,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kIdle;
   bool read_pending_ = false;
   bool writing_ = false;
+  bool peer_closed_ = false;  // the client's close, seen while a write was in flight
   std::deque<std::string> out_;
   size_t out_offset_ = 0;  // of the front of out_
   uint64_t timer_generation_ = 0;
@@ -462,6 +464,13 @@ void Connection::on_read(const boost::system::error_code& ec, size_t n) {
   read_pending_ = false;
   if (phase_ == Phase::kClosed) return;
   if (ec) {
+    if (writing_ && (phase_ == Phase::kResponding || phase_ == Phase::kStreaming)) {
+      // A write is in flight: its completion says whether the answer went out. A client that
+      // read a whole answer and closed can be seen here before that completion runs (both
+      // queue on the strand), and the answer it got must not count as abandoned.
+      peer_closed_ = true;
+      return;
+    }
     // The end of the stream or a broken connection, in whatever phase: the client is gone
     // (a request it had not finished, or one being answered, goes with it).
     return close(phase_ == Phase::kLingering ? "done" : "client");
@@ -662,6 +671,12 @@ void Connection::write_next() {
           }
         }
         self->write_next();
+        // The client closed while this write was in flight: once nothing is left to write, a
+        // stream still open goes with it (its job is cancelled); a whole answer that went out
+        // has been counted delivered, and the next read sees the close again.
+        if (self->peer_closed_ && !self->writing_ && self->phase_ == Phase::kStreaming) {
+          self->close("client");
+        }
       });
 }
 

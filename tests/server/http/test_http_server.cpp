@@ -348,6 +348,26 @@ TEST_F(HttpServerTest, AClientThatLeavesAbandonsItsExchange) {
   held_.front()->respond(make_response(200, "late", "text/plain"));
 }
 
+// A client that reads a whole answer and closes at once: its close can reach the strand before
+// the completion of the write that carried the answer's last bytes; the answer went out and
+// must count as delivered (the request counters and the cache's bookkeeping rely on it).
+TEST_F(HttpServerTest, AnAnswerReadInFullAndClosedAtOnceIsDelivered) {
+  start();
+  constexpr int kExchanges = 300;
+  for (int i = 0; i < kExchanges; ++i) {
+    Connection c(port_);
+    const bool stream = i % 3 == 0;
+    ASSERT_TRUE(c.send_request("GET", stream ? "/stream?n=2" : "/big?bytes=40000", "",
+                               {"Connection: close"}));
+    const auto reply = c.read_reply();
+    ASSERT_TRUE(reply) << i;
+    ASSERT_EQ(reply->status, 200) << i;
+  }  // each Connection closes as soon as its answer is read
+  EXPECT_TRUE(eventually([&] { return delivered_.load() + abandoned_.load() == kExchanges; }));
+  EXPECT_EQ(delivered_.load(), kExchanges);
+  EXPECT_EQ(abandoned_.load(), 0);
+}
+
 TEST_F(HttpServerTest, StreamedAnswersAreChunkedAndKeptAliveWhenQuiet) {
   start();
   Connection c(port_);
