@@ -17,6 +17,11 @@ namespace {
 
 constexpr const char* kShuttingDown = "server is shutting down";
 constexpr const char* kShutDownWhileRunning = "server shut down while the request was running";
+// Queued and new work after a device fault: none of it reached the device, so a client may
+// retry it elsewhere (UNAVAILABLE is what gRPC clients retry).
+constexpr const char* kDeviceFailedNotStarted =
+    "this replica's device failed and it is restarting; the request was not started: retry it "
+    "on another replica";
 const std::string kNoEndUser;
 
 double milliseconds_between(SteadyClock::time_point from, SteadyClock::time_point to) {
@@ -137,10 +142,12 @@ int64_t effective_max_queued_batch(const SchedulerConfig& config) {
   return std::max<int64_t>(1, config.max_queue_size * 3 / 4);
 }
 
-Scheduler::Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch)
+Scheduler::Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch,
+                     DeviceFaultObserver on_device_fault)
     : config_(validated(std::move(config), executor)),
       executor_(executor),
       on_batch_(std::move(on_batch)),
+      on_device_fault_(std::move(on_device_fault)),
       largest_bucket_(config_.batch_buckets.back()),
       worker_(&Scheduler::run_worker, this) {}
 
@@ -151,6 +158,7 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
   const bool batch = job->request().priority == JobPriority::kBatch;
   {
     const std::lock_guard lock(mutex_);
+    if (device_faulted_) throw unavailable(kDeviceFailedNotStarted);
     if (draining_ || stopping_) throw unavailable(kShuttingDown);
     if (job->expired()) {
       throw deadline_exceeded("deadline already passed before the request was queued");
@@ -251,6 +259,76 @@ int64_t Scheduler::running_jobs() const {
 bool Scheduler::draining() const {
   const std::lock_guard lock(mutex_);
   return draining_;
+}
+
+bool Scheduler::device_faulted() const {
+  const std::lock_guard lock(mutex_);
+  return device_faulted_;
+}
+
+void Scheduler::report_device_fault(const DeviceFault& fault,
+                                    const std::vector<std::string>& request_ids) {
+  enter_device_fault(fault, request_ids);
+}
+
+void Scheduler::enter_device_fault(const DeviceFault& fault,
+                                   const std::vector<std::string>& request_ids) {
+  bool first = false;
+  std::deque<QueuedJob> abandoned;
+  {
+    const std::lock_guard lock(mutex_);
+    first = !device_faulted_;
+    device_faulted_ = true;
+    draining_ = true;  // the worker waits for no company, drain() finds nothing to wait for
+    abandoned.swap(queue_);
+    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedJob& q) {
+      return q.job->request().priority == JobPriority::kBatch;
+    });
+    last_end_user_.clear();
+  }
+  wake_worker_.notify_all();
+  if (first) {
+    std::string ids;
+    for (const auto& id : request_ids) ids += (ids.empty() ? "" : ",") + id;
+    spdlog::error(
+        "scheduler: DEVICE FAULT during {}: {}; failed requests [{}] INTERNAL, {} queued "
+        "requests UNAVAILABLE; no new work is admitted, the server exits for a restart",
+        fault.stage(), fault.detail(), ids, abandoned.size());
+  } else {
+    spdlog::info("scheduler: another device fault during {} ({} requests): {}", fault.stage(),
+                 request_ids.size(), fault.detail());
+  }
+  for (const auto& queued : abandoned) {
+    fail_quietly(*queued.job, unavailable(kDeviceFailedNotStarted));
+  }
+  work_done_.notify_all();
+  if (first && on_device_fault_) {
+    try {
+      on_device_fault_(fault, request_ids);
+    } catch (const std::exception& e) {
+      spdlog::error("scheduler: device-fault observer threw: {}", e.what());
+    } catch (...) {
+      spdlog::error("scheduler: device-fault observer threw");
+    }
+  }
+}
+
+void Scheduler::fail_on_device_fault(const DeviceFault& fault,
+                                     const std::vector<std::shared_ptr<Job>>& jobs) {
+  // Every job that holds device state is lost with the device: the admission's, the step's or
+  // the batch's, and whatever else still holds a slot.
+  std::vector<std::shared_ptr<Job>> failed = jobs;
+  for (auto& job : clear_slots_quietly()) {
+    if (std::find(failed.begin(), failed.end(), job) == failed.end()) failed.push_back(job);
+  }
+  std::vector<std::string> ids;
+  for (const auto& job : failed) {
+    if (!job->finished()) ids.push_back(job->request().request_id);
+  }
+  // Stop admitting before answering: a client told INTERNAL that retries at once here is
+  // refused rather than sent to the broken device.
+  enter_device_fault(fault, ids);
+  fail_unfinished(failed, fault);
 }
 
 bool Scheduler::idle_locked() const {
@@ -495,6 +573,8 @@ void Scheduler::run_continuous_worker() {
 void Scheduler::admit_jobs(const std::vector<std::shared_ptr<Job>>& jobs) {
   try {
     executor_.admit(jobs);
+  } catch (const DeviceFault& fault) {
+    fail_on_device_fault(fault, jobs);
   } catch (...) {
     // The executor admitted none of them; the running slots go on.
     fail_unfinished(jobs, executor_failure("admitting " + std::to_string(jobs.size()) + " jobs"));
@@ -505,6 +585,9 @@ void Scheduler::step_slots() {
   std::optional<Error> error;
   try {
     executor_.step();
+    return;
+  } catch (const DeviceFault& fault) {
+    fail_on_device_fault(fault, {});
     return;
   } catch (...) {
     error = executor_failure("decode step");
@@ -535,6 +618,8 @@ void Scheduler::run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_
   }
   try {
     executor_.execute(batch, bucket);
+  } catch (const DeviceFault& fault) {
+    fail_on_device_fault(fault, batch);
   } catch (...) {
     fail_unfinished(batch, executor_failure("batch (bucket " + std::to_string(bucket) + ", " +
                                             std::to_string(jobs_in_batch) + " jobs)"));

@@ -6,6 +6,11 @@
 //               scheduling, as vLLM and TensorRT-LLM do).
 // The scheduler decides who runs and when; the executor only executes (it holds the tensors).
 // Every method is called from the scheduler's one worker thread.
+//
+// A DeviceFault (core/device_fault.h) thrown by execute(), admit() or step() says the device
+// itself failed: the scheduler then fails every job holding device state, clears the slots and
+// stops admitting for good (scheduler.h). A step that throws one need not leave the slots as
+// they were (some may have retired to the mesh stage already): they are all cleared anyway.
 #pragma once
 
 #include <cstdint>

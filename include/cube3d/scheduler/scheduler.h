@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/device_fault.h"
 #include "cube3d/scheduler/batch_executor.h"
 #include "cube3d/scheduler/bucket_policy.h"
 #include "cube3d/scheduler/job.h"
@@ -99,6 +100,17 @@ int64_t effective_max_queued_batch(const SchedulerConfig& config);
 // from the executor or from the scheduler (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, or the
 // executor's exception). A job that submit refuses (it throws) gets none: the caller reports
 // the thrown error itself.
+//
+// Device faults (core/device_fault.h): a DeviceFault escaping admit(), step() or execute() means
+// the device is broken for good, not that one request was bad. The scheduler then fails every
+// job that held device state (the admission's or step's jobs and every slot: clear_slots())
+// with the fault, INTERNAL "the device failed during decoding (...); this replica is
+// restarting"; stops admitting work for good (submit throws UNAVAILABLE, a retryable "not
+// started" message); answers every queued job UNAVAILABLE the same way (none reached the
+// device, so a client may retry it on another replica); logs the fault once, at error level,
+// with the failed requests' ids; and calls the device-fault observer once. Jobs already past
+// their slots (meshing on the executor's threads) go on and answer; drain() waits for them.
+// Any other exception stays a per-request failure and the scheduler goes on serving.
 class Scheduler {
  public:
   // Called on the worker thread before each STATIC batch runs (for the "batch size per bucket"
@@ -106,12 +118,19 @@ class Scheduler {
   // mode never calls it: each step's bucket is the executor's choice, so the executor reports
   // its own metrics.
   using BatchObserver = std::function<void(int64_t bucket, int64_t jobs_in_batch)>;
+  // Called once, for the first device fault (from the worker thread, or from the thread that
+  // called report_device_fault), after the scheduler stopped admitting and failed the queue:
+  // the server marks itself NOT_SERVING and exits for a restart. The ids are the requests that
+  // the fault failed. Must not call back into the scheduler's drain/stop.
+  using DeviceFaultObserver =
+      std::function<void(const DeviceFault& fault, const std::vector<std::string>& request_ids)>;
 
   // Validates `config` (invalid_argument) and starts the worker thread. `executor` must outlive
   // the scheduler; it is only called from the worker thread, one batch (or one admit/step) at a
   // time, except for supports_continuous(), asked here. Continuous mode with an executor that
   // does not support it throws invalid_argument.
-  Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch = {});
+  Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObserver on_batch = {},
+            DeviceFaultObserver on_device_fault = {});
   // Stops like drain(0): queued jobs fail UNAVAILABLE, running jobs are cancelled, and the worker
   // is joined. Never waits for more than the running batch, which must honour cancellation
   // (static), or the admit/step in progress (continuous: the worker then clears the slots, and
@@ -132,7 +151,18 @@ class Scheduler {
   //                      or, for a batch-priority job, when effective_max_queued_batch batch jobs
   //                      are ("batch queue full (N batch jobs waiting, ...); ...").
   //   INTERNAL           for a null job.
+  //   UNAVAILABLE        after a device fault ("this replica's device failed ...; retry on
+  //                      another replica"), ahead of every other check.
   void submit(std::shared_ptr<Job> job);
+
+  // Thread-safe. A device fault found outside the worker (the executor's mesh threads, whose
+  // occupancy query runs on the device): the scheduler stops admitting, fails the queue
+  // UNAVAILABLE and, for the first fault, logs it with `request_ids` (the requests it failed,
+  // which the caller has already answered) and calls the observer, as for a fault in a step.
+  // The running slots are failed by the next step, which meets the same broken device.
+  void report_device_fault(const DeviceFault& fault, const std::vector<std::string>& request_ids);
+  // Whether a device fault was met (from any thread).
+  bool device_faulted() const;
 
   // Stops accepting work (submit throws UNAVAILABLE); queued work still runs, and the worker no
   // longer waits for company since no more is coming. Idempotent.
@@ -192,11 +222,20 @@ class Scheduler {
   void step_slots();
   std::vector<std::shared_ptr<Job>> clear_slots_quietly();
   bool idle_locked() const;  // nothing queued, running or admitting
+  // Worker thread, lock not held, from a catch block of a DeviceFault: fails `jobs` (those of
+  // the admission, step or batch) and whatever still holds a slot with the fault, then
+  // enter_device_fault().
+  void fail_on_device_fault(const DeviceFault& fault,
+                            const std::vector<std::shared_ptr<Job>>& jobs);
+  // Lock not held: stops admitting for good, fails the queue UNAVAILABLE, and, the first time,
+  // logs and calls the observer.
+  void enter_device_fault(const DeviceFault& fault, const std::vector<std::string>& request_ids);
   void stop();
 
   const SchedulerConfig config_;
   BatchExecutor& executor_;
   const BatchObserver on_batch_;
+  const DeviceFaultObserver on_device_fault_;
   const int64_t largest_bucket_;
 
   mutable std::mutex mutex_;
@@ -214,6 +253,7 @@ class Scheduler {
   bool executing_ = false;
   bool draining_ = false;
   bool stopping_ = false;
+  bool device_faulted_ = false;  // for good: a device fault was met
 
   std::mutex stop_mutex_;  // serialises stop() (drain and the destructor) around the join
   std::thread worker_;     // last: starts after every member above exists

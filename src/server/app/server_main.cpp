@@ -3,6 +3,12 @@
 // Health is NOT_SERVING until the model is loaded and warmed up, and again while draining.
 // SIGTERM/SIGINT: stop accepting (UNAVAILABLE), finish in-flight work within the grace period,
 // exit 0.
+// A device fault (core/device_fault.h: the GPU failed during a step): the step's requests fail
+// INTERNAL, health turns NOT_SERVING (both names) and /readyz 503 at once, queued and new
+// requests are refused UNAVAILABLE (retryable elsewhere), what is past decoding (meshing) still
+// answers within the grace period, then the process exits with kExitDeviceFault (70) for its
+// orchestrator to restart it; cube3d_device_faults_total counts it. CUBE3D_FAULT_INJECTION
+// (engine_executor.h, tests only) makes such faults on purpose.
 #include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -11,15 +17,19 @@
 #include <grpcpp/impl/server_builder_plugin.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/version.h"
 #include "cube3d/core/clock.h"
+#include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
@@ -136,6 +146,14 @@ int run(int argc, char** argv) {
   setup_logging(config.logging.level, parse_log_format(config.logging.format));
   // gRPC's own log lines go through the same logger (and format: a JSON log stays JSON).
   gpr_set_log_function(log_grpc_line);
+  // TEST ONLY: faults made on purpose (engine_executor.h), from the environment alone, so that
+  // neither a config file nor a request can turn them on.
+  FaultInjection fault_injection;
+  if (const char* spec = std::getenv(kFaultInjectionEnv); spec != nullptr && *spec != '\0') {
+    fault_injection = parse_fault_injection(spec);
+    spdlog::warn("{}={}: TEST-ONLY fault injection is on; never set it in production",
+                 kFaultInjectionEnv, spec);
+  }
   // Every connection is a descriptor (http.max_connections is 10,000 by default).
   const FileLimit files = raise_open_file_limit();
   if (files.now < static_cast<uint64_t>(config.http.max_connections) + 1024 &&
@@ -322,13 +340,41 @@ int run(int argc, char** argv) {
     metrics.decode_step(bucket, slots);
   };
   executor_setup.on_active_slots = [&metrics](int64_t slots) { metrics.set_active_slots(slots); };
+  // A device fault met by a mesh thread goes to the scheduler like one met in a step (null until
+  // the scheduler exists, and again once it has stopped).
+  std::atomic<Scheduler*> fault_scheduler{nullptr};
+  executor_setup.on_device_fault = [&fault_scheduler](const DeviceFault& fault,
+                                                      const std::string& request_id) {
+    if (Scheduler* const s = fault_scheduler.load()) {
+      s->report_device_fault(fault, {request_id});
+    } else {
+      spdlog::error("request {}: {}", request_id, fault.what());
+    }
+  };
+  executor_setup.faults = fault_injection;
   EngineExecutor executor(*engine, std::move(executor_setup));
   executor.warm_up(config.batching.batch_buckets);
   metrics.set_model_load_seconds(ms_since(load_start) / 1000.0);
 
-  Scheduler scheduler(scheduler_config(config), executor, [&metrics](int64_t bucket, int64_t jobs) {
-    metrics.batch_started(bucket, jobs);
-  });
+  // The first device fault (the scheduler has logged it, stopped admitting and answered the
+  // queue): not ready on both front doors at once, counted, then the drain below starts as for
+  // SIGTERM, through the signal watcher (a SIGTERM to ourselves), and ends in kExitDeviceFault.
+  std::atomic<bool> device_failed{false};
+  const auto on_device_fault = [&](const DeviceFault& /*fault*/,
+                                   const std::vector<std::string>& /*request_ids*/) {
+    device_failed = true;
+    metrics.device_fault();
+    set_serving(*server, false);
+    if (http) http->set_device_failed();
+    spdlog::warn("device fault: NOT_SERVING; draining what can still answer, then exiting with {}",
+                 kExitDeviceFault);
+    ::kill(::getpid(), SIGTERM);
+  };
+  Scheduler scheduler(
+      scheduler_config(config), executor,
+      [&metrics](int64_t bucket, int64_t jobs) { metrics.batch_started(bucket, jobs); },
+      on_device_fault);
+  fault_scheduler = &scheduler;
   signals.serving();  // a stop signal now drains (before: exits at once)
   core.attach(&scheduler, model_identity);
   set_serving(*server, true);
@@ -346,7 +392,11 @@ int run(int argc, char** argv) {
   });
 
   const int signal_number = signals.wait_for_stop();
-  spdlog::info("signal {}: draining (grace {} s)", signal_number, config.drain_grace_seconds);
+  if (device_failed.load()) {
+    spdlog::info("device fault: draining (grace {} s)", config.drain_grace_seconds);
+  } else {
+    spdlog::info("signal {}: draining (grace {} s)", signal_number, config.drain_grace_seconds);
+  }
   const auto drain_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
   set_serving(*server, false);
@@ -361,6 +411,7 @@ int run(int argc, char** argv) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       drain_deadline - std::chrono::steady_clock::now());
   drained = executor.wait_idle(std::max(left, std::chrono::milliseconds(2000))) && drained;
+  fault_scheduler = nullptr;
   // Calls are done or answering now; both front doors share 5 s to send their last bytes
   // (the HTTP gateway's stop() waits for its answers to finish writing; gRPC's Shutdown
   // cancels what is left at the deadline).
@@ -375,6 +426,14 @@ int run(int argc, char** argv) {
   queue_gauge.join();
   signals.on_reload({});  // the keys and the policy go before the watcher does
   spdlog::info("stopped ({})", drained ? "all work finished" : "grace period ran out");
+  if (device_failed.load()) {
+    spdlog::warn("exiting with status {} (device fault) for a restart", kExitDeviceFault);
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    // Without the destructors: the engine's would free device memory on a context that the
+    // fault broke (which can hang or abort, hiding the status); the driver reclaims it all.
+    std::_Exit(kExitDeviceFault);
+  }
   return 0;
 }
 

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <stdexcept>
+#include <utility>
 
+#include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/mesh_profile.h"
 #include "cube3d/pipeline/provenance.h"
@@ -28,10 +32,71 @@ std::vector<PromptRequest> prompts_of(const std::vector<std::shared_ptr<Job>>& j
   return prompts;
 }
 
+// The thin check around the engine's device work: on a CUDA device, an exception whose text says
+// that the device failed becomes a DeviceFault for `stage` (the rule of core/device_fault.h);
+// everything else, and everything on the CPU, passes unchanged (a per-request error).
+template <typename Fn>
+decltype(auto) device_work(bool on_accelerator, const char* stage, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const DeviceFault&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (on_accelerator && is_device_error_text(e.what())) {
+      throw DeviceFault(stage, device_error_summary(e.what()));
+    }
+    throw;
+  }
+}
+
+// What an injected device fault says (the words of a real one, and that it was injected).
+DeviceFault injected_device_fault(const char* stage, const std::string& spec) {
+  return DeviceFault(stage, "CUDA error: an illegal memory access was encountered [injected by " +
+                                std::string(kFaultInjectionEnv) + " " + spec + "]");
+}
+
 }  // namespace
 
+FaultInjection parse_fault_injection(std::string_view spec) {
+  FaultInjection faults;
+  const auto fail = [](std::string_view part, const std::string& why) {
+    return invalid_argument(std::string(kFaultInjectionEnv) + ": '" + std::string(part) + "' " +
+                            why +
+                            " (expected device_fault_at_step:N, device_fault_at_mesh:N or "
+                            "mesh_error_at_request:N, comma-separated, N >= 1)");
+  };
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view part = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (part.empty()) continue;
+    const size_t colon = part.find(':');
+    if (colon == std::string_view::npos) throw fail(part, "has no ':N'");
+    const std::string_view name = part.substr(0, colon);
+    const std::string_view number = part.substr(colon + 1);
+    int64_t* field = name == "device_fault_at_step"    ? &faults.device_fault_at_step
+                     : name == "device_fault_at_mesh"  ? &faults.device_fault_at_mesh
+                     : name == "mesh_error_at_request" ? &faults.mesh_error_at_request
+                                                       : nullptr;
+    if (field == nullptr) throw fail(part, "names no fault");
+    int64_t value = 0;
+    if (number.empty() || number.size() > 12 ||
+        !std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw fail(part, "has no whole number after ':'");
+    }
+    for (const char c : number) value = value * 10 + (c - '0');
+    if (value < 1) throw fail(part, "counts from 1");
+    *field = value;
+  }
+  return faults;
+}
+
 EngineExecutor::EngineExecutor(Engine& engine, ExecutorOptions options)
-    : options_(std::move(options)), engine_(engine), pipeline_(engine, options_.shape) {
+    : options_(std::move(options)),
+      engine_(engine),
+      on_accelerator_(engine.device().is_cuda()),
+      pipeline_(engine, options_.shape) {
   const int64_t threads = std::max<int64_t>(1, options_.mesh_threads);
   for (int64_t i = 0; i < threads; ++i) threads_.emplace_back([this] { mesh_worker(); });
 }
@@ -91,7 +156,12 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
     for (const auto& job : jobs) job->progress({JobStage::kDecoding, done, total});
     return !all_cancelled(jobs);
   };
-  const TokenBatch tokens = pipeline_.generate_tokens(prompts, options);
+  ++steps_;
+  if (steps_ == options_.faults.device_fault_at_step) {
+    throw injected_device_fault("decoding", "device_fault_at_step:" + std::to_string(steps_));
+  }
+  const TokenBatch tokens = device_work(
+      on_accelerator_, "decoding", [&] { return pipeline_.generate_tokens(prompts, options); });
   const GenerationResult& generated = tokens.generation;
   if (generated.stopped) {
     for (const auto& job : jobs) job->fail(cancelled("request cancelled during decoding"));
@@ -141,6 +211,10 @@ void EngineExecutor::report_active_slots() const {
 }
 
 void EngineExecutor::admit(const std::vector<std::shared_ptr<Job>>& jobs) {
+  device_work(on_accelerator_, "prefill", [&] { admit_on_device(jobs); });
+}
+
+void EngineExecutor::admit_on_device(const std::vector<std::shared_ptr<Job>>& jobs) {
   const auto admitted = SteadyClock::now();
   for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
   const std::vector<PromptRequest> prompts = prompts_of(jobs);
@@ -178,6 +252,10 @@ void EngineExecutor::admit(const std::vector<std::shared_ptr<Job>>& jobs) {
 }
 
 void EngineExecutor::step() {
+  device_work(on_accelerator_, "decoding", [&] { step_on_device(); });
+}
+
+void EngineExecutor::step_on_device() {
   if (!decoder_) return;
   // Cancelled (client gone, deadline, shutdown) or already answered: the slot is freed now.
   std::vector<ContinuousDecoder::SlotId> dropped;
@@ -195,6 +273,10 @@ void EngineExecutor::step() {
 
   const int64_t bucket = decoder_->bucket();
   const int64_t active = decoder_->active();
+  ++steps_;
+  if (steps_ == options_.faults.device_fault_at_step) {
+    throw injected_device_fault("decoding", "device_fault_at_step:" + std::to_string(steps_));
+  }
   decoder_->step();
   if (options_.on_step) options_.on_step(bucket, active);
   const int64_t total = decoder_->total_tokens();
@@ -271,6 +353,14 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     const JobRequest& r = job->request();
     const int64_t tokens = ids.size(1);
     job->progress({JobStage::kMeshing, tokens, tokens});
+    const int64_t nth = ++meshed_;
+    if (nth == options_.faults.mesh_error_at_request) {
+      throw std::runtime_error("injected by " + std::string(kFaultInjectionEnv) +
+                               " mesh_error_at_request:" + std::to_string(nth));
+    }
+    if (nth == options_.faults.device_fault_at_mesh) {
+      throw injected_device_fault("meshing", "device_fault_at_mesh:" + std::to_string(nth));
+    }
     // Progress at most every quarter second (a chunk can be much shorter on a GPU), and always
     // for the last chunk of a level.
     auto last_report = SteadyClock::now();
@@ -297,7 +387,9 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
          options_.server_version, r.request_id});
     // One request's latents at a time: the shape's numbers then never depend on which other
     // requests shared the batch, so equal tokens give byte-identical meshes.
-    Shape shape = pipeline_.make_shape(ids, shape_request, on_progress, stop);
+    Shape shape = device_work(on_accelerator_, "meshing", [&] {
+      return pipeline_.make_shape(ids, shape_request, on_progress, stop);
+    });
     for (std::string& w : shape.warnings) result.warnings.push_back(std::move(w));
     result.vertex_count = static_cast<int64_t>(shape.mesh.vertex_count());
     result.face_count = static_cast<int64_t>(shape.mesh.face_count());
@@ -314,11 +406,28 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     result.timings.total_ms = ms_between(job->enqueued(), now);
     job->progress({JobStage::kDone, tokens, tokens});
     job->succeed(result);
+  } catch (const DeviceFault& fault) {
+    mesh_device_fault(job, fault);
   } catch (const Error& e) {
     job->fail(e.code() == ErrorCode::kCancelled ? cancelled("request cancelled while meshing") : e);
   } catch (const std::exception& e) {
     job->fail(internal_error(std::string("mesh stage failed: ") + e.what()));
   }
+}
+
+void EngineExecutor::mesh_device_fault(const std::shared_ptr<Job>& job, const DeviceFault& fault) {
+  // Reported before the job answers, so that a client retrying at once finds the scheduler
+  // refusing work rather than the broken device.
+  if (!options_.on_device_fault) {
+    spdlog::error("executor: request {}: {}", job->request().request_id, fault.what());
+  } else {
+    try {
+      options_.on_device_fault(fault, job->request().request_id);
+    } catch (const std::exception& e) {
+      spdlog::error("executor: the device-fault hook threw: {}", e.what());
+    }
+  }
+  job->fail(fault);
 }
 
 void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {

@@ -247,6 +247,7 @@ struct HttpGateway::Impl {
   const HttpGatewayOptions options;
   http::Router api_router;
   std::atomic<bool> draining{false};
+  std::atomic<bool> device_failed{false};
   std::atomic<int64_t> generating{0};
   std::optional<http::JobRoutes> jobs;
   std::unique_ptr<http::Server> server;  // last: stops (and joins) before the routes go
@@ -378,7 +379,10 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
 }
 
 void HttpGateway::Impl::readyz(const std::shared_ptr<http::Exchange>& ex) const {
-  if (draining.load()) {
+  if (device_failed.load()) {
+    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
+                               "device failed: this replica stopped serving and is restarting"));
+  } else if (draining.load()) {
     ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
                                "draining: the server is shutting down"));
   } else if (!core.ready()) {
@@ -437,6 +441,11 @@ int HttpGateway::metrics_port() const { return impl_->server->port(kMetricsListe
 void HttpGateway::set_draining(bool draining) {
   impl_->draining = draining;
   impl_->server->set_draining(draining);
+}
+
+void HttpGateway::set_device_failed() {
+  impl_->device_failed = true;
+  set_draining(true);
 }
 
 void HttpGateway::stop(std::chrono::milliseconds grace) { impl_->server->stop(grace); }

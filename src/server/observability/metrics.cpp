@@ -140,6 +140,9 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                            "Disk cache entries that failed their checks: deleted and recomputed");
   cache_writes_dropped_ = counter(r, "cube3d_cache_writes_dropped_total",
                                   "Disk cache writes dropped because the write queue was full");
+  device_faults_ = counter(r, "cube3d_device_faults_total",
+                           "Device faults (the GPU failed during a step: a CUDA error); after "
+                           "one the server stops serving and exits with status 70 for a restart");
   jobs_ = &prometheus::BuildGauge()
                .Name("cube3d_jobs")
                .Help("Jobs kept now, by state (queued, running, succeeded, failed, cancelled)")
@@ -275,6 +278,8 @@ void Metrics::cache_eviction(const std::string& tier) {
 
 void Metrics::cache_corrupt_entry() { cache_corrupt_->Increment(); }
 void Metrics::cache_write_dropped() { cache_writes_dropped_->Increment(); }
+
+void Metrics::device_fault() { device_faults_->Increment(); }
 
 void Metrics::set_jobs(const std::string& state, int64_t count) {
   const std::lock_guard lock(mutex_);

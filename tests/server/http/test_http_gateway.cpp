@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/scheduler/scheduler.h"
@@ -211,6 +212,26 @@ TEST_F(HttpGatewayTest, HealthzAlwaysReadyzOnlyWhenLoadedAndNotDraining) {
   EXPECT_EQ(res->status, 503);
   EXPECT_NE(res->body.find("draining"), std::string::npos);
   EXPECT_EQ(get("/healthz")->status, 200);
+}
+
+TEST_F(HttpGatewayTest, AfterADeviceFaultReadyzIs503AndNewWorkIsRefusedRetryably) {
+  core_->attach(scheduler_.get());
+  EXPECT_EQ(get("/readyz")->status, 200);
+  // What server_main does with the scheduler's device-fault observer.
+  scheduler_->report_device_fault(
+      DeviceFault("decoding", "CUDA error: an illegal memory access was encountered"), {});
+  gateway_->set_device_failed();
+  auto res = get("/readyz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(error_of(res)["status"], "UNAVAILABLE");
+  EXPECT_NE(res->body.find("device failed"), std::string::npos) << res->body;
+  res = generate(kChair);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(error_of(res)["status"], "UNAVAILABLE");
+  EXPECT_NE(res->body.find("retry it on another replica"), std::string::npos) << res->body;
+  EXPECT_EQ(get("/healthz")->status, 200);  // the process still runs, until it exits
 }
 
 TEST_F(HttpGatewayTest, GenerateBeforeTheModelIsReadyIs503) {

@@ -3,8 +3,16 @@
 // joiners' text encoding and prefill in admit() and one token for every slot in step(). Each
 // request's shape (latents, occupancy field, marching cubes, clean-up, encoding) then runs on a
 // small pool of mesh threads, so decoding goes on while finished requests are meshed.
+//
+// Device faults (core/device_fault.h): on a CUDA device, an exception from the device work of
+// admit() (text encoding, prefill), step() / execute() (decoding) or the mesh stage (the
+// occupancy query) whose text says the device failed becomes a DeviceFault. From admit, step
+// and execute it goes to the scheduler (which fails the slots and stops admitting); from a mesh
+// thread it fails that job and goes to ExecutorOptions::on_device_fault. On the CPU only the
+// test-only fault injection below makes one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,13 +22,39 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "cube3d/core/device_fault.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/batch_executor.h"
 
 namespace cube3d {
+
+// TEST ONLY: faults the executor makes on purpose, so that tests can prove what the server does
+// with a device fault and with an ordinary per-request error without breaking a GPU. Set only by
+// the environment variable below (read by cube3d-server at start, which logs a warning when it is
+// set); no config key and nothing in a request reaches it. Counts are from 1; 0 is off.
+inline constexpr const char* kFaultInjectionEnv = "CUBE3D_FAULT_INJECTION";
+struct FaultInjection {
+  // The N-th decode step (continuous batching; static batching counts each batch as one step)
+  // throws a DeviceFault before it runs, as an illegal memory access would.
+  int64_t device_fault_at_step = 0;
+  // The N-th job to reach the mesh stage meets a DeviceFault there (its occupancy query).
+  int64_t device_fault_at_mesh = 0;
+  // The N-th job to reach the mesh stage fails there with an ordinary error (INTERNAL "mesh
+  // stage failed: ..."): one request fails, the server goes on serving.
+  int64_t mesh_error_at_request = 0;
+  bool any() const {
+    return device_fault_at_step > 0 || device_fault_at_mesh > 0 || mesh_error_at_request > 0;
+  }
+  bool operator==(const FaultInjection&) const = default;
+};
+// Parses "device_fault_at_step:N,mesh_error_at_request:M,device_fault_at_mesh:K" (any subset,
+// comma-separated, N >= 1); "" is none. invalid_argument naming CUBE3D_FAULT_INJECTION and the
+// part at fault otherwise.
+FaultInjection parse_fault_injection(std::string_view spec);
 
 struct ExecutorOptions {
   SingleStreamDecode single_stream_decode = SingleStreamDecode::kCausal;
@@ -44,6 +78,10 @@ struct ExecutorOptions {
   std::function<void(int64_t jobs, double prefill_ms)> on_admitted;
   std::function<void(int64_t bucket, int64_t slots)> on_step;
   std::function<void(int64_t active_slots)> on_active_slots;
+  // A device fault met on a mesh thread (its job already failed with it): the server hands it
+  // to Scheduler::report_device_fault. Empty: logged only.
+  std::function<void(const DeviceFault& fault, const std::string& request_id)> on_device_fault;
+  FaultInjection faults;  // TEST ONLY, see FaultInjection
 };
 
 class EngineExecutor final : public BatchExecutor {
@@ -75,6 +113,11 @@ class EngineExecutor final : public BatchExecutor {
   // Continuous mode: hands a slot whose tokens are done to the mesh threads.
   void retire(ContinuousDecoder::SlotId id);
   void report_active_slots() const;
+  // admit() and step() inside the device check (core/device_fault.h).
+  void admit_on_device(const std::vector<std::shared_ptr<Job>>& jobs);
+  void step_on_device();
+  // The mesh stage's device-fault path: reports `fault`, then fails `job` with it.
+  void mesh_device_fault(const std::shared_ptr<Job>& job, const DeviceFault& fault);
   // Made at warm-up (its shared unconditional prefix is one prefill), or on first use.
   ContinuousDecoder& continuous_decoder();
 
@@ -91,6 +134,9 @@ class EngineExecutor final : public BatchExecutor {
 
   ExecutorOptions options_;
   Engine& engine_;
+  const bool on_accelerator_;       // the engine runs on a CUDA device: its errors may be faults
+  int64_t steps_ = 0;               // decode steps (static: batches) run, for the fault injection
+  std::atomic<int64_t> meshed_{0};  // jobs that reached the mesh stage, likewise
   ShapePipeline pipeline_;
   std::unique_ptr<ContinuousDecoder> decoder_;  // made on the first admission
   std::map<ContinuousDecoder::SlotId, SlotJob> slot_jobs_;

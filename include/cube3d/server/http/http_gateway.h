@@ -17,7 +17,7 @@
 //       or `event: error` (the error body). What fails before the job is queued (a bad
 //       request, a full queue, loading, draining) is an HTTP error status instead.
 //   GET /healthz  200 while the process runs.   GET /readyz  200 when the model is loaded and
-//       warmed up and the server is not draining, 503 otherwise.
+//       warmed up and the server is not draining and its device has not failed, 503 otherwise.
 //   GET /metrics  the Prometheus text of the server's registry (also on metrics_listen, where
 //       it is the only path).
 //   GET /v1/model  what the server serves and its request limits (http/model_route.h);
@@ -89,6 +89,8 @@ class HttpGateway {
   // Draining: /readyz answers 503 and answers close their connections (the core itself refuses
   // new work once the scheduler drains).
   void set_draining(bool draining);
+  // The device failed (core/device_fault.h): set_draining(true) for good, and /readyz says why.
+  void set_device_failed();
   // Stops accepting, lets the answers in flight finish within `grace`, closes the rest and
   // joins the threads. Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));

@@ -70,6 +70,9 @@ class Metrics {
   void cache_corrupt_entry();
   void cache_write_dropped();
 
+  // A device fault (core/device_fault.h): the server stops serving and exits for a restart.
+  void device_fault();
+
   // Jobs: those kept now, by state (queued, running, succeeded, failed, cancelled), their
   // results' bytes, and submissions by outcome (accepted, refused).
   void set_jobs(const std::string& state, int64_t count);
@@ -125,6 +128,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* cache_evictions_;
   prometheus::Counter* cache_corrupt_;
   prometheus::Counter* cache_writes_dropped_;
+  prometheus::Counter* device_faults_;
   prometheus::Family<prometheus::Gauge>* jobs_;
   prometheus::Gauge* job_result_bytes_;
   prometheus::Family<prometheus::Counter>* jobs_submitted_;
