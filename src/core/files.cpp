@@ -93,3 +93,19 @@ void write_file(const std::string& path, std::string_view bytes) {
 }
 
 }  // namespace cube3d
+
+namespace cube3d {
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace cube3d

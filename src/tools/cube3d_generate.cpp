@@ -2,6 +2,9 @@
 // Prints the shape tokens and timings; optionally writes them, a safetensors dump of every
 // intermediate the golden tests compare, and (with the mesh stage) a mesh, with the provenance
 // metadata (pipeline/provenance.h) of the run in it, and a still image of it (mesh_preview.h).
+// Batch mode (--prompts-file F --out-dir D [--shard I/N]): every prompt of F that the shard owns
+// to one mesh file in D named by a digest of what changes it, with a manifest of JSON lines
+// (tools/prompt_file.h, batch_shard.h, output_name.h, batch_output.h).
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -9,13 +12,18 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/version.h"
@@ -33,12 +41,18 @@
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/pipeline/provenance.h"
 #include "cube3d/pipeline/shape_pipeline.h"
+#include "cube3d/tools/batch_output.h"
+#include "cube3d/tools/batch_shard.h"
+#include "cube3d/tools/output_name.h"
+#include "cube3d/tools/prompt_file.h"
 
 namespace cube3d {
 namespace {
 
 CliArgs make_args() {
-  CliArgs args("cube3d-generate", "Generate Cube 3D shape tokens (and their occupancy grid).");
+  CliArgs args("cube3d-generate",
+               "Generate Cube 3D shape tokens (and their occupancy grid and mesh), for one prompt "
+               "or, with --prompts-file, for a file of them (batch mode).");
   args.option("--model-config", 1, "model YAML in the official layout (required)", "F")
       .option("--gpt-weights", 1, "shape_gpt.safetensors (omit for random-weight configs)", "F")
       .option("--shape-weights", 1, "shape_tokenizer.safetensors", "F")
@@ -95,6 +109,28 @@ CliArgs make_args() {
               "and 60,000 vertices, a file of at most 20 MB: decimated to fit, refused if it "
               "cannot)",
               "P")
+      .option("--prompts-file", 1,
+              "batch mode: one prompt a line (UTF-8; blank lines and #-comments skipped; a line "
+              "starting with '{' is JSON: prompt plus optional seed, topP, guidanceScale, "
+              "resolutionBase, targetFaceCount, boundingBox {x,y,z}); each to a mesh file in "
+              "--out-dir. Exit status 0: every line ok or skipped; 3: some line failed "
+              "(reported on stderr and in the manifest); 2: bad options, an unreadable input or "
+              "an unwritable --out-dir",
+              "F")
+      .option("--out-dir", 1,
+              "batch mode: the folder of the outputs, <digest>.<format> (the first 20 hex digits "
+              "of a SHA-256 of the model, the normalised prompt and every setting that changes "
+              "the mesh; an output already there is skipped, so a rerun resumes), and of the "
+              "manifest manifest-<I>-of-<N>.jsonl (one JSON line per prompt line handled)",
+              "D")
+      .option("--shard", 1,
+              "batch mode: handle the lines L with (L - 1) % N == I only (L counts every line "
+              "from 1). Default: JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) as I with "
+              "--shard-count or CUBE3D_SHARD_COUNT as N, else 0/1",
+              "I/N")
+      .option("--shard-count", 1,
+              "batch mode: N, with I from JOB_COMPLETION_INDEX (default: CUBE3D_SHARD_COUNT)", "N")
+      .option("--format", 1, "batch mode: glb (default) | obj | ply", "F")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;
 }
@@ -155,6 +191,360 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
 }
 
+// --- batch mode (--prompts-file) ----------------------------------------------------------------
+
+// Manifest lines keep their keys in the order written (line, prompt, file, status first).
+using Json = nlohmann::ordered_json;
+
+// Exit status of a batch run in which some line failed (bad line or failed generation); 0 when
+// every line was made or skipped, 2 (run_tool) when the run could not start or go on.
+constexpr int kSomeLinesFailed = 3;
+
+// The single-prompt mode's inputs and outputs, which a batch run does not take.
+constexpr const char* kSinglePromptFlags[] = {"--prompt",  "--text-embeddings", "--tokens-out",
+                                              "--dump",    "--timings-json",    "--mesh-out",
+                                              "--preview", "--preview-size"};
+constexpr const char* kBatchFlags[] = {"--out-dir", "--shard", "--shard-count", "--format"};
+
+std::optional<std::string> flag_value(const CliArgs& args, const std::string& name) {
+  if (!args.has(name)) return std::nullopt;
+  return args.get(name);
+}
+
+std::optional<std::string> env_value(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::array<float, 3> normalised_box(const std::array<float, 3>& sides) {
+  const float longest = std::max({sides[0], sides[1], sides[2]});
+  return {sides[0] / longest * static_cast<float>(kBoundingBoxLongestSide),
+          sides[1] / longest * static_cast<float>(kBoundingBoxLongestSide),
+          sides[2] / longest * static_cast<float>(kBoundingBoxLongestSide)};
+}
+
+// What one prompt line is made with: the run's settings with the line's overrides applied.
+struct BatchItem {
+  const PromptLine* line = nullptr;
+  PromptRequest prompt;  // as the pipeline takes it (bounding box normalised)
+  ShapeRequest shape;    // without the provenance (added when it is made)
+  OutputKey key;
+  std::string name;   // the output's file name; empty when the line is refused
+  std::string error;  // why the line is refused (kError lines, or an override the model lacks)
+};
+
+Json or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json item_params(const BatchItem& item, const std::string& model) {
+  const OutputKey& k = item.key;
+  Json box = nullptr;
+  if (k.bounding_box) box = {(*k.bounding_box)[0], (*k.bounding_box)[1], (*k.bounding_box)[2]};
+  return {{"guidance_scale", k.guidance_scale},
+          {"top_p", or_null(k.top_p)},
+          {"seed", k.seed},
+          {"bounding_box", box},
+          {"resolution_base", k.resolution_base},
+          {"format", to_string(k.format)},
+          {"target_faces", k.target_faces ? Json(*k.target_faces) : Json(nullptr)},
+          {"mesh_profile", to_string(k.mesh_profile)},
+          {"postprocess", k.postprocess},
+          {"occupancy", k.occupancy},
+          {"single_stream_decode", k.single_stream_decode},
+          {"kv_cache", k.kv_cache},
+          {"device", k.device},
+          {"dtype", k.dtype},
+          {"model", model}};
+}
+
+std::string dump_line(const Json& j) {
+  // Invalid UTF-8 (a refused line's text) is written with U+FFFD in its place.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The model files, device, dtype and graph mode, as both modes read them.
+EngineOptions engine_options_from(const CliArgs& args, bool load_text_encoder) {
+  EngineOptions options;
+  options.gpt_weights = args.get("--gpt-weights");
+  options.shape_weights = args.get("--shape-weights");
+  options.device = args.get("--device", "cpu");
+  options.dtype = args.get("--dtype", "float32");
+  options.clip_model = args.get("--clip-model");
+  options.clip_vocab = args.get("--clip-vocab");
+  options.load_text_encoder = load_text_encoder;
+  options.cuda_graphs = parse_graph_mode(args.get("--cuda-graphs", "on"), "--cuda-graphs");
+  return options;
+}
+
+int run_batch(const CliArgs& args) {
+  for (const char* flag : kSinglePromptFlags) {
+    if (args.has(flag)) {
+      throw invalid_argument(std::string(flag) +
+                             ": not with --prompts-file (batch mode writes <digest>.<format> "
+                             "files and a manifest in --out-dir)");
+    }
+  }
+  if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
+  if (!args.has("--out-dir")) throw invalid_argument("--prompts-file needs --out-dir D");
+  const BatchShard shard =
+      resolve_batch_shard(flag_value(args, "--shard"), flag_value(args, "--shard-count"),
+                          env_value("JOB_COMPLETION_INDEX"), env_value("CUBE3D_SHARD_COUNT"));
+  const std::string format_name = args.get("--format", "glb");
+  const std::optional<MeshFormat> format = mesh_format_from_name(format_name);
+  if (!format || *format == MeshFormat::kRaw) {
+    throw invalid_argument("--format: '" + format_name + "' is not glb, obj or ply");
+  }
+  const std::string profile_name = args.get("--mesh-profile", "none");
+  const std::optional<MeshProfile> mesh_profile = mesh_profile_from_name(profile_name);
+  if (!mesh_profile) {
+    throw invalid_argument("--mesh-profile: '" + profile_name + "' is not none or roblox");
+  }
+  const double guidance_scale = args.get_double("--guidance-scale", kDefaultGuidanceScale);
+  if (!std::isfinite(guidance_scale) || guidance_scale < 0) {
+    throw invalid_argument("--guidance-scale must be >= 0");
+  }
+  std::optional<double> top_p;
+  if (args.has("--top-p")) {
+    const double p = args.get_double("--top-p", 1.0);
+    if (!(p > 0 && p <= 1)) throw invalid_argument("--top-p must be in (0, 1]");
+    top_p = p;
+  }
+  const uint64_t seed = args.get_uint("--seed", 0);
+  GenerationOptions gen_options;
+  gen_options.single_stream_decode =
+      parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
+  gen_options.use_kv_cache = !args.has("--no-kv-cache");
+  const int64_t resolution_base = args.get_int("--resolution-base", 8);
+  validate_resolution_base(resolution_base);
+  std::optional<int64_t> target_faces;
+  if (args.has("--target-faces")) {
+    target_faces = static_cast<int64_t>(args.get_uint("--target-faces", 0));
+  }
+  ShapeOptions shape_options;
+  shape_options.occupancy.sampling.hierarchical =
+      parse_occupancy_mode(args.get("--occupancy", "hierarchical"), "--occupancy");
+  shape_options.mesh.postprocess = !args.has("--no-postprocess");
+
+  EngineOptions engine_options = engine_options_from(args, true);
+
+  const std::string config_path = args.get("--model-config");
+  const ModelConfig config = load_model_config(config_path);
+  std::optional<std::array<float, 3>> default_box;
+  if (args.has("--bbox")) {
+    if (!config.gpt.use_bbox) {
+      throw invalid_argument("--bbox: the model " + config.source +
+                             " has no bounding-box input (gpt_model.use_bbox is false)");
+    }
+    std::array<float, 3> sides{};
+    const std::vector<std::string> values = args.get_all("--bbox");
+    for (size_t i = 0; i < 3; ++i) {
+      char* end = nullptr;
+      const double x = std::strtod(values[i].c_str(), &end);
+      if (values[i].empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
+        throw invalid_argument("--bbox: each side must be a positive number, got '" + values[i] +
+                               "'");
+      }
+      sides[i] = static_cast<float>(x);
+    }
+    default_box = normalised_box(sides);
+  }
+
+  const std::string prompts_path = args.get("--prompts-file");
+  const std::string content = read_file(prompts_path, "prompts file", int64_t{1} << 30);
+  const std::vector<PromptLine> lines = read_prompt_lines(content, shard);
+  const BatchOutputDir out(args.get("--out-dir"));
+  const std::string model_name = std::filesystem::path(config_path).stem().string();
+  const std::string identity =
+      model_identity(config_path, engine_options.gpt_weights, engine_options.shape_weights,
+                     engine_options.clip_model, engine_options.clip_vocab);
+  const std::string device_kind =
+      engine_options.device.rfind("cuda", 0) == 0 ? "cuda" : engine_options.device;
+
+  // Every owned prompt line's effective request and output name, before anything is made.
+  std::vector<BatchItem> items;
+  std::set<std::string> names;
+  for (const PromptLine& line : lines) {
+    if (line.kind == PromptLine::Kind::kBlank || line.kind == PromptLine::Kind::kComment) continue;
+    BatchItem item;
+    item.line = &line;
+    if (line.kind == PromptLine::Kind::kError) {
+      item.error = line.error;
+      items.push_back(std::move(item));
+      continue;
+    }
+    const PromptOverrides& o = line.overrides;
+    item.prompt.prompt = line.prompt;
+    item.prompt.guidance_scale = o.guidance_scale.value_or(guidance_scale);
+    item.prompt.top_p = o.top_p ? o.top_p : top_p;
+    item.prompt.seed = o.seed.value_or(seed);
+    item.prompt.bounding_box = default_box;
+    if (o.bounding_box) {
+      if (!config.gpt.use_bbox) {
+        item.error = "boundingBox: the model " + config.source +
+                     " has no bounding-box input (gpt_model.use_bbox is false)";
+        items.push_back(std::move(item));
+        continue;
+      }
+      item.prompt.bounding_box = normalised_box(*o.bounding_box);
+    }
+    item.shape.resolution_base = o.resolution_base.value_or(resolution_base);
+    item.shape.format = *format;
+    const std::optional<int64_t> faces = o.target_face_count ? o.target_face_count : target_faces;
+    if (faces) item.shape.target_faces = static_cast<size_t>(*faces);
+    item.shape.limits = mesh_limits(*mesh_profile);
+
+    OutputKey& k = item.key;
+    k.model = identity;
+    k.prompt = line.normalised;
+    k.guidance_scale = item.prompt.guidance_scale;
+    k.top_p = item.prompt.top_p;
+    k.seed = item.prompt.seed;
+    k.bounding_box = item.prompt.bounding_box;
+    k.resolution_base = item.shape.resolution_base;
+    k.format = *format;
+    k.target_faces = faces;
+    k.mesh_profile = *mesh_profile;
+    k.postprocess = shape_options.mesh.postprocess;
+    k.occupancy = occupancy_mode_name(shape_options.occupancy.sampling);
+    k.single_stream_decode = to_string(gen_options.single_stream_decode);
+    k.kv_cache = gen_options.use_kv_cache;
+    k.device = device_kind;
+    k.dtype = engine_options.dtype;
+    item.name = output_name(k);
+    names.insert(item.name);
+    items.push_back(std::move(item));
+  }
+  // A killed run of this shard may have left temporary files of its outputs: gone before any
+  // new one is written. (Other shards' files, finished or not, are theirs.)
+  if (const size_t removed = out.remove_leftovers(names)) {
+    std::printf("removed %zu temporary file(s) of an earlier run\n", removed);
+  }
+
+  // The engine loads only when something is left to make, with the decode variants it needs.
+  bool guided = false, unguided = false;
+  for (const BatchItem& item : items) {
+    if (item.error.empty() && !out.has(item.name)) {
+      (item.prompt.guidance_scale > 0 ? guided : unguided) = true;
+    }
+  }
+  std::unique_ptr<Engine> engine;
+  std::optional<ShapePipeline> pipeline;
+  if (guided || unguided) {
+    engine_options.capture.buckets = {1};
+    engine_options.capture.guided = guided;
+    engine_options.capture.unguided = unguided;
+    engine_options.capture.modes = {gen_options.single_stream_decode};
+    engine = Engine::load(config, engine_options);
+    if (!engine->text_encoder()) {
+      throw invalid_argument("--prompts-file: " + config.source +
+                             " has real weights, so give its CLIP text model with --clip-model");
+    }
+    pipeline.emplace(*engine, shape_options);
+  }
+
+  const std::string manifest_name =
+      "manifest-" + std::to_string(shard.index) + "-of-" + std::to_string(shard.count) + ".jsonl";
+  ManifestWriter manifest(out.path_of(manifest_name));
+  const std::string run_id =
+      std::to_string(static_cast<long long>(std::time(nullptr))) + "-" + std::to_string(::getpid());
+  const std::string version =
+      std::string(project_version()) + " (" + std::string(git_revision()) + ")";
+  int64_t made = 0, skipped = 0, failed = 0;
+  for (const BatchItem& item : items) {
+    const auto start = SteadyClock::now();
+    const PromptLine& line = *item.line;
+    Json record = {{"line", line.number},
+                   {"prompt", item.error.empty() ? line.prompt : line.text},
+                   {"file", item.name.empty() ? Json(nullptr) : Json(item.name)},
+                   {"status", "ok"},
+                   {"error", nullptr},
+                   {"error_code", nullptr},
+                   {"shard", shard.name()},
+                   {"run", run_id},
+                   {"params", nullptr},
+                   {"timings", nullptr},
+                   {"tokens", nullptr},
+                   {"vertices", nullptr},
+                   {"faces", nullptr},
+                   {"warnings", Json::array()}};
+    if (!item.name.empty()) record["params"] = item_params(item, model_name);
+    std::string error = item.error, error_code = "INVALID_ARGUMENT";
+    if (error.empty() && out.has(item.name)) {
+      record["status"] = "skipped";
+      ++skipped;
+      std::printf("line %lld: skipped %s (already made)\n", static_cast<long long>(line.number),
+                  item.name.c_str());
+    } else if (error.empty()) {
+      try {
+        const TokenBatch batch = pipeline->generate_tokens({item.prompt}, gen_options);
+        ShapeRequest request = item.shape;
+        Provenance provenance;
+        provenance.prompt = line.prompt;
+        provenance.seed = item.prompt.seed;
+        provenance.top_p = item.prompt.top_p;
+        provenance.guidance_scale = item.prompt.guidance_scale;
+        provenance.resolution_base = request.resolution_base;
+        provenance.bounding_box = item.prompt.bounding_box;
+        provenance.mesh_profile = *mesh_profile;
+        if (request.target_faces) {
+          provenance.target_face_count = static_cast<int64_t>(*request.target_faces);
+        }
+        provenance.model = model_name;
+        provenance.server_version = version;
+        request.metadata = provenance_metadata(provenance);
+        const Shape shape = pipeline->make_shape(batch.generation.ids, request);
+        const auto write_start = SteadyClock::now();
+        out.write_atomically(item.name, shape.encoded);
+        const double write_ms = ms_since(write_start);
+        const GenerationResult& g = batch.generation;
+        const ShapeReport& r = shape.report;
+        record["timings"] = {{"text_ms", batch.text_encoding_ms},
+                             {"prefill_ms", g.prefill_ms},
+                             {"decode_ms", g.decode_ms},
+                             {"tpot_ms", g.tpot_ms()},
+                             {"latents_ms", r.latents_ms},
+                             {"occupancy_ms", r.occupancy_ms},
+                             {"marching_cubes_ms", r.marching_cubes_ms},
+                             {"postprocess_ms", r.postprocess_ms},
+                             {"encode_ms", r.encode_ms},
+                             {"mesh_ms", r.total_ms},
+                             {"write_ms", write_ms},
+                             {"total_ms", ms_since(start)}};
+        record["tokens"] = g.tokens;
+        record["vertices"] = shape.mesh.vertex_count();
+        record["faces"] = shape.mesh.face_count();
+        record["occupancy_points"] = r.occupancy.points_evaluated;
+        Json& warnings = record["warnings"];
+        for (const std::string& w : batch.warnings.front()) warnings.push_back(w);
+        for (const std::string& w : shape.warnings) warnings.push_back(w);
+        ++made;
+        std::printf("line %lld: ok %s (%zu faces, %.0f ms)\n", static_cast<long long>(line.number),
+                    item.name.c_str(), shape.mesh.face_count(), ms_since(start));
+      } catch (const Error& e) {
+        error = e.what();
+        error_code = std::string(to_string(e.code()));
+      } catch (const std::exception& e) {
+        error = e.what();
+        error_code = "INTERNAL";
+      }
+    }
+    if (!error.empty()) {
+      record["status"] = "error";
+      record["error"] = error;
+      record["error_code"] = error_code;
+      ++failed;
+      std::fprintf(stderr, "cube3d-generate: %s:%lld: %s: %s\n", prompts_path.c_str(),
+                   static_cast<long long>(line.number), error_code.c_str(), error.c_str());
+    }
+    manifest.append(dump_line(record));
+    std::fflush(stdout);
+  }
+  std::printf("shard %s: %lld ok, %lld skipped, %lld failed (manifest %s)\n", shard.name().c_str(),
+              static_cast<long long>(made), static_cast<long long>(skipped),
+              static_cast<long long>(failed), manifest.path().c_str());
+  return failed > 0 ? kSomeLinesFailed : 0;
+}
+
 int run(int argc, char** argv) {
   CliArgs args = make_args();
   args.parse(argc, argv);
@@ -163,6 +553,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   setup_logging(args.get("--log-level", "warn"));
+  if (args.has("--prompts-file")) return run_batch(args);
+  for (const char* flag : kBatchFlags) {
+    if (args.has(flag)) throw invalid_argument(std::string(flag) + ": only with --prompts-file");
+  }
   if (!args.has("--model-config")) throw invalid_argument("--model-config is required");
   if (args.has("--prompt") && args.has("--text-embeddings")) {
     throw invalid_argument("give --prompt or --text-embeddings, not both");
@@ -176,14 +570,7 @@ int run(int argc, char** argv) {
   }
 
   const ModelConfig config = load_model_config(args.get("--model-config"));
-  EngineOptions engine_options;
-  engine_options.gpt_weights = args.get("--gpt-weights");
-  engine_options.shape_weights = args.get("--shape-weights");
-  engine_options.device = args.get("--device", "cpu");
-  engine_options.dtype = args.get("--dtype", "float32");
-  engine_options.clip_model = args.get("--clip-model");
-  engine_options.clip_vocab = args.get("--clip-vocab");
-  engine_options.load_text_encoder = args.has("--prompt");
+  EngineOptions engine_options = engine_options_from(args, args.has("--prompt"));
 
   GenerationRequest request;
   request.guidance_scale = args.get_double("--guidance-scale", 3.0);
@@ -199,7 +586,6 @@ int run(int argc, char** argv) {
       parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
   gen_options.use_kv_cache = !args.has("--no-kv-cache");
   gen_options.record_logits = args.has("--dump");
-  engine_options.cuda_graphs = parse_graph_mode(args.get("--cuda-graphs", "on"), "--cuda-graphs");
   // The one decode variant this run uses, captured at load (graph modes capture nothing later).
   engine_options.capture.buckets = {1};
   engine_options.capture.guided = request.guidance_scale > 0;

@@ -16,7 +16,17 @@
     the server's own wind-down; the ConfigMap is mounted where CUBE3D_CONFIG points; the CUDA
     overlay asks for a GPU and runs on it; every container runs as non-root, read-only, without
     capabilities; the alerts use exported metrics and the scraped job's name;
-  * the ConfigMaps' server.yaml files are configs cube3d-server accepts (--print-config).
+  * the ConfigMaps' server.yaml files, with the flags and CUBE3D_* variables the pods add, are
+    configs cube3d-server accepts (--print-config), and its effective config is the one these
+    checks read;
+  * the real-model pieces: the copies of models/*.yaml and scripts/*.py under deploy/k8s (and the
+    ConfigMaps made of them) equal the originals byte for byte; the weights the servers and the
+    batch Job read are on a read-only claim, at the paths where the fetch Job (fetch_models.py
+    from a ConfigMap, in a pinned Python image with pinned packages, HF_TOKEN from an optional
+    Secret) writes them;
+  * the Jobs: a TTL, a deadline, restart and pod failure policies that retry crashes and
+    evictions but not bad input; the catalog batch is an Indexed Job whose CUBE3D_SHARD_COUNT is
+    its completions, reading prompts from a ConfigMap and writing to a ReadWriteMany claim.
 
 Run by ctest (tests/CMakeLists.txt, test deploy.k8s); by hand, from tests/deploy:
 
@@ -63,6 +73,30 @@ IMAGE_REPOSITORY = "ghcr.io/example/cube3d-server"
 IMAGE_UID = 10001
 DEFAULT_CONFIG_PATH = "/etc/cube3d/server.yaml"
 IMAGE_DEMO_MODEL = "/opt/cube3d/share/cube3d/models/demo.yaml"
+# models/ of the checkout, installed into the image (cmake/Cube3dInstall.cmake).
+IMAGE_MODELS_DIR = "/opt/cube3d/share/cube3d/models"
+# Images other than the project's: pinned to a full version (and optionally a digest).
+THIRD_PARTY_IMAGES = (re.compile(r"^python:\d+\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$"),)
+# What fetch_models.py puts in DIR, by the server key that reads it.
+FETCHED_FILES = {"gpt_weights": "shape_gpt.safetensors",
+                 "shape_weights": "shape_tokenizer.safetensors",
+                 "clip_model": "clip-vit-large-patch14", "clip_vocab": "clip-vit-large-patch14"}
+# cube3d-generate's flags for the same files.
+GENERATE_WEIGHT_FLAGS = {"--gpt-weights": "gpt_weights", "--shape-weights": "shape_weights",
+                         "--clip-model": "clip_model", "--clip-vocab": "clip_vocab"}
+# cube3d-server's flags and variables over the config file (src/server/app/server_main.cpp):
+# config file < CUBE3D_* variables < flags.
+SERVER_FLAG_KEYS = {"--listen": "listen", "--metrics-listen": "metrics_listen",
+                    "--http-listen": "http_listen", "--log-level": "logging.level",
+                    "--log-format": "logging.format", "--device": "device", "--dtype": "dtype",
+                    "--batch-buckets": "batching.batch_buckets",
+                    "--max-queue-delay-ms": "batching.max_queue_delay_ms"}
+SERVER_ENV_KEYS = {"CUBE3D_LISTEN": "listen", "CUBE3D_METRICS_LISTEN": "metrics_listen",
+                   "CUBE3D_HTTP_LISTEN": "http_listen", "CUBE3D_LOG_LEVEL": "logging.level",
+                   "CUBE3D_LOG_FORMAT": "logging.format"}
+# Keys whose override is taken literally (the server reads them as strings, not YAML).
+STRING_KEY_PREFIXES = ("listen", "metrics_listen", "http_listen", "device", "dtype", "logging.",
+                       "model.", "cuda_graphs", "single_stream_decode", "defaults.format")
 MESH_SERVICE = "cube3d.v1.MeshService"
 SERVER_CONTAINERS = ("server", "kserve-container")
 
@@ -132,7 +166,12 @@ def check_kustomize_version():
 def kustomization_roots():
     roots = []
     for folder, _, files in os.walk(K8S_DIR):
-        if {"kustomization.yaml", "kustomization.yml", "Kustomization"} & set(files):
+        names = {"kustomization.yaml", "kustomization.yml", "Kustomization"} & set(files)
+        if names:
+            with open(os.path.join(folder, sorted(names)[0])) as f:
+                kind = (yaml.safe_load(f) or {}).get("kind")
+            if kind == "Component":  # rendered as part of the overlays that use it
+                continue
             roots.append(os.path.relpath(folder, K8S_DIR))
     return sorted(roots)
 
@@ -148,7 +187,9 @@ def render(root):
 def setUpModule():
     check_kustomize_version()
     roots = kustomization_roots()
-    for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve"):
+    for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve",
+                   "weights", "overlays/cuda-v0.5", "overlays/cpu-v0.5", "examples/batch/demo",
+                   "examples/batch/cuda-v0.5", "examples/batch/collect"):
         if needed not in roots:
             raise AssertionError(f"deploy/k8s/{needed}/kustomization.yaml is missing")
     for root in roots:
@@ -268,15 +309,44 @@ class Pod:
             return port if port in numbers else None
         return named.get(port)
 
-    def env(self, name):
-        for e in self.server.get("env") or []:
+    def env(self, name, container=None):
+        for e in (container or self.server).get("env") or []:
             if e["name"] == name:
                 return e
         return None
 
+    def containers(self):
+        return self.spec.get("containers", []) + self.spec.get("initContainers", [])
 
-def pods(objects):
+    @property
+    def is_server(self):
+        return self.owner["kind"] in ("Deployment", "InferenceService")
+
+    def mount_of(self, container, path):
+        """(volumeMount, volume) holding `path` in the container (the deepest mount), or
+        (None, None)."""
+        def holds(m):
+            return path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+        mounts = sorted((m for m in container.get("volumeMounts") or [] if holds(m)),
+                        key=lambda m: len(m["mountPath"]), reverse=True)
+        if not mounts:
+            return None, None
+        volumes = {v["name"]: v for v in self.spec.get("volumes") or []}
+        return mounts[0], volumes.get(mounts[0]["name"])
+
+
+def pods(objects, servers_only=True):
+    """The pod templates: the servers' (Deployments, InferenceServices), and with
+    servers_only=False the Jobs' and bare Pods' too."""
     out = []
+    if not servers_only:
+        for job in of_kind(objects, "Job"):
+            template = job["spec"]["template"]
+            out.append(Pod(job, template["spec"], template["metadata"].get("labels"),
+                           template["metadata"].get("annotations")))
+        for pod in of_kind(objects, "Pod"):
+            out.append(Pod(pod, pod["spec"], pod["metadata"].get("labels"),
+                           pod["metadata"].get("annotations")))
     for d in of_kind(objects, "Deployment"):
         template = d["spec"]["template"]
         out.append(Pod(d, template["spec"], template["metadata"].get("labels"),
@@ -344,8 +414,77 @@ def server_config_file(objects, pod):
     return path, cm_name, key, data[key]
 
 
+def server_overrides(pod):
+    """[(dotted key, text)] the pod sets over its config file, in the server's order: CUBE3D_*
+    variables (literal values; empty ones count as unset), then the flags in argument order."""
+    return env_overrides(pod) + flag_overrides(pod)
+
+
+def env_overrides(pod):
+    out = []
+    for env, key in SERVER_ENV_KEYS.items():
+        e = pod.env(env)
+        if e is not None and e.get("value"):
+            out.append((key, e["value"]))
+    return out
+
+
+def flag_overrides(pod):
+    out = []
+    args = list(pod.server.get("args") or [])
+    command = list(pod.server.get("command") or [])
+    if command and os.path.basename(command[0]) == "cube3d-server":
+        args = command[1:] + args
+    i = 0
+    while i < len(args):
+        flag, value = args[i], None
+        if "=" in flag and flag.startswith("--"):
+            flag, value = flag.split("=", 1)
+            i += 1
+        elif flag.startswith("--") and i + 1 < len(args):
+            value = args[i + 1]
+            i += 2
+        else:
+            i += 1
+        if value is None:
+            continue
+        if flag in SERVER_FLAG_KEYS:
+            out.append((SERVER_FLAG_KEYS[flag], value))
+        elif flag == "--set":
+            key, sep, text = value.partition("=")
+            if not sep:
+                raise AssertionError(f"{pod.where}: --set {value}: expected key=value")
+            out.append((key, text))
+    return out
+
+
+def override_value(key, text):
+    """An override's text as the server reads it: strings literally, lists as comma lists or
+    YAML flow lists, the rest as YAML scalars."""
+    if key.startswith(STRING_KEY_PREFIXES):
+        return text
+    if key == "batching.batch_buckets" and not text.strip().startswith("["):
+        return [int(v) for v in text.split(",") if v.strip()]
+    return yaml.safe_load(text)
+
+
+def apply_overrides(config, overrides):
+    config = json.loads(json.dumps(config))  # a deep copy
+    for key, text in overrides:
+        node = config
+        *sections, name = key.split(".")
+        for s in sections:
+            if not isinstance(node.get(s), dict):
+                node[s] = {}
+            node = node[s]
+        node[name] = override_value(key, text)
+    return config
+
+
 def server_config(objects, pod):
-    return yaml.safe_load(server_config_file(objects, pod)[3]) or {}
+    """The server's effective config: the ConfigMap's file with the pod's flags and variables."""
+    config = yaml.safe_load(server_config_file(objects, pod)[3]) or {}
+    return apply_overrides(config, server_overrides(pod))
 
 
 def config_value(config, key):
@@ -416,6 +555,113 @@ def hpa_metric_names(objects):
     return names
 
 
+def is_cuda_root(root):
+    """Kustomizations whose pods run on a GPU: named so (overlays/cuda, overlays/cuda-v0.5,
+    examples/batch/cuda-v0.5)."""
+    return any(part == "cuda" or part.startswith("cuda-") for part in root.split("/"))
+
+
+def flag_value(args, flag):
+    """The value of `flag` (--flag V or --flag=V; the last one wins) in an argument list."""
+    value = None
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    return value
+
+
+def generate_args(container):
+    """cube3d-generate's arguments when the container runs it, else None."""
+    command = list(container.get("command") or [])
+    if not command or os.path.basename(command[0]) != "cube3d-generate":
+        return None
+    return command[1:] + list(container.get("args") or [])
+
+
+def fetch_args(container):
+    """fetch_models.py's arguments (VERSION DIR ...) when the container runs it, else None:
+    `python .../fetch_models.py ARGS`, or `sh -c SCRIPT NAME ARGS` whose script execs it with
+    "$@"."""
+    command = list(container.get("command") or []) + list(container.get("args") or [])
+    for i, word in enumerate(command):
+        if word.endswith("fetch_models.py"):
+            return command[i + 1:]
+    if command[:2] == ["sh", "-c"] and len(command) > 3:
+        if re.search(r"fetch_models\.py\"? \"\$@\"", command[2]):
+            return command[4:]
+    return None
+
+
+def fetch_script_path(container):
+    command = list(container.get("command") or []) + list(container.get("args") or [])
+    for word in command:
+        for token in word.split():
+            if token.endswith("fetch_models.py"):
+                return token
+    return None
+
+
+def writable_paths(container):
+    """Where the container writes: cube3d-generate's --out-dir, fetch_models.py's DIR."""
+    paths = []
+    args = generate_args(container)
+    if args is not None and flag_value(args, "--out-dir"):
+        paths.append(flag_value(args, "--out-dir"))
+    args = fetch_args(container)
+    if args and len(args) > 1 and not args[1].startswith("-"):
+        paths.append(args[1])
+    mounts = container.get("volumeMounts") or []
+    return {m["mountPath"] for m in mounts for p in paths
+            if p == m["mountPath"] or p.startswith(m["mountPath"].rstrip("/") + "/")}
+
+
+def pvc_access_modes(name, namespace):
+    for objects in RENDERED.values():
+        for pvc in of_kind(objects, "PersistentVolumeClaim"):
+            if (pvc["metadata"]["name"], pvc["metadata"].get("namespace")) == (name, namespace):
+                return pvc["spec"].get("accessModes") or []
+    return None
+
+
+def fetch_jobs():
+    """[(root, Pod, container, VERSION, DIR)] of the Jobs that run fetch_models.py."""
+    out = []
+    for root, objects in RENDERED.items():
+        for pod in pods(objects, servers_only=False):
+            if pod.owner["kind"] != "Job":
+                continue
+            for c in pod.containers():
+                args = fetch_args(c)
+                if args:
+                    out.append((root, pod, c, args[0], args[1] if len(args) > 1 else None))
+    return out
+
+
+def claim_path(pod, container, path):
+    """(claim name, path inside the claim, mount, volume) of an absolute path in the container,
+    or None when no claim holds it."""
+    mount, volume = pod.mount_of(container, path)
+    if volume is None or "persistentVolumeClaim" not in volume:
+        return None
+    rel = os.path.relpath(path, mount["mountPath"])
+    if mount.get("subPath"):
+        rel = os.path.normpath(os.path.join(mount["subPath"], rel))
+    return volume["persistentVolumeClaim"]["claimName"], rel, mount, volume
+
+
+# The files that must stay copies of the checkout's: name -> the original.
+def originals():
+    out = {}
+    for folder in ("models", "scripts"):
+        for name in os.listdir(os.path.join(SOURCE, folder)):
+            path = os.path.join(SOURCE, folder, name)
+            if os.path.isfile(path):
+                out[name] = path
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -428,8 +674,14 @@ class K8sManifestsTest(unittest.TestCase):
         return list(RENDERED.items())
 
     def each_pod(self):
+        """The servers' pods."""
         return [(root, objects, pod) for root, objects in RENDERED.items()
                 for pod in pods(objects)]
+
+    def each_workload(self):
+        """Every pod template: the servers', the Jobs', bare Pods'."""
+        return [(root, objects, pod) for root, objects in RENDERED.items()
+                for pod in pods(objects, servers_only=False)]
 
     # -- rendering and schemas ----------------------------------------------------------------
 
@@ -554,13 +806,23 @@ class K8sManifestsTest(unittest.TestCase):
     # -- images -------------------------------------------------------------------------------
 
     def test_images_are_tagged(self):
-        for root, objects, pod in self.each_pod():
-            for c in pod.spec.get("containers", []) + pod.spec.get("initContainers", []):
+        for root, objects, pod in self.each_workload():
+            gpu = any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+                      for c in pod.containers())
+            for c in pod.containers():
                 image = c["image"]
+                if any(p.match(image) for p in THIRD_PARTY_IMAGES):
+                    continue
                 repo, _, tag = image.rpartition(":")
                 self.assertEqual(repo, IMAGE_REPOSITORY, f"{root}: {pod.where}: image {image} "
-                                 f"(did kustomize's images: miss it?)")
+                                 f"(did kustomize's images: miss it? Other images must be pinned "
+                                 f"to a full version: {[p.pattern for p in THIRD_PARTY_IMAGES]})")
                 self.assertTrue(tag and tag != "latest", f"{root}: {image} needs a version tag")
+                # The CUDA build on GPU pods, the CPU build elsewhere (an overlay's images:
+                # entry that matches nothing leaves the base's tag in place).
+                self.assertEqual(tag.endswith("-cuda"), gpu,
+                                 f"{root}: {pod.where}: image {image} on a "
+                                 f"{'GPU' if gpu else 'CPU'} pod")
 
     # -- the server's config ------------------------------------------------------------------
 
@@ -577,14 +839,27 @@ class K8sManifestsTest(unittest.TestCase):
             self.assertIsInstance(yaml.safe_load(text), dict, f"{root}: {cm_name}/{key}")
 
     def test_volumes_reference_rendered_configmaps(self):
-        for root, objects, pod in self.each_pod():
+        # Claims may come from another kustomization (the weights' from deploy/k8s/weights).
+        claims = {(o["metadata"].get("namespace"), o["metadata"]["name"])
+                  for objects in RENDERED.values()
+                  for o in of_kind(objects, "PersistentVolumeClaim")}
+        for root, objects, pod in self.each_workload():
             names = {cm["metadata"]["name"] for cm in of_kind(objects, "ConfigMap")}
             for v in pod.spec.get("volumes") or []:
                 if "configMap" in v and not v["configMap"].get("optional"):
                     self.assertIn(v["configMap"]["name"], names,
                                   f"{root}: {pod.where}: volume {v['name']} refers to a ConfigMap "
                                   f"that is not rendered (a generated name not substituted?)")
-            mounts = {m["name"] for c in pod.spec["containers"] for m in c.get("volumeMounts", [])}
+                    data = config_map_data(objects, v["configMap"]["name"])
+                    for item in v["configMap"].get("items") or []:
+                        self.assertIn(item["key"], data, f"{root}: {pod.where}: volume "
+                                      f"{v['name']} maps a key its ConfigMap lacks")
+                if "persistentVolumeClaim" in v:
+                    claim = (pod.owner["metadata"].get("namespace"),
+                             v["persistentVolumeClaim"]["claimName"])
+                    self.assertIn(claim, claims, f"{root}: {pod.where}: volume {v['name']} "
+                                  f"claims {claim}, which no kustomization here creates")
+            mounts = {m["name"] for c in pod.containers() for m in c.get("volumeMounts", [])}
             self.assertLessEqual(mounts, {v["name"] for v in pod.spec.get("volumes") or []})
 
     def test_config_listens_where_the_pod_expects(self):
@@ -636,23 +911,72 @@ class K8sManifestsTest(unittest.TestCase):
         checked = {}
         for root, objects, pod in self.each_pod():
             _, cm_name, key, text = server_config_file(objects, pod)
-            if text in checked:
+            overrides = server_overrides(pod)
+            if (text, tuple(overrides)) in checked:
                 continue
-            checked[text] = cm_name
+            checked[(text, tuple(overrides))] = cm_name
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, key)
                 with open(path, "w") as f:
                     f.write(text)
+                # The pod's flags and variables as the server gets them, with the paths in the
+                # container mapped here: the image's models/ to the checkout's, a claim's files
+                # to empty stand-ins (the config check looks for them, not into them).
+                here = lambda value: self.local_path(pod, value, tmp)  # noqa: E731
                 args = [server, "--config", path, "--print-config"]
-                if (yaml.safe_load(text).get("model") or {}).get("config") == IMAGE_DEMO_MODEL:
-                    args += ["--set", "model.config=" + os.path.join(SOURCE, "models", "demo.yaml")]
                 env = {k: v for k, v in os.environ.items() if not k.startswith("CUBE3D_")}
+                for env_name, config_key in SERVER_ENV_KEYS.items():
+                    e = pod.env(env_name)
+                    if e is not None and e.get("value"):
+                        env[env_name] = e["value"]
+                model = (yaml.safe_load(text).get("model") or {}).get("config", "")
+                if model.startswith(IMAGE_MODELS_DIR + "/"):
+                    args += ["--set", "model.config=" + here(model)]
+                for config_key, value in flag_overrides(pod):
+                    if config_key.startswith("model."):
+                        value = here(value)
+                    args += ["--set", f"{config_key}={value}"]
                 out = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env,
                                      stdin=subprocess.DEVNULL)
                 self.assertEqual(out.returncode, 0,
-                                 f"{root}: cube3d-server rejects ConfigMap {cm_name}'s {key}:\n"
-                                 f"{out.stderr.strip()}")
+                                 f"{root}: cube3d-server rejects ConfigMap {cm_name}'s {key} with "
+                                 f"the pod's flags {overrides}:\n{out.stderr.strip()}")
+                # The server's effective config is the one these checks read.
+                effective = yaml.safe_load(out.stdout)
+                ours = server_config(objects, pod)
+                for dotted in ("listen", "metrics_listen", "http_listen", "device", "dtype",
+                               "batching.batch_buckets", "drain_grace_seconds",
+                               "limits.default_deadline_ms", "grpc.max_connection_age_ms",
+                               "grpc.max_connection_age_grace_ms", "logging.format"):
+                    theirs_value, ours_value = effective, ours
+                    for part in dotted.split("."):
+                        theirs_value = theirs_value.get(part)
+                        ours_value = (ours_value or {}).get(part)
+                    if ours_value is None:
+                        ours_value = CONFIG_DEFAULTS.get(dotted)
+                    if ours_value is None:
+                        continue  # a default these checks do not model
+                    self.assertEqual(theirs_value, ours_value,
+                                     f"{root}: {dotted}: the server's effective config says "
+                                     f"{theirs_value!r}, this test read {ours_value!r}")
         self.assertTrue(checked)
+
+    @staticmethod
+    def local_path(pod, value, tmp):
+        """A path in the server container, for a --print-config run here."""
+        if value.startswith(IMAGE_MODELS_DIR + "/"):
+            return os.path.join(SOURCE, "models", value[len(IMAGE_MODELS_DIR) + 1:])
+        mount, volume = pod.mount_of(pod.server, value)
+        if volume is not None and "persistentVolumeClaim" in volume:
+            local = os.path.join(tmp, "claims", volume["persistentVolumeClaim"]["claimName"],
+                                 os.path.relpath(value, mount["mountPath"]))
+            if "." in os.path.basename(local):
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                open(local, "a").close()
+            else:
+                os.makedirs(local, exist_ok=True)
+            return local
+        return value
 
     def test_grpc_connections_age_out_within_a_scale_up_and_outlast_a_request(self):
         """Behind a Service, new replicas get traffic from connected gRPC clients only when
@@ -732,7 +1056,7 @@ class K8sManifestsTest(unittest.TestCase):
                                f"wind-down {SERVER_WIND_DOWN_S} = {needed}: SIGKILL mid-drain")
 
     def test_containers_run_restricted(self):
-        for root, objects, pod in self.each_pod():
+        for root, objects, pod in self.each_workload():
             pod_sc = pod.spec.get("securityContext") or {}
             self.assertIs(pod.spec.get("automountServiceAccountToken"), False,
                           f"{root}: the server needs no API token")
@@ -759,6 +1083,17 @@ class K8sManifestsTest(unittest.TestCase):
                 tmp = [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/tmp"]
                 self.assertTrue(tmp and "emptyDir" in volumes[tmp[0]["name"]],
                                 f"{where}: /tmp is not a writable emptyDir")
+                # Nothing else writable but what the container writes (a Job's output): the
+                # configs, prompts and weights are mounted read-only.
+                for m in c.get("volumeMounts", []):
+                    volume = volumes.get(m["name"]) or {}
+                    if "configMap" in volume or "secret" in volume:
+                        self.assertIs(m.get("readOnly"), True,
+                                      f"{where}: {m['mountPath']} (a ConfigMap) is not read-only")
+                    if "persistentVolumeClaim" in volume and not m.get("readOnly"):
+                        self.assertIn(m["mountPath"], writable_paths(c),
+                                      f"{where}: claim {m['mountPath']} is writable but the "
+                                      f"container writes nothing there: mount it read-only")
                 resources = c.get("resources") or {}
                 for need in ("cpu", "memory"):
                     self.assertIn(need, resources.get("requests", {}), f"{where}: requests")
@@ -902,7 +1237,7 @@ class K8sManifestsTest(unittest.TestCase):
                     for k in ("requests", "limits")}
             device = str(config_value(config, "device"))
             budgets[root] = startup_budget(pod.server["startupProbe"])
-            if root == "overlays/cuda":
+            if is_cuda_root(root):
                 self.assertEqual(gpus, {"requests": "1", "limits": "1"},
                                  f"{root}: one nvidia.com/gpu, requested and limited")
                 self.assertTrue(device == "cuda" or device.startswith("cuda:"),
@@ -917,6 +1252,8 @@ class K8sManifestsTest(unittest.TestCase):
                 self.assertEqual(gpus, {"requests": "0", "limits": "0"}, root)
                 self.assertEqual(device, "cpu",
                                  f"{root}: device {device} without a GPU in the pod")
+                self.assertEqual(config_value(config, "dtype"), "float32",
+                                 f"{root}: the CPU path is built and tested for float32")
         self.assertGreater(budgets["overlays/cuda"], budgets["overlays/cpu"],
                            "the CUDA overlay's start-up (loading + CUDA graph capture) needs a "
                            "bigger budget than the CPU one")
@@ -939,6 +1276,283 @@ class K8sManifestsTest(unittest.TestCase):
                 self.assertIn(namespaces.pop(),
                               {n["metadata"]["name"] for n in of_kind(objects, "Namespace")},
                               f"{root}: the namespace is not created")
+
+    # -- the real weights ---------------------------------------------------------------------
+
+    def test_copies_equal_the_originals(self):
+        """kustomize reads no file outside a kustomization's folder, so deploy/k8s holds copies
+        of models/*.yaml and scripts/*.py: each must be the original byte for byte, and so must
+        every ConfigMap key made of one."""
+        known = originals()
+        copies = []
+        for folder, _, files in os.walk(K8S_DIR):
+            for name in files:
+                if name in known:
+                    copies.append(os.path.join(folder, name))
+                    with open(os.path.join(folder, name), "rb") as a, open(known[name], "rb") as b:
+                        self.assertTrue(a.read() == b.read(),
+                                        f"{os.path.relpath(os.path.join(folder, name), SOURCE)} "
+                                        f"differs from {os.path.relpath(known[name], SOURCE)}: "
+                                        f"copy it again (cp {os.path.relpath(known[name], SOURCE)}"
+                                        f" {os.path.relpath(folder, SOURCE)}/)")
+        names = {os.path.basename(c) for c in copies}
+        for needed in ("fetch_models.py", "make_random_checkpoint.py", "cube3d-v0.5.yaml",
+                       "cube3d-v0.5-server.yaml"):
+            self.assertIn(needed, names, f"no copy of {needed} under deploy/k8s")
+        for root, objects in self.each_root():
+            for cm in of_kind(objects, "ConfigMap"):
+                for key, text in (cm.get("data") or {}).items():
+                    if key in known:
+                        with open(known[key]) as f:
+                            self.assertEqual(text, f.read(), f"{root}: ConfigMap "
+                                             f"{cm['metadata']['name']}'s {key} is not "
+                                             f"{os.path.relpath(known[key], SOURCE)}")
+            # A real-model server serves its release's config file as it is.
+            release = re.search(r"-(v\d+\.\d+)$", root)
+            if release and root.startswith("overlays/"):
+                for pod in pods(objects):
+                    _, cm_name, key, text = server_config_file(objects, pod)
+                    original = os.path.join(SOURCE, "models",
+                                            f"cube3d-{release.group(1)}-server.yaml")
+                    with open(original) as f:
+                        self.assertEqual(text, f.read(), f"{root}: ConfigMap {cm_name}'s {key} "
+                                         f"is not {os.path.relpath(original, SOURCE)}")
+
+    def assert_reads_fetched_weights(self, root, pod, container, files, model_config):
+        """`files` ({server key: path in the container}) are where a fetch Job puts them: on a
+        claim mounted read-only, in cube3d-<version>/ of the model YAML's release."""
+        where = f"{root}: {pod.where}"
+        release = re.fullmatch(r"cube3d-(v\d+\.\d+)\.yaml", os.path.basename(model_config or ""))
+        self.assertTrue(release, f"{where}: model config {model_config} is not a release's "
+                        f"cube3d-vX.Y.yaml")
+        self.assertTrue(model_config.startswith(IMAGE_MODELS_DIR + "/") and os.path.exists(
+            os.path.join(SOURCE, "models", os.path.basename(model_config))),
+            f"{where}: {model_config} is not a model YAML the image carries")
+        version = release.group(1)
+        writers = {}
+        for f_root, f_pod, f_container, f_version, f_dir in fetch_jobs():
+            found = claim_path(f_pod, f_container, f_dir or "")
+            if found:
+                writers.setdefault(found[0], set()).add(found[1].split("/")[0])
+        self.assertTrue(writers, "no Job runs fetch_models.py into a claim (deploy/k8s/weights)")
+        for key, path in files.items():
+            found = claim_path(pod, container, path)
+            self.assertIsNotNone(found, f"{where}: {key} {path} is not on a claim")
+            claim, rel, mount, volume = found
+            self.assertIs(mount.get("readOnly"), True, f"{where}: the weights' mount {mount['name']}"
+                          f" is writable: mount it read-only")
+            self.assertIs(volume["persistentVolumeClaim"].get("readOnly"), True,
+                          f"{where}: claim {claim}: set persistentVolumeClaim.readOnly")
+            self.assertIn(claim, writers, f"{where}: no fetch Job fills claim {claim}")
+            self.assertEqual(rel, f"cube3d-{version}/{FETCHED_FILES[key]}",
+                             f"{where}: {key} {path} is not where fetch_models.py puts "
+                             f"{version}'s {FETCHED_FILES[key]} "
+                             f"(<claim>/cube3d-{version}/{FETCHED_FILES[key]})")
+            modes = pvc_access_modes(claim, pod.owner["metadata"].get("namespace"))
+            self.assertTrue(set(modes or []) & {"ReadOnlyMany", "ReadWriteMany"},
+                            f"{where}: claim {claim} ({modes}) cannot be mounted by pods on "
+                            f"several nodes")
+
+    def test_real_model_servers_read_the_fetched_weights(self):
+        seen = set()
+        for root, objects, pod in self.each_pod():
+            config = server_config(objects, pod)
+            model = config.get("model") or {}
+            if model.get("config") == IMAGE_DEMO_MODEL:
+                continue
+            seen.add(root)
+            files = {k: model.get(k) for k in FETCHED_FILES}
+            self.assertTrue(all(files.values()), f"{root}: the real model needs {sorted(files)}")
+            self.assert_reads_fetched_weights(root, pod, pod.server, files, model.get("config"))
+            # A model on a network volume: the start-up budget of the demo's GPU overlay at least.
+            self.assertGreaterEqual(startup_budget(pod.server["startupProbe"]), 1200,
+                                    f"{root}: too short a start-up for the real weights")
+        self.assertTrue({"overlays/cuda-v0.5", "overlays/cpu-v0.5"} <= seen, seen)
+
+    def test_fetch_job(self):
+        jobs = fetch_jobs()
+        self.assertTrue(jobs, "no Job runs fetch_models.py")
+        for root, pod, c, version, directory in jobs:
+            where = f"{root}: {pod.where}"
+            self.assertIn(version, ("v0.1", "v0.5"), f"{where}: version {version}")
+            self.assertEqual(os.path.basename(directory or ""), f"cube3d-{version}",
+                             f"{where}: DIR {directory}: the servers read "
+                             f"<claim>/cube3d-{version}/")
+            found = claim_path(pod, c, directory)
+            self.assertIsNotNone(found, f"{where}: DIR {directory} is not on a claim")
+            self.assertFalse(found[2].get("readOnly"), f"{where}: the claim is read-only")
+            # The tool and what it reads beside itself: <root>/scripts/, <root>/models/.
+            script = fetch_script_path(c)
+            mount, volume = pod.mount_of(c, script)
+            self.assertTrue(volume is not None and "configMap" in volume,
+                            f"{where}: {script} is not on a ConfigMap volume")
+            data = config_map_data(RENDERED[root], volume["configMap"]["name"])
+            items = {i["path"]: i["key"] for i in volume["configMap"].get("items") or []} or \
+                {k: k for k in data}
+            tool_root = os.path.dirname(os.path.dirname(os.path.relpath(script,
+                                                                        mount["mountPath"])))
+            for needed in ("scripts/fetch_models.py", "scripts/make_random_checkpoint.py",
+                           f"models/cube3d-{version}.yaml", f"models/cube3d-{version}-server.yaml"):
+                at = os.path.normpath(os.path.join(tool_root, needed))
+                self.assertIn(at, items, f"{where}: fetch_models.py needs {needed} beside it")
+                self.assertIn(items[at], data, where)
+            # Python and its packages, pinned.
+            image = c["image"]
+            self.assertTrue(any(p.match(image) for p in THIRD_PARTY_IMAGES),
+                            f"{where}: {image} is not a pinned Python image")
+            script_text = " ".join(c.get("command") or [])
+            install = re.search(r"pip install(.*?)(\|\||&&|;|\n\s*\n|$)", script_text, re.S)
+            self.assertTrue(install, f"{where}: no pip install of the tool's packages")
+            packages = [w for w in install.group(1).replace("\\\n", " ").split()
+                        if not w.startswith("-") and w != "/tmp/pydeps"]
+            wanted = {"huggingface_hub", "numpy", "pyyaml"}
+            names = {re.split(r"[=<>!~]", w)[0].lower().replace("-", "_") for w in packages}
+            self.assertLessEqual(wanted, {n.replace("pyyaml", "pyyaml") for n in names},
+                                 f"{where}: installs {packages}, needs {sorted(wanted)}")
+            for w in packages:
+                self.assertRegex(w, r"^[A-Za-z0-9_.-]+==\d+(\.\d+)*$", f"{where}: {w} is not "
+                                 f"pinned (name==version)")
+            # Hugging Face: the token from an optional Secret, the endpoint overridable.
+            token = pod.env("HF_TOKEN", c)
+            self.assertTrue(token and "secretKeyRef" in (token.get("valueFrom") or {}),
+                            f"{where}: HF_TOKEN must come from a Secret")
+            self.assertIs(token["valueFrom"]["secretKeyRef"].get("optional"), True,
+                          f"{where}: public repositories need no token: make the Secret optional")
+            self.assertIsNotNone(pod.env("HF_ENDPOINT", c), f"{where}: no HF_ENDPOINT")
+            # A bad file fails the Job; the network is retried.
+            rules = pod.owner["spec"].get("podFailurePolicy", {}).get("rules", [])
+            self.assertTrue(any(r["action"] == "FailJob" and 1 in r.get("onExitCodes", {})
+                                .get("values", []) for r in rules),
+                            f"{where}: exit 1 (a file failed its check) must not be retried")
+
+    # -- Jobs ---------------------------------------------------------------------------------
+
+    def test_jobs(self):
+        jobs = [(root, objects, pod) for root, objects, pod in self.each_workload()
+                if pod.owner["kind"] == "Job"]
+        self.assertTrue(jobs)
+        for root, objects, pod in jobs:
+            where = f"{root}: {pod.where}"
+            spec = pod.owner["spec"]
+            self.assertIn(pod.spec.get("restartPolicy"), ("Never", "OnFailure"), where)
+            self.assertIsInstance(spec.get("ttlSecondsAfterFinished"), int,
+                                  f"{where}: finished Jobs and their pods pile up without a TTL")
+            self.assertIsInstance(spec.get("activeDeadlineSeconds"), int,
+                                  f"{where}: no bound on the run")
+            policy = spec.get("podFailurePolicy")
+            self.assertTrue(policy, f"{where}: no podFailurePolicy")
+            self.assertEqual(pod.spec.get("restartPolicy"), "Never",
+                             f"{where}: a podFailurePolicy needs restartPolicy Never")
+            names = {c["name"] for c in pod.spec["containers"]}
+            for rule in policy["rules"]:
+                codes = rule.get("onExitCodes")
+                if codes:
+                    self.assertIn(codes.get("containerName"), names, where)
+                    self.assertNotIn(0, codes["values"], where)
+            self.assertTrue(any(r["action"] == "Ignore" and any(
+                c["type"] == "DisruptionTarget" and c.get("status") == "True"
+                for c in r.get("onPodConditions", [])) for r in policy["rules"]),
+                f"{where}: evictions and preemption should be retried without counting")
+            self.assertFalse(any(r["action"] == "Ignore" and r.get("onExitCodes")
+                                 for r in policy["rules"]),
+                             f"{where}: ignoring an exit code retries it endlessly")
+
+    def test_catalog_batch(self):
+        batches = []
+        for root, objects, pod in self.each_workload():
+            for c in pod.spec["containers"]:
+                args = generate_args(c)
+                if args is not None and flag_value(args, "--prompts-file"):
+                    batches.append((root, objects, pod, c, args))
+        self.assertTrue({"examples/batch/demo", "examples/batch/cuda-v0.5"}
+                        <= {b[0] for b in batches}, "no catalog batch Job")
+        for dockerfile in ("Dockerfile", "Dockerfile.cuda"):
+            with open(os.path.join(SOURCE, "docker", dockerfile)) as f:
+                self.assertIn("cube3d-generate", f.read(),
+                              f"docker/{dockerfile} does not build cube3d-generate")
+        for root, objects, pod, c, args in batches:
+            where = f"{root}: {pod.where}"
+            self.assertEqual(pod.owner["kind"], "Job", where)
+            spec = pod.owner["spec"]
+            self.assertEqual(spec.get("completionMode"), "Indexed", f"{where}: the pods find "
+                             f"their shard in JOB_COMPLETION_INDEX: an Indexed Job")
+            completions = spec.get("completions")
+            self.assertIsInstance(completions, int, where)
+            self.assertGreaterEqual(completions, 1, where)
+            parallelism = spec.get("parallelism", 1)
+            self.assertTrue(1 <= parallelism <= completions,
+                            f"{where}: parallelism {parallelism}, completions {completions}")
+            # N for every pod: the shard count is the number of indexes, or lines are lost (N
+            # below completions: indexes >= N fail) or never generated (N above).
+            count = pod.env("CUBE3D_SHARD_COUNT", c)
+            shard_flag = flag_value(args, "--shard-count")
+            self.assertIsNone(flag_value(args, "--shard"), f"{where}: --shard fixes one shard "
+                              f"for every pod")
+            if shard_flag is not None:
+                self.assertEqual(shard_flag, str(completions), f"{where}: --shard-count")
+            else:
+                self.assertTrue(count and "value" in count,
+                                f"{where}: CUBE3D_SHARD_COUNT must be a literal")
+                self.assertEqual(count["value"], str(completions),
+                                 f"{where}: CUBE3D_SHARD_COUNT {count['value']} is not "
+                                 f"completions {completions}")
+            self.assertIsNone(pod.env("JOB_COMPLETION_INDEX", c),
+                              f"{where}: Kubernetes sets JOB_COMPLETION_INDEX")
+            self.assertIsInstance(spec.get("backoffLimitPerIndex"), int,
+                                  f"{where}: retries per index (a crash of one shard must not "
+                                  f"use up the others' retries)")
+            rules = spec["podFailurePolicy"]["rules"]
+
+            def action_for(code):
+                for r in rules:
+                    e = r.get("onExitCodes")
+                    if e and e.get("containerName", c["name"]) == c["name"]:
+                        if (code in e["values"]) == (e["operator"] == "In"):
+                            return r["action"]
+                return "Count"
+
+            self.assertEqual(action_for(3), "FailIndex", f"{where}: exit 3 (lines that failed, "
+                             f"in the manifest) would fail the same way again")
+            self.assertEqual(action_for(2), "FailJob", f"{where}: exit 2 (usage) fails every pod")
+            for crash in (1, 134, 137, 139):
+                self.assertEqual(action_for(crash), "Count", f"{where}: exit {crash} (a crash) "
+                                 f"should be retried")
+            # Prompts from a ConfigMap; results on a claim every pod can write.
+            prompts = flag_value(args, "--prompts-file")
+            mount, volume = pod.mount_of(c, prompts)
+            self.assertTrue(volume is not None and "configMap" in volume,
+                            f"{where}: {prompts} is not on a ConfigMap")
+            key = os.path.relpath(prompts, mount["mountPath"])
+            self.assertIn(key, config_map_data(objects, volume["configMap"]["name"]), where)
+            out_dir = flag_value(args, "--out-dir")
+            self.assertTrue(out_dir, f"{where}: no --out-dir")
+            found = claim_path(pod, c, out_dir)
+            self.assertIsNotNone(found, f"{where}: --out-dir {out_dir} is not on a claim")
+            self.assertFalse(found[2].get("readOnly"), where)
+            modes = pvc_access_modes(found[0], pod.owner["metadata"].get("namespace"))
+            if parallelism > 1:
+                self.assertIn("ReadWriteMany", modes or [], f"{where}: {parallelism} pods at "
+                              f"once write claim {found[0]} ({modes})")
+            # The model: the image's demo, or a release's weights as the servers read them.
+            model_config = flag_value(args, "--model-config")
+            self.assertTrue(model_config and model_config.startswith(IMAGE_MODELS_DIR + "/"),
+                            f"{where}: --model-config {model_config}")
+            files = {key: flag_value(args, flag) for flag, key in GENERATE_WEIGHT_FLAGS.items()
+                     if flag_value(args, flag)}
+            if model_config == IMAGE_DEMO_MODEL:
+                self.assertFalse(files, f"{where}: the demo model has no weights to read")
+            else:
+                self.assertEqual(set(files), set(FETCHED_FILES), where)
+                self.assert_reads_fetched_weights(root, pod, c, files, model_config)
+            device = flag_value(args, "--device") or "cpu"
+            dtype = flag_value(args, "--dtype") or "float32"
+            gpus = str(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+            if is_cuda_root(root):
+                self.assertEqual((device, dtype, gpus), ("cuda", "bfloat16", "1"), where)
+                self.assertTrue(any(t.get("key") == "nvidia.com/gpu"
+                                    for t in pod.spec.get("tolerations") or []), where)
+            else:
+                self.assertEqual((device, dtype, gpus), ("cpu", "float32", "0"), where)
 
     # -- monitoring ---------------------------------------------------------------------------
 

@@ -35,4 +35,8 @@ std::string read_file(const std::string& path, std::string_view what = "file",
 // when it cannot be opened or written whole.
 void write_file(const std::string& path, std::string_view bytes);
 
+// write(2) of every byte to `fd`, retried on EINTR and short writes; false with errno set when a
+// write fails.
+bool write_all(int fd, std::string_view bytes);
+
 }  // namespace cube3d

@@ -1,6 +1,5 @@
 #include "cube3d/server/admission/api_keys.h"
 
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -59,16 +58,6 @@ std::optional<std::string_view> bearer_credentials(std::string_view authorizatio
     if (c < 0x21 || c > 0x7e) return std::nullopt;
   }
   return rest;
-}
-
-std::array<uint8_t, 32> sha256(std::string_view text) {
-  std::array<uint8_t, 32> out{};
-  unsigned int size = 0;
-  if (EVP_Digest(text.data(), text.size(), out.data(), &size, EVP_sha256(), nullptr) != 1 ||
-      size != out.size()) {
-    throw internal_error("SHA-256 failed (OpenSSL)");
-  }
-  return out;
 }
 
 namespace {

@@ -1,7 +1,5 @@
 #include "cube3d/server/app/model_identity_loader.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -13,18 +11,16 @@
 #include "cube3d/cli/version.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
+#include "cube3d/core/sha256.h"
 
 namespace cube3d {
 namespace {
 
+// The weights digest's encoding: each piece "<tag>=<n>:<bytes>" into one stream (kept as it
+// was first written: the digest is part of every cache key and mesh file's provenance).
 class Sha256 {
  public:
-  Sha256() : context_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-    if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1) {
-      throw internal_error("SHA-256: cannot initialise OpenSSL's digest");
-    }
-  }
-  void add(std::string_view bytes) { EVP_DigestUpdate(context_.get(), bytes.data(), bytes.size()); }
+  void add(std::string_view bytes) { stream_.add(bytes); }
   // A tagged, length-prefixed field: no two different inputs hash alike.
   void field(std::string_view tag, std::string_view bytes) {
     add(tag);
@@ -49,21 +45,10 @@ class Sha256 {
       add(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
     }
   }
-  std::string hex() {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(context_.get(), digest.data(), &length);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < length; ++i) {
-      out += kHex[digest[i] >> 4];
-      out += kHex[digest[i] & 15];
-    }
-    return out;
-  }
+  std::string hex() { return hex_of(stream_.finish()); }
 
  private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
+  Sha256Stream stream_;
 };
 
 // A file, or every regular file of a folder (a Hugging Face CLIP folder) in name order.

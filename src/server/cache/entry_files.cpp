@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <tuple>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
 
 namespace cube3d {
 namespace {
@@ -94,18 +94,6 @@ constexpr size_t kLengthAt = kKeyAt + 32;
 constexpr size_t kChecksumAt = kLengthAt + 8;
 static_assert(kChecksumAt + 32 == kEntryHeaderBytes);
 
-bool write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Reads exactly `size` bytes at `offset`: -1 on an error (errno set), else the bytes read (fewer
 // when the file ended first).
 ssize_t read_at(int fd, char* out, size_t size, off_t offset) {
@@ -143,16 +131,6 @@ std::string sync_folder(const std::string& folder) {
 std::string folder_of(const CacheKey& key) { return to_hex(key).substr(0, 2); }
 
 }  // namespace
-
-Sha256Digest entry_sha256(std::string_view bytes) {
-  Sha256Digest digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 ||
-      length != digest.size()) {
-    throw internal_error("result cache: OpenSSL's SHA-256 failed");
-  }
-  return digest;
-}
 
 std::string entry_relative_path(const CacheKey& key) {
   const std::string hex = to_hex(key);

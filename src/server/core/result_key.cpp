@@ -3,37 +3,15 @@
 #include <bit>
 #include <cstring>
 
-#include "cube3d/server/admission/api_keys.h"
+#include "cube3d/core/canonical_fields.h"
+#include "cube3d/core/sha256.h"
 
 namespace cube3d {
-namespace {
-
-// "<tag>=<length>:<bytes>;": self-delimiting, so a field's bytes never read as the next field.
-class Canonical {
- public:
-  void field(std::string_view tag, std::string_view bytes) {
-    out_.append(tag);
-    out_ += '=';
-    out_ += std::to_string(bytes.size());
-    out_ += ':';
-    out_.append(bytes);
-    out_ += ';';
-  }
-  void number(std::string_view tag, uint64_t value) { field(tag, std::to_string(value)); }
-  // Bit patterns, not decimal text: 0.1 and the next double up are different keys.
-  void real(std::string_view tag, double value) { number(tag, std::bit_cast<uint64_t>(value)); }
-  void real32(std::string_view tag, float value) { number(tag, std::bit_cast<uint32_t>(value)); }
-  const std::string& text() const { return out_; }
-
- private:
-  std::string out_;
-};
-
-}  // namespace
+namespace {}  // namespace
 
 std::string result_key_material(const JobRequest& r, const ModelIdentity& model,
                                 std::string_view scope) {
-  Canonical c;
+  CanonicalFields c;
   c.field("cube3d-result", "v1");
   c.field("scope", scope);
   c.field("weights", model.weights_digest);

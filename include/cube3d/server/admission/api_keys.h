@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "cube3d/core/clock.h"
+#include "cube3d/core/sha256.h"  // sha256(): the keys are kept as their digests
 #include "cube3d/server/admission/token_bucket.h"
 
 namespace cube3d {
@@ -77,9 +78,6 @@ std::vector<ApiKey> parse_api_keys(const std::string& yaml_text, const std::stri
 // auth schemes case-insensitive), one or more spaces, then the key, visible ASCII only (no
 // space, no control byte). nullopt for anything else.
 std::optional<std::string_view> bearer_credentials(std::string_view authorization);
-
-// SHA-256 of `text` (OpenSSL).
-std::array<uint8_t, 32> sha256(std::string_view text);
 
 class ApiKeys {
  public:

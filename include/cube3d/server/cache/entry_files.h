@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cube3d/core/sha256.h"
 #include "cube3d/server/cache/cache_key.h"
 
 namespace cube3d {
@@ -30,8 +31,8 @@ inline constexpr std::string_view kEntryMagic = "C3DRCACH";
 inline constexpr uint32_t kEntryFormatVersion = 1;
 inline constexpr size_t kEntryHeaderBytes = 8 + 4 + 32 + 8 + 32;
 
-using Sha256Digest = std::array<uint8_t, 32>;
-Sha256Digest entry_sha256(std::string_view bytes);  // OpenSSL
+// The SHA-256 of an entry's payload (its checksum) or of a request (a key).
+inline Sha256Digest entry_sha256(std::string_view bytes) { return sha256(bytes); }
 
 // "<first 2 hex>/<64 hex>.entry", relative to the cache dir.
 std::string entry_relative_path(const CacheKey& key);
