@@ -29,8 +29,14 @@ foreach(dir ATen c10 torch caffe2)
   endif()
 endforeach()
 
+# CUBE3D_TORCH_CUDA=OFF: the CPU-only binaries of the CPU image, linked to libtorch_cpu and
+# libc10 alone, with no CUDA code of ours: the install tree then carries neither libtorch_cuda
+# nor the wheel's CUDA libraries (cuBLAS, cuDNN, NCCL, ...), only the CUDA runtime and CUPTI
+# stubs that libtorch_cpu of a CUDA wheel itself needs (about 5 MB). ON (the default): the CUDA
+# backend too, when the wheel has it.
+option(CUBE3D_TORCH_CUDA "link libtorch's CUDA backend (and build the CUDA code) when the torch wheel has it" ON)
 set(torch_libs)
-foreach(lib torch torch_cpu c10)
+foreach(lib torch_cpu c10)
   find_library(CUBE3D_TORCH_LIB_${lib} ${lib} PATHS ${TORCH_ROOT}/lib NO_DEFAULT_PATH REQUIRED)
   list(APPEND torch_libs ${CUBE3D_TORCH_LIB_${lib}})
 endforeach()
@@ -39,7 +45,7 @@ endforeach()
 set(CUBE3D_TORCH_HAS_CUDA OFF)
 find_library(CUBE3D_TORCH_LIB_torch_cuda torch_cuda PATHS ${TORCH_ROOT}/lib NO_DEFAULT_PATH)
 find_library(CUBE3D_TORCH_LIB_c10_cuda c10_cuda PATHS ${TORCH_ROOT}/lib NO_DEFAULT_PATH)
-if(CUBE3D_TORCH_LIB_torch_cuda AND CUBE3D_TORCH_LIB_c10_cuda)
+if(CUBE3D_TORCH_CUDA AND CUBE3D_TORCH_LIB_torch_cuda AND CUBE3D_TORCH_LIB_c10_cuda)
   set(CUBE3D_TORCH_HAS_CUDA ON)
 endif()
 
@@ -55,4 +61,10 @@ if(CUBE3D_TORCH_HAS_CUDA)
 endif()
 target_link_libraries(cube3d_torch INTERFACE ${torch_libs})
 set(CMAKE_BUILD_RPATH ${CMAKE_BUILD_RPATH} ${TORCH_ROOT}/lib)
-message(STATUS "libtorch: ${TORCH_ROOT} (CUDA backend: ${CUBE3D_TORCH_HAS_CUDA})")
+if(CUBE3D_TORCH_HAS_CUDA)
+  message(STATUS "libtorch: ${TORCH_ROOT} (CUDA backend: ON)")
+elseif(CUBE3D_TORCH_LIB_torch_cuda)
+  message(STATUS "libtorch: ${TORCH_ROOT} (CUDA backend: OFF, CUBE3D_TORCH_CUDA=OFF: CPU only)")
+else()
+  message(STATUS "libtorch: ${TORCH_ROOT} (CUDA backend: OFF, a CPU-only wheel)")
+endif()

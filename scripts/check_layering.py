@@ -20,6 +20,7 @@ Exit status 0 when everything holds, 1 with one line per violation otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -76,7 +77,8 @@ LAYERS = [
     Layer("server", ["src/server", "include/cube3d/server"],
           {"core", "cli", "scheduler", "pipeline", "api"}, torch=True, grpc=True,
           headers=MESH_PREVIEW_HEADERS),
-    Layer("tools", ["src/tools", "bench"], {"core", "cli", "pipeline", "engine", "mesh", "model"},
+    Layer("tools", ["src/tools", "include/cube3d/tools", "bench"],
+          {"core", "cli", "pipeline", "engine", "mesh", "model"},
           torch=True),
 ]
 
@@ -241,6 +243,17 @@ def needed_libraries(binary: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
+CUDA_BACKEND_LIBRARIES = ("libtorch_cuda", "libc10_cuda", "libtorch.so", "libcudnn", "libnccl",
+                          "libcublas", "libcufft", "libcusparse", "libcusolver", "libcurand",
+                          "libnvrtc", "libnvshmem")
+
+
+def cpu_only_build(build_dir: Path) -> bool:
+    cache = build_dir / "CMakeCache.txt"
+    return cache.exists() and re.search(r"^CUBE3D_TORCH_CUDA:BOOL=(OFF|0|FALSE|NO)$",
+                                        cache.read_text(), re.M | re.I) is not None
+
+
 def check_links(root: Path, build_dir: Path) -> list[str]:
     problems: list[str] = []
     bin_dir = build_dir / "bin"
@@ -253,6 +266,17 @@ def check_links(root: Path, build_dir: Path) -> list[str]:
                                          "libcublas"))]
         if torch_libs:
             problems.append(f"{binary}: needs no tensors but links {', '.join(torch_libs)}")
+    # A CPU-only build (CUBE3D_TORCH_CUDA=OFF, the CPU image's): no binary links libtorch's CUDA
+    # backend or a CUDA library beyond the runtime stubs libtorch_cpu itself needs.
+    if cpu_only_build(build_dir):
+        for binary in sorted(bin_dir.glob("*")):
+            if not binary.is_file() or not os.access(binary, os.X_OK):
+                continue
+            cuda_libs = [lib for lib in needed_libraries(binary)
+                         if lib.startswith(CUDA_BACKEND_LIBRARIES)]
+            if cuda_libs:
+                problems.append(f"{binary}: a CPU-only build (CUBE3D_TORCH_CUDA=OFF) but links "
+                                f"{', '.join(cuda_libs)}")
     # Data under the source tree (the CLIP vocabulary in .cache/, model configs, test files):
     # compiler-recorded header paths (__FILE__ in libtorch's checks) are harmless and allowed.
     source_path = str(root.resolve())

@@ -302,6 +302,17 @@ eval "$PLAN"
 [ ${#ENTRYPOINT[@]} -gt 0 ] || fail "docker/Dockerfile's last stage has no ENTRYPOINT"
 [ -n "$HEALTHCHECK" ] || fail "docker/Dockerfile's last stage has no HEALTHCHECK"
 T_STAGE=$((SECONDS - T0))
+# The image's size as this stage makes it, and what of it is the installed tree's CUDA part (the
+# CPU image, built with CUBE3D_TORCH_CUDA=OFF, carries none of it: docker/README.md, "Size").
+SIZE_ALL=$(du -sm --exclude=proc --exclude=sys --exclude=dev "$ROOTFS" | cut -f1)
+SIZE_TREE=$(du -sm "$ROOTFS/opt/cube3d" | cut -f1)
+SIZE_CUDA=$(find "$ROOTFS/opt/cube3d/lib" -type f \( -name 'libtorch_cuda*' -o -name 'libc10_cuda*' \
+  -o -name 'libcu*' -o -name 'libnv*' -o -name 'libnccl*' -o -name 'libcaffe2_nvrtc*' \) \
+  ! -name 'libcudart.so*' ! -name 'libcupti.so*' -printf '%s\n' |
+  awk '{s += $1} END {printf "%d", s / 1048576}')
+log "size: rootfs $SIZE_ALL MiB, of which /opt/cube3d $SIZE_TREE MiB, of which $SIZE_CUDA MiB is" \
+  "the CUDA backend (libtorch_cuda and the CUDA libraries beyond libcudart/libcupti);" \
+  "without it (the CPU image): $((SIZE_ALL - SIZE_CUDA)) MiB"
 
 # ---- 3. the libraries ---------------------------------------------------------------------
 need 30 "the library checks"

@@ -29,14 +29,18 @@ export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
 
 # Host code only (no CUDA: nvcc takes no sanitizer and the kernels cannot run here), and only
 # what the selected tests run: the test binaries, the server, the clients and cube3d-generate.
-echo "sanitize: ASan + UBSan build in $ASAN_DIR"
+echo "sanitize: $(date -u +%H:%M:%S) ASan + UBSan build in $ASAN_DIR"
 # -O1: ASan's recommended level, and a quicker build than the main one's -O3.
-configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG"
+# CPU-only (CUBE3D_TORCH_CUDA=OFF, the CPU image's configuration): these tests run on the CPU
+# anyway, and this proves that configuration builds, links no CUDA backend and passes.
+configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+  -DCUBE3D_TORCH_CUDA=OFF
 cmake --build "$ASAN_DIR" -j "$(nproc)" --target cube3d_core_tests cube3d_cli_tests \
   cube3d_mesh_tests cube3d_model_tests cube3d_engine_tests cube3d_pipeline_tests \
   cube3d_scheduler_tests cube3d_server_base_tests cube3d_server_tests cube3d-server \
   cube3d_api_tests cube3d_clients_tests cube3d-client cube3d-loadgen \
   cube3d-generate >/dev/null
+python3 scripts/check_layering.py --build-dir "$ASAN_DIR"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Each unit-test binary runs once, in one process (through ctest every test is a process of its
@@ -47,12 +51,12 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^model\.clip_fixture$'
 export CUBE3D_CLIP_FIXTURE_DIR="$(cd "$ASAN_DIR" && pwd)/clip_fixture"
 for layer in core cli mesh model engine pipeline scheduler server_base server api clients; do
-  echo "sanitize: cube3d_${layer}_tests"
+  echo "sanitize: $(date -u +%H:%M:%S) cube3d_${layer}_tests"
   (cd "$ASAN_DIR/tests" && "../bin/cube3d_${layer}_tests" --gtest_brief=1)
 done
 ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|security|observability|jobs)$'
 
-echo "sanitize: TSan build of the scheduler and server-base tests in $TSAN_DIR"
+echo "sanitize: $(date -u +%H:%M:%S) TSan build of the scheduler and server-base tests in $TSAN_DIR"
 configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread
 cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests cube3d_server_base_tests -j "$(nproc)" \
   >/dev/null
@@ -60,4 +64,4 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   "$TSAN_DIR/bin/cube3d_scheduler_tests" --gtest_repeat=3 --gtest_brief=1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   "$TSAN_DIR/bin/cube3d_server_base_tests" --gtest_brief=1
-echo "sanitize: done"
+echo "sanitize: $(date -u +%H:%M:%S) done"

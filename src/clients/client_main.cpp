@@ -15,10 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <random>
 #include <string>
+#include <thread>
 
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/clients/call_retry.h"
+#include "cube3d/clients/grpc_target.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/v1/mesh_service.grpc.pb.h"
@@ -41,7 +45,9 @@ CliArgs make_args() {
   args.option("--server", 1,
               std::string("server address: HOST:PORT, [IPV6]:PORT or unix:PATH (not a URL; "
                           "default ") +
-                  kDefaultServer + ")",
+                  kDefaultServer +
+                  "); several replicas as A:P,B:Q or a name with several addresses, balanced "
+                  "round robin",
               "ADDR")
       .option("--tls", 0, "connect with TLS, checking the server against the system's roots")
       .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
@@ -66,7 +72,14 @@ CliArgs make_args() {
       .option("--bbox", 3, "bounding box proportions (v0.5 models)", "X")
       .option("--resolution-base", 1, "occupancy grid resolution (2^R + 1 per axis)", "R")
       .option("--target-faces", 1, "decimation target", "N")
-      .option("--request-id", 1, "request id for the server's logs", "ID")
+      .option("--request-id", 1,
+              "request id for the server's logs (default: a random one, so that a retry is the "
+              "same request)",
+              "ID")
+      .option("--max-attempts", 1,
+              "attempts when the server is UNAVAILABLE (a replica gone), the first included: "
+              "1..10 (default 5; 1: never again)",
+              "N")
       .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
       .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
       .env("CUBE3D_API_KEY")
@@ -90,19 +103,18 @@ v1::MeshFormat format_for(const std::string& path) {
   throw invalid_argument("--out " + path + ": the extension must be .glb, .obj or .ply");
 }
 
-// A gRPC target, not a URL: "http://host:port" would otherwise surface later as a DNS failure
-// on a host called "http".
-std::string server_target(const std::string& address) {
-  std::string lower = address;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
-    throw invalid_argument("--server " + address +
-                           ": gRPC takes HOST:PORT (e.g. localhost:50051), not a URL; use --tls "
-                           "for TLS");
-  }
-  if (address.empty()) throw invalid_argument("--server: empty address (expected HOST:PORT)");
-  return address;
+// 32 random hex digits, like the ids the server makes.
+std::string random_request_id() {
+  std::random_device entropy;
+  char id[40];
+  std::snprintf(id, sizeof(id), "%08x%08x%08x%08x", static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
+                static_cast<unsigned>(entropy()));
+  return id;
 }
+
+// --server as a gRPC target (grpc_target.h): one address, a name with several, or a list.
+std::string server_target(const std::string& address) { return grpc_target(address); }
 
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CliArgs& args,
                                                               grpc::ChannelArguments& channel) {
@@ -296,7 +308,9 @@ int run(int argc, char** argv) {
     request.mutable_bounding_box()->set_y(bbox_value(v[1]));
     request.mutable_bounding_box()->set_z(bbox_value(v[2]));
   }
-  request.set_request_id(args.get("--request-id"));
+  // An id of its own when none is given: a retry after UNAVAILABLE is then the same request
+  // (a server still running the first attempt joins the retry to it).
+  request.set_request_id(args.has("--request-id") ? args.get("--request-id") : random_request_id());
   request.set_return_shape_tokens(args.has("--tokens-out"));
   if (args.has("--priority")) {
     const std::string priority = args.get("--priority");
@@ -313,30 +327,53 @@ int run(int argc, char** argv) {
 
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(-1);
+  balance_round_robin(channel_args);
   const auto credentials = channel_credentials(args, channel_args);
   const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
   const auto stub = v1::MeshService::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(args.get_int("--timeout-ms", 600000)));
-  if (args.has("--api-key"))
-    context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
-  if (args.has("--end-user")) context.AddMetadata("end-user-id", args.get("--end-user"));
+  const RetryPolicy retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(args.get_int("--timeout-ms", 600000));
+  std::mt19937_64 jitter(std::random_device{}());
   ProgressView progress(!args.has("--no-progress"));
 
-  auto reader = stub->GenerateMeshStream(&context, request);
-  v1::GenerateMeshEvent event;
   v1::GenerateMeshResponse response;
   bool have_result = false;
-  while (reader->Read(&event)) {
-    if (event.has_progress()) progress.show(event.progress());
-    if (event.has_result()) {
-      response = event.result();
-      have_result = true;
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    if (args.has("--api-key"))
+      context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+    if (args.has("--end-user")) context.AddMetadata("end-user-id", args.get("--end-user"));
+    auto reader = stub->GenerateMeshStream(&context, request);
+    v1::GenerateMeshEvent event;
+    bool reached_decoding = false;
+    while (reader->Read(&event)) {
+      if (event.has_progress()) {
+        progress.show(event.progress());
+        reached_decoding = reached_decoding || event.progress().stage() == v1::STAGE_DECODING;
+      }
+      if (event.has_result()) {
+        response = event.result();
+        have_result = true;
+      }
     }
+    status = reader->Finish();
+    // The request carries an id, so it is idempotent: tried again even past decoding.
+    if (!should_retry(retry, attempt, status.error_code(), reached_decoding, true)) break;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::system_clock::now());
+    if (left.count() <= 0) break;
+    const auto wait = std::min(retry_backoff(retry, attempt, jitter), left);
+    progress.finish();
+    std::fprintf(stderr,
+                 "cube3d-client: UNAVAILABLE: %s; trying again in %lld ms (attempt %d of %d)\n",
+                 status.error_message().c_str(), static_cast<long long>(wait.count()), attempt + 1,
+                 retry.max_attempts);
+    std::this_thread::sleep_for(wait);
   }
   progress.finish();
-  const grpc::Status status = reader->Finish();
   if (!status.ok()) {
     std::fprintf(stderr, "cube3d-client: %s: %s\n", grpc_code_name(status.error_code()),
                  status.error_message().c_str());

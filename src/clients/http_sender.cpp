@@ -289,6 +289,11 @@ HostPort parse_host_port(std::string_view address) {
 }
 
 std::unique_ptr<SenderFactory> make_http_sender_factory(const SenderOptions& options) {
+  if (options.server.find(',') != std::string::npos) {
+    throw invalid_argument("--server " + options.server +
+                           ": several servers are balanced over gRPC only; over HTTP give one "
+                           "(a load balancer's address)");
+  }
   auto target = std::make_shared<Target>();
   target->address = parse_host_port(options.server);
   target->host_header = options.server;

@@ -150,6 +150,10 @@ LoadReport summarize_run(const LoadConfig& config, const std::vector<RequestReco
   double last_send_s = 0.0;
   for (const RequestRecord& rec : records) {
     last_send_s = std::max(last_send_s, rec.send_offset_s);
+    if (rec.attempts > 1) {
+      ++r.retried;
+      r.extra_attempts += rec.attempts - 1;
+    }
     if (rec.status != "OK") {
       ++r.errors[rec.status];
       continue;
@@ -194,6 +198,8 @@ std::string format_report_table(const LoadConfig& c, const LoadReport& r) {
   for (const auto& [code, n] : r.errors) {
     out += format("  %-19s %" PRIu64 "\n", code.c_str(), n);
   }
+  out += format("retried             %" PRIu64 " (%" PRIu64 " more attempts)\n", r.retried,
+                r.extra_attempts);
   out += format("wall time           %.3f s\n", r.wall_s);
   out += format("offered rate        %.3f req/s\n", r.offered_rps);
   out += format("throughput (ok)     %.3f req/s\n", r.throughput_ok_rps);
@@ -243,7 +249,13 @@ std::string report_json(const LoadConfig& c, const LoadReport& r) {
       {"tool", "cube3d-loadgen"},
       {"percentile_method", kPercentileMethod},
       {"config", config},
-      {"requests", {{"sent", r.sent}, {"ok", r.ok}, {"failed", failed}, {"errors", r.errors}}},
+      {"requests",
+       {{"sent", r.sent},
+        {"ok", r.ok},
+        {"failed", failed},
+        {"errors", r.errors},
+        {"retried", r.retried},
+        {"extra_attempts", r.extra_attempts}}},
       {"wall_s", r.wall_s},
       {"offered_rps", r.offered_rps},
       {"throughput_ok_rps", r.throughput_ok_rps},
@@ -254,14 +266,14 @@ std::string report_json(const LoadConfig& c, const LoadReport& r) {
 }
 
 std::string records_csv(const std::vector<RequestRecord>& records) {
-  std::string out = "index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache\n";
+  std::string out = "index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache,attempts\n";
   const auto opt = [](const std::optional<double>& v) { return v ? format("%.3f", *v) : ""; };
   for (const RequestRecord& rec : records) {
     // A failed request has no answer, so no cache status: empty, like its queue time.
     const char* cache = rec.status == "OK" ? cache_status_name(rec.cache) : "";
-    out += format("%" PRIu64 ",%.6f,%s,%s,%.3f,%s,%s\n", rec.index, rec.send_offset_s,
+    out += format("%" PRIu64 ",%.6f,%s,%s,%.3f,%s,%s,%u\n", rec.index, rec.send_offset_s,
                   rec.status.c_str(), opt(rec.ttft_ms).c_str(), rec.e2e_ms,
-                  opt(rec.queue_ms).c_str(), cache);
+                  opt(rec.queue_ms).c_str(), cache, rec.attempts);
   }
   return out;
 }

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/clients/call_retry.h"
 #include "cube3d/clients/load_driver.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/clients/prompt_mix.h"
@@ -45,9 +47,15 @@ CliArgs make_args() {
                "gRPC or HTTP.\n"
                "\n"
                "Protocol (--protocol, default grpc; same flags, same report either way):\n"
-               "  grpc   MeshService.GenerateMeshStream; --server is the gRPC listen address.\n"
-               "         All requests share one channel (calls multiplexed on one HTTP/2\n"
-               "         connection).\n"
+               "  grpc   MeshService.GenerateMeshStream; --server is the gRPC listen address,\n"
+               "         or several (a:P,b:Q; or a name with several addresses, such as a\n"
+               "         headless Service), balanced round robin. All requests share one\n"
+               "         channel (calls multiplexed on one HTTP/2 connection per server). A\n"
+               "         request that fails UNAVAILABLE (a replica gone) is tried again, on\n"
+               "         another replica when there is one, with backoff, within its deadline,\n"
+               "         up to --max-attempts; each request carries a request_id of its own\n"
+               "         (lg-<run>-<i>), so a retry of one that reached decoding is the same\n"
+               "         request. The report counts the retried requests.\n"
                "  http   POST /v1/meshes:generateStream (the request as JSON, the answer as\n"
                "         text/event-stream); --server is the http_listen address. The deadline\n"
                "         goes in X-Request-Timeout-Ms, the key in 'Authorization: Bearer'.\n"
@@ -108,6 +116,10 @@ CliArgs make_args() {
       .option("--bypass-cache", 0,
               "ask the server to compute every answer afresh (bypass_cache): no cache hits")
       .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS")
+      .option("--max-attempts", 1,
+              "gRPC: attempts per request when it fails UNAVAILABLE, the first included "
+              "(1..10, default 5; 1: never again)",
+              "N")
       .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
       .env("CUBE3D_API_KEY")
       .option("--json", 1, "also write the report as JSON", "FILE")
@@ -241,6 +253,13 @@ Settings read_settings(const CliArgs& args) {
   s.sender.server = s.config.server;
   s.sender.deadline_ms = s.config.deadline_ms;
   s.sender.api_key = args.get("--api-key");
+  s.sender.retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
+  // Every request's own id: a retry is then the same request (the server joins it to the first
+  // attempt when that still runs), and the server's log names the run.
+  std::random_device entropy;
+  char run[16];
+  std::snprintf(run, sizeof(run), "%08x", static_cast<unsigned>(entropy()));
+  s.plan.request_id_prefix = std::string("lg-") + run + "-";
   return s;
 }
 

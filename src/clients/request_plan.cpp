@@ -20,6 +20,7 @@ v1::GenerateMeshRequest RequestPlan::request(uint64_t i) const {
   v1::GenerateMeshRequest out = request_template;
   out.set_prompt(prompts[index]);
   out.set_seed(zipf ? base_seed + index : base_seed + i);
+  if (!request_id_prefix.empty()) out.set_request_id(request_id_prefix + std::to_string(i));
   return out;
 }
 

@@ -6,9 +6,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -89,11 +91,14 @@ v1::GenerateMeshEvent result(double queue_ms) {
 }
 
 std::unique_ptr<RequestSender> sender_for(const std::string& address, int64_t deadline_ms = 5000,
-                                          const std::string& api_key = "") {
+                                          const std::string& api_key = "", int max_attempts = 5) {
   SenderOptions options;
   options.server = address;
   options.deadline_ms = deadline_ms;
   options.api_key = api_key;
+  options.retry.max_attempts = max_attempts;
+  options.retry.initial_backoff = 10ms;  // short waits: the tests count attempts, not time
+  options.retry.max_backoff = 40ms;
   return make_grpc_sender_factory(options)->make_sender();
 }
 
@@ -181,6 +186,7 @@ TEST(GrpcSenderTest, AnErrorStatusCountsAsItsCodeName) {
       sender_for(server.address())->send(sample_request(), SteadyClock::now());
   EXPECT_EQ(record.status, "RESOURCE_EXHAUSTED");
   EXPECT_FALSE(record.queue_ms.has_value());
+  EXPECT_EQ(record.attempts, 1u);  // only UNAVAILABLE is tried again
 }
 
 TEST(GrpcSenderTest, AnOkStreamWithoutAResultIsNoResult) {
@@ -217,10 +223,112 @@ TEST(GrpcSenderTest, NoServerIsUnavailable) {
         io, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
     port = acceptor.local_endpoint().port();
   }
-  EXPECT_EQ(sender_for("127.0.0.1:" + std::to_string(port))
-                ->send(sample_request(), SteadyClock::now())
-                .status,
-            "UNAVAILABLE");
+  const RequestRecord record =
+      sender_for("127.0.0.1:" + std::to_string(port))->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "UNAVAILABLE");
+  EXPECT_EQ(record.attempts, 5u);  // tried again up to the bound, then the code stands
+}
+
+// --- retries and several replicas ---------------------------------------------------------
+
+TEST(GrpcSenderRetryTest, UnavailableIsTriedAgainUntilAnAttemptIsAnswered) {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  ScriptedServer server([calls](auto*, const auto&, auto* writer) {
+    if (++*calls <= 2) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    writer->Write(result(1));
+    return grpc::Status::OK;
+  });
+  const RequestRecord record =
+      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "OK");
+  EXPECT_EQ(record.attempts, 3u);
+  EXPECT_EQ(calls->load(), 3);
+}
+
+TEST(GrpcSenderRetryTest, AttemptsAreBounded) {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  ScriptedServer server([calls](auto*, const auto&, auto*) {
+    ++*calls;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down for good");
+  });
+  const RequestRecord record =
+      sender_for(server.address(), 5000, "", 3)->send(sample_request(), SteadyClock::now());
+  EXPECT_EQ(record.status, "UNAVAILABLE");
+  EXPECT_EQ(record.attempts, 3u);
+  EXPECT_EQ(calls->load(), 3);
+}
+
+TEST(GrpcSenderRetryTest, PastDecodingOnlyARequestWithAnIdIsTriedAgain) {
+  for (const bool with_id : {false, true}) {
+    SCOPED_TRACE(with_id ? "with a request_id" : "without a request_id");
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    ScriptedServer server([calls](auto*, const auto&, auto* writer) {
+      writer->Write(progress(v1::STAGE_DECODING));
+      if (++*calls == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "died decoding");
+      writer->Write(result(1));
+      return grpc::Status::OK;
+    });
+    v1::GenerateMeshRequest request = sample_request();
+    if (with_id) request.set_request_id("lg-test-1");
+    const RequestRecord record = sender_for(server.address())->send(request, SteadyClock::now());
+    EXPECT_EQ(record.status, with_id ? "OK" : "UNAVAILABLE");
+    EXPECT_EQ(record.attempts, with_id ? 2u : 1u);
+    if (with_id) {
+      EXPECT_EQ(server.service().last_request().request_id(), "lg-test-1");  // the same id
+    }
+  }
+}
+
+TEST(GrpcSenderRetryTest, NoAttemptOutlivesTheRequestsDeadline) {
+  ScriptedServer server([](auto*, const auto&, auto*) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+  });
+  SenderOptions options;
+  options.server = server.address();
+  options.deadline_ms = 300;
+  options.retry.max_attempts = 10;
+  options.retry.initial_backoff = 200ms;
+  options.retry.max_backoff = 200ms;
+  const RequestRecord record =
+      make_grpc_sender_factory(options)->make_sender()->send(sample_request(), SteadyClock::now());
+  EXPECT_TRUE(record.status == "DEADLINE_EXCEEDED" || record.status == "UNAVAILABLE")
+      << record.status;
+  EXPECT_LT(record.e2e_ms, 1000.0);
+  EXPECT_LT(record.attempts, 10u);
+}
+
+TEST(GrpcSenderRetryTest, SeveralServersAreBalancedRoundRobinAndADeadOneIsAvoided) {
+  auto calls_a = std::make_shared<std::atomic<int>>(0);
+  auto calls_b = std::make_shared<std::atomic<int>>(0);
+  ScriptedServer a([calls_a](auto*, const auto&, auto* writer) {
+    ++*calls_a;
+    writer->Write(result(1));
+    return grpc::Status::OK;
+  });
+  auto b = std::make_unique<ScriptedServer>([calls_b](auto*, const auto&, auto* writer) {
+    ++*calls_b;
+    writer->Write(result(1));
+    return grpc::Status::OK;
+  });
+  SenderOptions options;
+  options.server = a.address() + "," + b->address();
+  options.retry.initial_backoff = 10ms;
+  options.retry.max_backoff = 40ms;
+  const auto factory = make_grpc_sender_factory(options);
+  const auto sender = factory->make_sender();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
+  }
+  EXPECT_EQ(calls_a->load() + calls_b->load(), 10);
+  EXPECT_GE(calls_a->load(), 3);  // round robin, not pick-first
+  EXPECT_GE(calls_b->load(), 3);
+  // One replica gone: every request is still answered, by the other.
+  const int a_before = calls_a->load();
+  b.reset();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
+  }
+  EXPECT_EQ(calls_a->load() - a_before, 10);
 }
 
 TEST(GrpcSenderTest, EverySenderOfAFactoryWorks) {

@@ -311,11 +311,12 @@ TEST(LoadReportRunTest, TableAndCsvShowTheNumbers) {
   EXPECT_NE(table.find("  prompts: 10 from built-in, mix fixed\n"), std::string::npos) << table;
 
   const std::string csv = records_csv(records);
-  EXPECT_EQ(csv.rfind("index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache\n", 0), 0u);
-  EXPECT_NE(csv.find("\n0,0.500000,OK,10.000,100.000,1.000,miss\n"), std::string::npos);
-  EXPECT_NE(csv.find("\n1,1.000000,OK,20.000,200.000,2.000,hit\n"), std::string::npos);
-  EXPECT_NE(csv.find("\n3,2.000000,OK,30.000,300.000,3.000,unknown\n"), std::string::npos);
-  EXPECT_NE(csv.find("\n2,1.500000,DEADLINE_EXCEEDED,,1000.000,,\n"), std::string::npos);
+  EXPECT_EQ(csv.rfind("index,send_offset_s,status,ttft_ms,e2e_ms,queue_ms,cache,attempts\n", 0),
+            0u);
+  EXPECT_NE(csv.find("\n0,0.500000,OK,10.000,100.000,1.000,miss,1\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n1,1.000000,OK,20.000,200.000,2.000,hit,1\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n3,2.000000,OK,30.000,300.000,3.000,unknown,1\n"), std::string::npos);
+  EXPECT_NE(csv.find("\n2,1.500000,DEADLINE_EXCEEDED,,1000.000,,,1\n"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
 }
 

@@ -96,7 +96,8 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertEqual(report["config"]["concurrency"], 2)
         self.assertEqual(report["config"]["warmup"], 1)
         self.assertEqual(report["config"]["server"], self.server.address)
-        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {}})
+        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {},
+                          "retried": 0, "extra_attempts": 0})
         self.assertEqual([int(r["index"]) for r in rows], list(range(6)))
         self.assert_latencies_consistent(report, rows, 6)
         self.assertGreater(report["wall_s"], 0)
@@ -109,7 +110,8 @@ class LoadgenTest(e2e.ServerTestCase):
         self.assertEqual(report["config"]["mode"], "open")
         self.assertEqual(report["config"]["rate_rps"], 2)
         self.assertEqual(report["config"]["arrival_seed"], 5)
-        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {}})
+        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {},
+                          "retried": 0, "extra_attempts": 0})
         self.assert_latencies_consistent(report, rows, 6)
         # Sent on the schedule, in order, whatever the server's answers took.
         offsets = [float(r["send_offset_s"]) for r in rows]
@@ -120,7 +122,8 @@ class LoadgenTest(e2e.ServerTestCase):
         report, rows = self.loadgen("--concurrency", "2", "--requests", "4", "--deadline-ms", "1",
                                     "--seed", "3000")
         self.assertEqual(report["requests"],
-                         {"sent": 4, "ok": 0, "failed": 4, "errors": {"DEADLINE_EXCEEDED": 4}})
+                         {"sent": 4, "ok": 0, "failed": 4, "errors": {"DEADLINE_EXCEEDED": 4},
+                          "retried": 0, "extra_attempts": 0})
         self.assertEqual([r["status"] for r in rows], ["DEADLINE_EXCEEDED"] * 4)
         self.assertEqual(report["latency_ms"]["e2e"]["count"], 0)
         self.assertIsNone(report["latency_ms"]["e2e"]["p50"])

@@ -53,10 +53,16 @@ class LayeringTest(unittest.TestCase):
                 '#include "cube3d/model/clip_text_normalizer.h"\n')
             (root / "src" / "pipeline" / "bad.cpp").write_text(
                 '#include "cube3d/model/clip_text_normalizer.h"\n')
+            # The tools' headers are the tools layer's too: no server header.
+            (root / "include" / "cube3d" / "tools").mkdir(parents=True)
+            (root / "include" / "cube3d" / "tools" / "bad.h").write_text(
+                '#include "cube3d/server/core/result_key.h"\n')
             proc = check("--root", root)
             self.assertEqual(proc.returncode, 1, proc.stdout)
             lines = proc.stdout.splitlines()
             expected = [
+                "include/cube3d/tools/bad.h:1: tools may not include "
+                "cube3d/server/core/result_key.h (layer server)",
                 "src/mesh/bad.cpp:1: mesh is torch-free but includes <ATen/ATen.h>",
                 "src/mesh/bad.cpp:2: mesh may not include cube3d/engine/engine.h (layer engine)",
                 "src/mesh/bad.cpp:3: mesh is torch-free but includes cube3d/core/safetensors.h",
@@ -185,6 +191,18 @@ class LayeringTest(unittest.TestCase):
             (bin_dir / "cube3d-client").unlink()
             proc = check("--root", root, "--build-dir", bin_dir.parent)
             self.assertEqual(proc.returncode, 0, proc.stdout)
+            # A CPU-only build (the CPU image's) whose server still links the CUDA backend.
+            if "libtorch_cuda.so" in subprocess.run(["readelf", "-d", str(generate)],
+                                                    capture_output=True, text=True).stdout:
+                shutil.copy(generate, bin_dir / "cube3d-server")
+                (bin_dir.parent / "CMakeCache.txt").write_text("CUBE3D_TORCH_CUDA:BOOL=OFF\n")
+                proc = check("--root", root, "--build-dir", bin_dir.parent)
+                self.assertEqual(proc.returncode, 1, proc.stdout)
+                self.assertIn("cube3d-server: a CPU-only build (CUBE3D_TORCH_CUDA=OFF) but links "
+                              "libtorch_cuda.so", proc.stdout)
+                (bin_dir.parent / "CMakeCache.txt").write_text("CUBE3D_TORCH_CUDA:BOOL=ON\n")
+                proc = check("--root", root, "--build-dir", bin_dir.parent)
+                self.assertEqual(proc.returncode, 0, proc.stdout)
 
 
 if __name__ == "__main__":

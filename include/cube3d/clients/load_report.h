@@ -45,6 +45,7 @@ struct RequestRecord {
   double e2e_ms = 0;               // send -> the final status
   std::optional<double> queue_ms;  // the server's Timings.queue_ms (OK requests only)
   CacheStatus cache = CacheStatus::kUnknown;  // what the answer said (OK requests only)
+  uint32_t attempts = 1;                      // > 1: tried again after UNAVAILABLE (call_retry.h)
 };
 
 // mean, p50, p90, p99 and max of one latency; all nullopt when count is 0.
@@ -101,7 +102,9 @@ struct LoadReport {
   double offered_rps = 0;
   double throughput_ok_rps = 0;  // ok / wall_s
   LatencySummary queue_ms, ttft_ms, e2e_ms;
-  CacheCounts cache;  // over the OK requests (a failed one has no answer to say): total() == ok
+  CacheCounts cache;     // over the OK requests (a failed one has no answer to say): total() == ok
+  uint64_t retried = 0;  // requests that took more than one attempt
+  uint64_t extra_attempts = 0;  // the attempts after the first, over every request
 };
 
 LoadReport summarize_run(const LoadConfig& config, const std::vector<RequestRecord>& records,

@@ -25,6 +25,8 @@ struct RequestPlan {
   uint64_t base_seed = 0;
   std::optional<ZipfDistribution> zipf;  // set: the Zipf mix, else the fixed one
   uint64_t mix_seed = 0;                 // the Zipf draw's seed
+  // Set: request i carries request_id prefix + i (the template's otherwise).
+  std::string request_id_prefix;
 
   // The prompt's index in `prompts` of request i.
   size_t prompt_index(uint64_t i) const;

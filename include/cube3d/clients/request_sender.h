@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "cube3d/clients/call_retry.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/v1/mesh_service.pb.h"
@@ -28,7 +29,10 @@ const char* protocol_name(Protocol protocol);
 
 struct SenderOptions {
   // host:port of the server's listener for the protocol (gRPC: listen, HTTP: http_listen).
+  // gRPC also takes several, comma-separated, balanced round robin (grpc_target.h).
   std::string server;
+  // gRPC: UNAVAILABLE tried again, on another replica when there is one (call_retry.h).
+  RetryPolicy retry;
   int64_t deadline_ms = 600000;  // per request, from its send
   std::string api_key;           // sent as "Bearer <key>"; empty: no credentials
 };

@@ -88,6 +88,7 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
         via_(call.transport),
         // The client's id is logged only once validated (then it is plain [A-Za-z0-9._:-]);
         // before that, a short escaped excerpt: a raw id could forge log lines or flood the log.
+        client_request_id_(!request.request_id().empty()),
         unvalidated_id_(request.request_id().empty()
                             ? std::string("-")
                             : "- (request_id '" + printable(request.request_id(), 64) + "')") {}
@@ -132,6 +133,7 @@ class CoreCall final : public ActiveCall, public std::enable_shared_from_this<Co
   std::string key_name_;
   bool counted_for_key_ = false;  // authenticated (or no keys): its answer counts in key usage
   std::string request_id_;        // once validated
+  const bool client_request_id_;  // the client chose it (else the server made one)
   const std::string unvalidated_id_;
   JobRequest request_;  // once validated
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
@@ -291,9 +293,6 @@ std::optional<grpc::Status> CoreCall::over_work_limits(bool use_cache) {
 }
 
 void CoreCall::compute(bool use_cache) {
-  if (const std::optional<grpc::Status> refused = over_work_limits(use_cache)) {
-    return finish(*refused);
-  }
   const std::shared_ptr<CoreCall> self = shared_from_this();
   SharedWork::Member member;
   member.progress = [self](const JobProgress& p) { self->on_progress(p); };
@@ -301,13 +300,39 @@ void CoreCall::compute(bool use_cache) {
     if (error) return self->finish(to_grpc_status(*error));
     self->finish(grpc::Status::OK, result);
   };
-  MeshServiceCore::Joined joined =
-      core_.join_or_create(use_cache ? key_ : std::nullopt, request_, deadline_, std::move(member));
+  // A retry of a request still running under the client's id joins it (whether or not the
+  // cache is on); the id reused for another request while the first runs is refused.
+  std::optional<ResultKey> id_key;
+  MeshServiceCore::Joined joined;
+  if (client_request_id_) {
+    id_key = key_ ? *key_ : result_key(request_, core_.model_, key_name_);
+    if (const auto running = core_.running_.find(key_name_, request_id_, *id_key)) {
+      if (!running->same_request) {
+        return finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                   "request_id '" + request_id_ +
+                                       "' is already running for this API key with other "
+                                       "parameters; send another request_id for another "
+                                       "request"));
+      }
+      if (const auto id = running->work->join(member, deadline_)) {
+        joined = {running->work, *id, true};
+      }
+    }
+  }
+  if (!joined.work) {
+    if (const std::optional<grpc::Status> refused = over_work_limits(use_cache)) {
+      return finish(*refused);
+    }
+    joined = core_.join_or_create(use_cache ? key_ : std::nullopt, request_, deadline_, member);
+    if (id_key && !joined.coalesced) {
+      core_.running_.add(key_name_, request_id_, *id_key, joined.work);
+    }
+  }
   {
     const std::lock_guard lock(mutex_);
-    cache_status_ = !use_cache         ? v1::CACHE_STATUS_BYPASS
-                    : joined.coalesced ? v1::CACHE_STATUS_COALESCED
-                                       : v1::CACHE_STATUS_MISS;
+    cache_status_ = joined.coalesced ? v1::CACHE_STATUS_COALESCED
+                    : !use_cache     ? v1::CACHE_STATUS_BYPASS
+                                     : v1::CACHE_STATUS_MISS;
     if (!done_) {
       work_ = joined.work;
       member_ = joined.member;

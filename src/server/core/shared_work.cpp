@@ -34,6 +34,11 @@ std::optional<SharedWork::MemberId> SharedWork::join(Member member,
   return id;
 }
 
+bool SharedWork::ended() const {
+  const std::lock_guard lock(mutex_);
+  return ended_ || job_->cancelled() || job_->finished();
+}
+
 void SharedWork::leave(MemberId id) {
   bool last = false;
   {

@@ -667,5 +667,76 @@ TEST(ResultKey, EveryEffectiveFieldAndTheModelAndScopeMakeADifferentKey) {
   EXPECT_NE(result_key(forged, model, ""), key);
 }
 
+// --- a client's request_id: retries join the running work, a reused id is refused ----------
+
+class DuplicateRequestIdTest : public MeshServiceCacheTest {
+ protected:
+  static v1::GenerateMeshRequest with_id(const std::string& id, const std::string& prompt,
+                                         bool bypass_cache) {
+    v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+    r.set_request_id(id);
+    r.set_prompt(prompt);
+    r.set_bypass_cache(bypass_cache);
+    return r;
+  }
+};
+
+TEST_F(DuplicateRequestIdTest, ARetryWithTheSameIdJoinsTheRunningWorkWithOrWithoutTheCache) {
+  executor_.hold = true;
+  size_t held = 0;
+  for (const bool bypass : {true, false}) {
+    const auto r = with_id(bypass ? "retry-bypass" : "retry-cached", "a chair", bypass);
+    const auto first = start(r);
+    ASSERT_TRUE(eventually([&] { return executor_.held_count() == held + 1; }));
+    const auto retry = start(r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(executor_.held_count(), held + 1) << "the retry started a second computation";
+    EXPECT_FALSE(retry->done());
+    release(held++);
+    ASSERT_TRUE(eventually([&] { return first->done() && retry->done(); }));
+    ASSERT_TRUE(retry->outcome->status.ok()) << retry->outcome->status.error_message();
+    EXPECT_EQ(retry->outcome->response.encoded(), "mesh of a chair");
+    EXPECT_EQ(retry->outcome->response.cache_status(), v1::CACHE_STATUS_COALESCED);
+    EXPECT_EQ(first->outcome->response.cache_status(),
+              bypass ? v1::CACHE_STATUS_BYPASS : v1::CACHE_STATUS_MISS);
+  }
+}
+
+TEST_F(DuplicateRequestIdTest, AnIdReusedForAnotherRequestWhileTheFirstRunsIsAlreadyExists) {
+  executor_.hold = true;
+  const auto first = start(with_id("job-7", "a chair", true));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  const auto other = start(with_id("job-7", "a table", true));
+  ASSERT_TRUE(other->done());  // answered at once: nothing queued for it
+  EXPECT_EQ(other->outcome->status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(other->outcome->status.error_message().find("request_id 'job-7'"), std::string::npos)
+      << other->outcome->status.error_message();
+  EXPECT_EQ(executor_.held_count(), 1u);
+  release(0);
+  ASSERT_TRUE(eventually([&] { return first->done(); }));
+  EXPECT_TRUE(first->outcome->status.ok());
+  // Once the first has ended the id is free again, for any request.
+  const auto later = start(with_id("job-7", "a table", true));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  release(1);
+  ASSERT_TRUE(eventually([&] { return later->done(); }));
+  EXPECT_TRUE(later->outcome->status.ok()) << later->outcome->status.error_message();
+  EXPECT_EQ(later->outcome->response.encoded(), "mesh of a table");
+}
+
+TEST_F(DuplicateRequestIdTest, ACancelledWorkIsNotJoinedByALaterCallWithItsId) {
+  executor_.hold = true;
+  const auto first = start(with_id("gone-1", "a chair", true));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  first->active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "client gone"));
+  EXPECT_TRUE(executor_.held_job(0)->cancelled());
+  // The caller came back with another request under the id: not refused, computed anew.
+  const auto again = start(with_id("gone-1", "a table", true));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  release(1);
+  ASSERT_TRUE(eventually([&] { return again->done(); }));
+  EXPECT_TRUE(again->outcome->status.ok()) << again->outcome->status.error_message();
+}
+
 }  // namespace
 }  // namespace cube3d

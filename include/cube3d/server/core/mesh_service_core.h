@@ -34,6 +34,7 @@
 #include "cube3d/server/core/model_identity.h"
 #include "cube3d/server/core/request_policy.h"
 #include "cube3d/server/core/result_key.h"
+#include "cube3d/server/core/running_requests.h"
 #include "cube3d/server/core/shared_work.h"
 #include "cube3d/server/core/timer_queue.h"
 #include "cube3d/server/observability/metrics.h"
@@ -193,6 +194,8 @@ class MeshServiceCore {
   // cancelled) leaves an expired entry, swept every kInFlightSweep new works.
   std::map<ResultKey, std::weak_ptr<SharedWork>> in_flight_;
   int64_t works_since_sweep_ = 0;
+  // The works running under their client's request_id, per key (retries join them).
+  RunningRequests running_;
   Metrics& metrics_;
   TimerQueue timers_;  // last: its thread stops first, before what its actions touch goes
 };

@@ -42,6 +42,8 @@ class SharedWork : public std::enable_shared_from_this<SharedWork> {
   void fail(const Error& error) { job_->fail(error); }
 
   int64_t members() const;
+  // Whether its outcome has come, or its job was cancelled: nobody can join it any more.
+  bool ended() const;
 
  private:
   SharedWork() = default;
