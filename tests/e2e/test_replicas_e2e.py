@@ -16,6 +16,7 @@ Run: cd build && ctest -R e2e.replicas --output-on-failure
 import csv
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -32,7 +33,7 @@ LOADGEN_BIN = os.path.join(e2e.BIN_DIR, "cube3d-loadgen")
 RATE = 6            # requests per second, on average
 DURATION_S = 16     # of sending
 DEADLINE_MS = 30000  # per request: long enough that a retry always fits
-RES = 4             # resolution_base: a request takes a few hundred ms on 2 cores
+RES = 5             # resolution_base: a request takes a few hundred ms on 2 cores
 RESTART_AFTER_S = 1.0  # from the kill to the restart
 
 
@@ -129,11 +130,16 @@ class ReplicasTest(unittest.TestCase):
             # Once A is busy (a request past its queue), after a few seconds of load.
             time.sleep(4)
             deadline = time.monotonic() + 8
-            while time.monotonic() < deadline and self.a.running() < 1:
-                time.sleep(0.01)
-            events["a_running_at_kill"] = self.a.running()
-            events["a_ok_before_kill"] = self.a.requests_ok()
-            self.a.proc.kill()  # SIGKILL: no drain, connections reset
+            busy = False
+            while time.monotonic() < deadline and not busy:
+                busy = self.a.running() >= 1
+                if not busy:
+                    time.sleep(0.01)
+            # Frozen at once (SIGSTOP), so that the request just seen running cannot finish
+            # between the look and the kill; then SIGKILL: no drain, connections reset.
+            self.a.proc.send_signal(signal.SIGSTOP)
+            events["a_running_at_kill"] = int(busy)
+            self.a.proc.kill()
             self.a.proc.wait(timeout=30)
             events["killed_at"] = time.monotonic()
             time.sleep(RESTART_AFTER_S)
