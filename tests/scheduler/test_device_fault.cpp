@@ -164,7 +164,11 @@ TEST(DeviceFaultScheduler, FaultInAStepFailsItsSlotsInternalAndTheQueueUnavailab
   executor.set_tokens("b", kEndless);
   executor.hold();
   executor.throw_on_step(0, [] { throw DeviceFault("decoding", kIllegalAddress); });
-  Scheduler scheduler(continuous_config({1, 2}), executor, {}, faults.observer());
+  // Company: the idle worker waits for b rather than admitting a alone and starting the held
+  // step (b could then never be admitted before it; TSan's timing found that order).
+  SchedulerConfig config = continuous_config({1, 2});
+  config.max_queue_delay_ms = 5000;
+  Scheduler scheduler(config, executor, {}, faults.observer());
 
   scheduler.submit(outcomes.make_job("a"));
   scheduler.submit(outcomes.make_job("b"));
