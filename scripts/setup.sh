@@ -4,9 +4,10 @@
 #   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
 #           meshoptimizer, tinygltf, nlohmann-json, RE2, libpng, ccache, Boost (Beast, Asio),
 #           CLI11,
-#           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap (the image's
-#           root file system for scripts/image_smoke.sh), libjs-three (three.js for the browser
-#           playground), chromium (its browser test, e2e.browser).
+#           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap and buildah
+#           (the CPU image's bases and its build without Docker: scripts/image_build.sh),
+#           libjs-three (three.js for the browser playground), chromium (its browser test,
+#           e2e.browser).
 #   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
 #           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline;
 #           websocket-client and pillow: e2e.browser's DevTools client and its screenshots;
@@ -27,7 +28,7 @@ debian_packages=(
   libboost-dev libcli11-dev
   libjs-three chromium
   clang-14 libclang-rt-14-dev
-  mmdebstrap python3-venv
+  mmdebstrap buildah python3-venv
 )
 # kubectl renders deploy/k8s for the deploy.k8s test. This project's machines come with kubectl
 # 1.32 (kustomize v5); where there is none, Debian's kubernetes-client is the fallback, but its
