@@ -3,6 +3,9 @@
 # Extra arguments go to the CMake configure step, e.g. scripts/build.sh -DCUBE3D_BUILD_TESTS=OFF
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The cores to build with. Not plain nproc: it answers OMP_NUM_THREADS when that is set (test.sh
+# sets it to 1 for the tests), which made every build here run one compiler at a time.
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
 . scripts/python_env.sh
 BUILD_DIR=${BUILD_DIR:-build}
@@ -13,4 +16,4 @@ export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
 
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DTORCH_ROOT="$TORCH_ROOT" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" "$@"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+cmake --build "$BUILD_DIR" -j "$CORES"

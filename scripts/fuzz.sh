@@ -14,6 +14,9 @@
 # (targets fuzzed at once, default 1), FUZZ_BUILD_ONLY=1 (build, do not fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The cores to build with. Not plain nproc: it answers OMP_NUM_THREADS when that is set (test.sh
+# sets it to 1 for the tests), which made every build here run one compiler at a time.
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 root=$(pwd)
 
 all_targets=(safetensors model_config server_config clip_tokenizer request mesh_writers
@@ -59,7 +62,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     exit 1
   }
 fi
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1 || {
+cmake --build "$build" -j "$CORES" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1 || {
   tail -n 60 "$build/build.log" >&2
   echo "fuzz: build failed (whole log: $build/build.log)" >&2
   exit 1

@@ -45,7 +45,8 @@
 # .gpu-pack/src/tests, which tests/golden_model.h reads before the paths compiled in at build
 # time (this checkout's, e.g. /work/main); where such a compiled-in path does not exist on the
 # device, it is also linked to .gpu-pack/src for code that still uses the macros directly.
-# GPU_CHECK_SMOKE=1 runs the device part on the CPU with the demo model (ctest tools.gpu_pack).
+# GPU_CHECK_SMOKE=1 runs the device part on the CPU with the demo model (ctest tools.gpu_pack);
+# GPU_CHECK_PYTHON names the Python with torch to try first (the test passes its own).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -483,7 +484,9 @@ if ok:
     print("device=%s, sm_%d%d, %d SMs, %.0f GiB" % (p.name, p.major, p.minor, p.multi_processor_count, p.total_memory / 2**30))
 print("torch_dir=" + os.path.dirname(torch.__file__))'
 TORCH_INFO=""
-for cand in python3 /opt/torch/.venv/bin/python3; do
+# GPU_CHECK_PYTHON first where set (the smoke test's own interpreter: on a machine whose torch is
+# in the project's .venv, python3 has none).
+for cand in ${GPU_CHECK_PYTHON:+"$GPU_CHECK_PYTHON"} python3 /opt/torch/.venv/bin/python3; do
   if TORCH_INFO=$(timeout 60 "$cand" -c "$probe" 2>> "$ENVTXT"); then
     PY=$cand
     break
@@ -503,7 +506,8 @@ if [ -n "$(ti torch)" ] && [ "$(ti torch)" != "$(mf torch_build)" ]; then
     "libtorch's C++ ABI may differ"
 fi
 if [ -z "$TORCH_DIR" ] || [ ! -d "$TORCH_DIR/lib" ]; then
-  log "STOP: no python3 with torch found (tried python3, /opt/torch/.venv/bin/python3)"
+  log "STOP: no python3 with torch found (tried ${GPU_CHECK_PYTHON:+$GPU_CHECK_PYTHON, }python3," \
+    "/opt/torch/.venv/bin/python3)"
   record preflight STOP "$SECONDS" "no torch"
   finish 2
 fi

@@ -9,8 +9,8 @@
 #      (docker.io/library/debian:TAG), so that `FROM debian:...` resolves to it; any other base
 #      (NVIDIA's, for docker/Dockerfile.cuda) fails here, saying so;
 #   2. `buildah bud --isolation chroot --pull-never --format docker`: every stage and instruction
-#      as Docker would run it, the builder's compile included (pip's and ccache's caches on build
-#      volumes under IMAGE_CACHE, so a rebuild on the same machine takes minutes);
+#      as Docker would run it, the builder's compile included (ccache's cache on a build volume
+#      under IMAGE_CACHE: it keeps the compiles that do not use the precompiled ATen headers);
 #   3. the image's config: USER 10001:10001, a shell-form HEALTHCHECK, the ENTRYPOINT; its size,
 #      at most IMAGE_MAX_MIB (1536), and no CUDA backend in it (no libtorch_cuda, cuBLAS, cuDNN,
 #      NCCL, nvshmem or any other nvidia-* package or library beyond libcudart/libcupti);
@@ -31,7 +31,7 @@
 #   IMAGE_TAG         the image's name (localhost/cube3d-server:cpu)
 #   IMAGE_WORK        buildah's storage, the logs (build-image/; removed at the end unless
 #                     IMAGE_KEEP=1 keeps it, with the image in it)
-#   IMAGE_CACHE       pip's and ccache's caches, kept between runs (.cache/image-build/)
+#   IMAGE_CACHE       ccache's cache, kept between runs (.cache/image-build/)
 #   IMAGE_MIRROR      mmdebstrap's mirror arguments (default: deb.debian.org's bookworm,
 #                     -updates and -security)
 #   IMAGE_MAX_MIB     the largest image that passes (1536)
@@ -48,16 +48,9 @@ MAX_MIB=${IMAGE_MAX_MIB:-1536}
 DEADLINE_S=${IMAGE_DEADLINE_S:-1800}
 KEEP=${IMAGE_KEEP:-0}
 T0=$SECONDS
-
-log() { printf 'image_build: [%4d s] %s\n' $((SECONDS - T0)) "$*"; }
-fail() {
-  log "FAIL: $*" >&2
-  exit 1
-}
-left() { echo $((DEADLINE_S - (SECONDS - T0))); }
-need() {  # need SECONDS WHAT: at least SECONDS must be left for WHAT
-  (($(left) >= $1)) || fail "the ${DEADLINE_S} s deadline leaves $(left) s, too little for $2"
-}
+IMAGE_LOG_NAME=image_build
+# shellcheck source=scripts/image_common.sh
+. "$ROOT/scripts/image_common.sh"
 
 # ---- preconditions --------------------------------------------------------------------------
 if [ "$(id -u)" -ne 0 ]; then
@@ -76,9 +69,8 @@ done
 BUILDAH=(buildah --root "$WORK/storage" --runroot "$WORK/runroot" --storage-driver overlay)
 SERVER_PID=""
 RUN_PID=""
-mounted_under_work() { awk -v r="$WORK/" 'index($2, r) == 1 { print $2 }' /proc/mounts; }
 cleanup() {
-  local rc=$? m
+  local rc=$?
   trap - EXIT INT TERM
   [ -z "$SERVER_PID" ] || kill -KILL "$SERVER_PID" 2> /dev/null
   if [ -n "$RUN_PID" ]; then
@@ -94,27 +86,18 @@ cleanup() {
     "${BUILDAH[@]}" rm --all > /dev/null 2>&1
     "${BUILDAH[@]}" rmi --all --force > /dev/null 2>&1
   fi
-  # Anything still mounted there (an interrupted run's) goes before any rm -rf.
-  for m in $(mounted_under_work | sort -r); do umount -l "$m" 2> /dev/null; done
-  if [ -n "$(mounted_under_work)" ]; then
-    log "cleanup: still mounted, $WORK left in place: $(mounted_under_work)" >&2
-  else
-    rm -rf "$WORK"
-  fi
+  remove_work "$WORK" "$WORK"  # unmounts first: rm -rf would reach through a mount
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 if [ -d "$WORK/storage" ]; then  # an interrupted run's
   "${BUILDAH[@]}" rm --all > /dev/null 2>&1
   "${BUILDAH[@]}" rmi --all --force > /dev/null 2>&1
 fi
-for m in $(mounted_under_work | sort -r); do umount -l "$m"; done
-[ -z "$(mounted_under_work)" ] || fail "cannot unmount what is left under $WORK"
+unmount_under "$WORK" || fail "cannot unmount what is left under $WORK"
 rm -rf "$WORK"
-mkdir -p "$WORK" "$CACHE/pip" "$CACHE/ccache"
+mkdir -p "$WORK" "$CACHE/ccache"
 free_kb=$(df -Pk "$WORK" | awk 'NR == 2 { print $4 }')
 ((free_kb > 12 * 1024 * 1024)) || fail "$WORK has $((free_kb / 1024)) MiB free; needs about 12 GiB"
 
@@ -192,7 +175,7 @@ T_BASES=$((SECONDS - T0))
 
 # ---- 2. the build -----------------------------------------------------------------------------
 need 300 "buildah bud"
-volumes=(-v "$CACHE/pip:/root/.cache/pip" -v "$CACHE/ccache:/root/.cache/ccache")
+volumes=(-v "$CACHE/ccache:/root/.cache/ccache")
 build_args=()
 # A machine whose HTTPS goes through a proxy with a CA of its own trusts it in its bundle; the
 # build's pip must too (Debian's bundle in the image does not have it).
@@ -271,11 +254,7 @@ log "size: $SIZE_MIB MiB (of which /opt/cube3d $SIZE_TREE MiB); no CUDA backend 
 ((SIZE_MIB <= MAX_MIB)) || fail "the image is $SIZE_MIB MiB, over IMAGE_MAX_MIB=$MAX_MIB"
 
 # ---- 4. the server, as the image runs it ------------------------------------------------------
-read -r GRPC_PORT HTTP_PORT METRICS_PORT < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+read -r GRPC_PORT HTTP_PORT METRICS_PORT < <(free_loopback_ports)
 ENVS=(--env "CUBE3D_LISTEN=127.0.0.1:$GRPC_PORT" --env "CUBE3D_HTTP_LISTEN=127.0.0.1:$HTTP_PORT"
   --env "CUBE3D_METRICS_LISTEN=127.0.0.1:$METRICS_PORT")
 in_image() { "${BUILDAH[@]}" run --isolation chroot "${ENVS[@]}" "$CTR" -- "$@"; }
@@ -310,20 +289,8 @@ uid=$(awk '/^Uid:/ { print $2 }' "/proc/$SERVER_PID/status")
 [ "$uid" = 10001 ] || server_died "the server runs as uid $uid, not 10001"
 log "$entry is pid $SERVER_PID, uid $uid"
 
-health_first=""
-while :; do
-  kill -0 "$SERVER_PID" 2> /dev/null || server_died "the server exited before it was serving"
-  (($(left) > 60)) || server_died "not SERVING with 60 s of the deadline left"
-  if health=$(timeout 20 "${BUILDAH[@]}" run --isolation chroot "${ENVS[@]}" "$CTR" -- \
-    /bin/sh -c "$HEALTHCHECK" 2>&1); then
-    break
-  fi
-  [ -n "$health_first" ] || health_first=$health
-  sleep 1
-done
-T_READY=$((SECONDS - T_START))
-log "HEALTHCHECK passed after $T_READY s: $health"
-[ -z "$health_first" ] || log "(before that it said: $health_first)"
+await_health "$SERVER_PID" "${BUILDAH[@]}" run --isolation chroot "${ENVS[@]}" "$CTR" -- \
+  /bin/sh -c "$HEALTHCHECK"
 for probe in "$HTTP_PORT/healthz" "$HTTP_PORT/readyz" "$METRICS_PORT/metrics"; do
   code=$(python3 -c '
 import sys, urllib.request, urllib.error
@@ -348,24 +315,14 @@ if ! out=$(timeout $(($(left) - 20)) "${BUILDAH[@]}" run --isolation chroot "$CT
 fi
 T_MESH=$((SECONDS - t))
 magic=$("${BUILDAH[@]}" run --isolation chroot "$CTR" -- head -c 4 /tmp/image-build.glb 2> /dev/null)
-[ "$magic" = glTF ] || server_died "the client wrote no GLB (first bytes '$magic'): $out"
-[[ $out =~ ([0-9]+)\ vertices,\ ([0-9]+)\ faces ]] && ((BASH_REMATCH[1] > 0)) ||
-  server_died "the mesh is empty: $out"
+problem=$(mesh_problem "$magic" "$out")
+[ -z "$problem" ] || server_died "$problem"
 log "cube3d-client inside: ${out%%$'\n'*}"
 
-grace=$(timeout 30 "${BUILDAH[@]}" run --isolation chroot "$CTR" -- "${ARGV[@]}" --print-config \
-  2> /dev/null | sed -n 's/^drain_grace_seconds: *//p')
-grace=${grace:-30}
-kill -TERM "$SERVER_PID"
-t=$SECONDS
-while kill -0 "$SERVER_PID" 2> /dev/null && ((SECONDS - t <= grace + 5)); do sleep 0.2; done
-kill -0 "$SERVER_PID" 2> /dev/null && server_died "still running $((grace + 5)) s after SIGTERM"
-SERVER_PID=""
-wait "$RUN_PID"
-status=$?
-RUN_PID=""
-((status == 0)) || server_died "exited with status $status after SIGTERM (buildah run's; expected 0)"
-T_STOP=$((SECONDS - t))
+grace=$(drain_grace "${BUILDAH[@]}" run --isolation chroot "$CTR" -- "${ARGV[@]}")
+stop_server "$SERVER_PID" "$RUN_PID" "$grace"  # buildah run's status is the server's
+[ -z "$STOP_PROBLEM" ] || server_died "$STOP_PROBLEM"
+SERVER_PID="" RUN_PID="" T_STOP=$STOP_S
 log "SIGTERM: exit 0 after $T_STOP s (drain grace $grace s)"
 log "PASS in $((SECONDS - T0)) s: bases $T_BASES s, build $T_BUILD s, serving after $T_READY s," \
   "mesh $T_MESH s, stop $T_STOP s; image $SIZE_MIB MiB"

@@ -38,16 +38,9 @@ BASE_IMAGE=debian:bookworm-slim
 DEADLINE_S=${SMOKE_DEADLINE_S:-330}
 KEEP=${SMOKE_KEEP:-0}
 T0=$SECONDS
-
-log() { printf 'image_smoke: [%3d s] %s\n' $((SECONDS - T0)) "$*"; }
-fail() {
-  log "FAIL: $*" >&2
-  exit 1
-}
-left() { echo $((DEADLINE_S - (SECONDS - T0))); }
-need() {  # need SECONDS WHAT: at least SECONDS must be left for WHAT
-  (($(left) >= $1)) || fail "the ${DEADLINE_S} s deadline leaves $(left) s, too little for $2"
-}
+IMAGE_LOG_NAME=image_smoke
+# shellcheck source=scripts/image_common.sh
+. "$ROOT/scripts/image_common.sh"
 
 BUILD_DIR=${1:-$ROOT/build}
 [ -d "$BUILD_DIR" ] || fail "$BUILD_DIR: no such build folder"
@@ -72,7 +65,6 @@ done
 # ---- cleanup: always, whatever happened ---------------------------------------------------
 SERVER_PID=""
 MOUNTS=()
-mounted_under_rootfs() { awk -v r="$ROOTFS/" 'index($2, r) == 1 { print $2 }' /proc/mounts; }
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -80,27 +72,21 @@ cleanup() {
     kill -KILL "$SERVER_PID" 2> /dev/null
     wait "$SERVER_PID" 2> /dev/null
   fi
-  local i m
+  local i
   for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
     umount "${MOUNTS[i]}" 2> /dev/null || umount -l "${MOUNTS[i]}" 2> /dev/null
   done
-  # Anything still mounted there (e.g. left by an interrupted run) goes before any rm -rf.
-  for m in $(mounted_under_rootfs | sort -r); do umount -l "$m" 2> /dev/null; done
-  if [ -n "$(mounted_under_rootfs)" ]; then
-    log "cleanup: still mounted, $WORK left in place:" $(mounted_under_rootfs) >&2
-  elif [ "$KEEP" = 1 ]; then
+  if [ "$KEEP" = 1 ]; then
+    unmount_under "$ROOTFS" || log "cleanup: still mounted: $(mounts_under "$ROOTFS")" >&2
     log "kept $WORK (SMOKE_KEEP=1)"
   else
-    rm -rf "$WORK"
+    remove_work "$ROOTFS" "$WORK"  # unmounts first: rm -rf would reach through a mount
   fi
   exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
-for m in $(mounted_under_rootfs | sort -r); do umount -l "$m"; done  # an interrupted run's
-[ -z "$(mounted_under_rootfs)" ] || fail "cannot unmount what is left under $ROOTFS"
+unmount_under "$ROOTFS" || fail "cannot unmount what is left under $ROOTFS"  # an interrupted run's
 rm -rf "$WORK"
 mkdir -p "$WORK"
 free_kb=$(df -Pk "$WORK" | awk 'NR == 2 { print $4 }')
@@ -326,11 +312,7 @@ log "ldd inside the root file system: every binary and library of /opt/cube3d re
   "(libcuda.so.1, the driver's, aside)"
 
 # ---- 4. the server, as the image runs it ---------------------------------------------------
-read -r GRPC_PORT HTTP_PORT METRICS_PORT < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+read -r GRPC_PORT HTTP_PORT METRICS_PORT < <(free_loopback_ports)
 ENVV+=("CUBE3D_LISTEN=127.0.0.1:$GRPC_PORT" "CUBE3D_HTTP_LISTEN=127.0.0.1:$HTTP_PORT"
   "CUBE3D_METRICS_LISTEN=127.0.0.1:$METRICS_PORT")
 need 60 "the server"
@@ -347,19 +329,7 @@ server_died() {
 }
 
 # The HEALTHCHECK command, inside, as the container's user: exit 0 only once SERVING.
-health_first=""
-while :; do
-  kill -0 "$SERVER_PID" 2> /dev/null || server_died "the server exited before it was serving"
-  ((SECONDS - T_START < $(left) - 30)) || server_died "not SERVING with 30 s of the deadline left"
-  if health=$(timeout 10 "${IN_ROOT[@]}" /bin/sh -c "$HEALTHCHECK" 2>&1); then
-    break
-  fi
-  [ -n "$health_first" ] || health_first=$health
-  sleep 1
-done
-T_READY=$((SECONDS - T_START))
-log "HEALTHCHECK passed after $T_READY s: $health"
-[ -z "$health_first" ] || log "(before that it said: $health_first)"
+await_health "$SERVER_PID" "${IN_ROOT[@]}" /bin/sh -c "$HEALTHCHECK"
 
 http_status() {  # http_status PORT PATH: the HTTP status code of GET PATH on 127.0.0.1
   local line=""
@@ -388,23 +358,14 @@ if ! out=$(timeout $(($(left) - 15)) "${IN_ROOT[@]}" cube3d-client \
 fi
 T_MESH=$((SECONDS - t))
 magic=$(head -c 4 "$ROOTFS/tmp/image-smoke.glb" 2> /dev/null)
-[ "$magic" = glTF ] || server_died "the client wrote no GLB (first bytes '$magic'): $out"
-[[ $out =~ ([0-9]+)\ vertices,\ ([0-9]+)\ faces ]] && ((BASH_REMATCH[1] > 0)) ||
-  server_died "the mesh is empty: $out"
+problem=$(mesh_problem "$magic" "$out")
+[ -z "$problem" ] || server_died "$problem"
 log "cube3d-client: ${out%%$'\n'*}"
 
-grace=$(timeout 30 "${IN_ROOT[@]}" "${ENTRYPOINT[@]}" "${CMD[@]}" --print-config 2> /dev/null |
-  sed -n 's/^drain_grace_seconds: *//p')
-grace=${grace:-30}
-kill -TERM "$SERVER_PID"
-t=$SECONDS
-while kill -0 "$SERVER_PID" 2> /dev/null && ((SECONDS - t <= grace + 5)); do sleep 0.2; done
-kill -0 "$SERVER_PID" 2> /dev/null && server_died "still running $((grace + 5)) s after SIGTERM"
-wait "$SERVER_PID"
-status=$?
-SERVER_PID=""
-((status == 0)) || server_died "exited with status $status after SIGTERM (expected 0)"
-T_STOP=$((SECONDS - t))
+grace=$(drain_grace "${IN_ROOT[@]}" "${ENTRYPOINT[@]}" "${CMD[@]}")
+stop_server "$SERVER_PID" "$SERVER_PID" "$grace"
+[ -z "$STOP_PROBLEM" ] || server_died "$STOP_PROBLEM"
+SERVER_PID="" T_STOP=$STOP_S
 log "SIGTERM: exit 0 after $T_STOP s (drain grace $grace s)"
 log "PASS in $((SECONDS - T0)) s: rootfs $T_ROOTFS s, stage $((T_STAGE - T_ROOTFS)) s" \
   "(install $T_INSTALL s), serving after $T_READY s, mesh $T_MESH s, stop $T_STOP s"

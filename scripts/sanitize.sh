@@ -10,6 +10,9 @@
 # ASAN_OPTIONS=detect_leaks=0: libtorch's static registries are never freed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The cores to build with. Not plain nproc: it answers OMP_NUM_THREADS when that is set (test.sh
+# sets it to 1 for the tests), which made every build here run one compiler at a time.
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
 ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
 TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
@@ -35,7 +38,7 @@ echo "sanitize: $(date -u +%H:%M:%S) ASan + UBSan build in $ASAN_DIR"
 # anyway, and this proves that configuration builds, links no CUDA backend and passes.
 configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DCUBE3D_TORCH_CUDA=OFF
-cmake --build "$ASAN_DIR" -j "$(nproc)" --target cube3d_core_tests cube3d_cli_tests \
+cmake --build "$ASAN_DIR" -j "$CORES" --target cube3d_core_tests cube3d_cli_tests \
   cube3d_mesh_tests cube3d_model_tests cube3d_engine_tests cube3d_pipeline_tests \
   cube3d_scheduler_tests cube3d_server_base_tests cube3d_server_tests cube3d-server \
   cube3d_api_tests cube3d_clients_tests cube3d-client cube3d-loadgen \
@@ -58,7 +61,7 @@ ctest --test-dir "$ASAN_DIR" --output-on-failure -R '^e2e\.(server|loadgen|http|
 
 echo "sanitize: $(date -u +%H:%M:%S) TSan build of the scheduler and server-base tests in $TSAN_DIR"
 configure "$TSAN_DIR" -DCUBE3D_SANITIZE=thread
-cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests cube3d_server_base_tests -j "$(nproc)" \
+cmake --build "$TSAN_DIR" --target cube3d_scheduler_tests cube3d_server_base_tests -j "$CORES" \
   >/dev/null
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   "$TSAN_DIR/bin/cube3d_scheduler_tests" --gtest_repeat=3 --gtest_brief=1

@@ -590,6 +590,17 @@ class HostileTestCase(ServerTestCase):
         return collections.Counter({l["code"]: v for n, l, v in self.samples()
                                     if n == "cube3d_requests_total"})
 
+    def settled_request_counts(self, before, calls, timeout_s=15):
+        """request_counts() once `calls` more requests than `before` holds are counted. The
+        server counts a request as its call completes, which can come just after the client has
+        read the whole answer: a count taken at once may miss the last of them."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = self.request_counts()
+            if sum(now.values()) >= sum(before.values()) + calls or time.monotonic() > deadline:
+                return now
+            time.sleep(0.05)
+
     def http_generate(self, prompt="a small wooden chair", source=None,
                       timeout=LOADED_TIMEOUT_S, **fields):
         """A normal generate over HTTP (JSON, resolution 4): the parsed answer; raises unless
@@ -908,11 +919,12 @@ class StalledReadersTest(HostileTestCase):
 
     @tolerated
     def test_clients_that_never_read_are_cut_by_the_write_timeout(self):
+        counts_start = self.request_counts()
         self.normal()
         unloaded = [self.normal() for _ in range(5)]
         closed_before = self.metric("cube3d_http_connections_closed_total", listener="http",
                                     reason="write_timeout") or 0
-        counts_before = self.request_counts()
+        counts_before = self.settled_request_counts(counts_start, 1 + len(unloaded))
         ids = {"unary": ["stalled-unary-1", "stalled-unary-2"],
                "stream": ["stalled-stream-1", "stalled-stream-2"]}
         loaded = []
@@ -1383,9 +1395,12 @@ class StalledGrpcCallsTest(HostileTestCase):
     @tolerated
     def test_stalled_calls_hold_no_threads_and_are_counted(self):
         pid = self.server.proc.pid
+        counts_start = self.request_counts()
         generate0 = self.baseline(self.grpc_generate)
         threads0 = proc_status(pid, "Threads")
-        counts_before = self.request_counts()
+        # The baseline's calls: its warm-up and its runs.
+        counts_before = self.settled_request_counts(counts_start, 1 + len(generate0["all_s"]) +
+                                                    len(generate0["errors"]))
         with ThreadSampler(pid) as sampler, \
                 StalledGrpcCalls(self.server.address, self.CALLS, self.CHANNELS,
                                  timeout=self.READ_TIMEOUT_MS / 1000 + 30) as stalled:

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -258,8 +259,10 @@ class DeviceSmokeTest(unittest.TestCase):
             raise unittest.SkipTest("packing failed (see PackTest)")
         cls.out = os.path.join(_tmp, "out")
         os.makedirs(cls.out, exist_ok=True)
+        # This interpreter has torch (ctest runs it as the project's Python); python3 may not.
         cls.proc = run_script({"GPU_CHECK_SMOKE": "1", "PACK_DIR": _pack, "OUT": cls.out,
-                               "DEADLINE_S": "240"}, timeout=300)
+                               "DEADLINE_S": "240", "GPU_CHECK_PYTHON": sys.executable},
+                              timeout=300)
         cls.build_info = manifest(_pack)["build_info"] != "unsupported"
 
     def test_out_holds_at_most_eight_plain_files(self):
