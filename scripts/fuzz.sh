@@ -56,7 +56,15 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 mkdir -p "$build"
 if [ ! -f "$build/CMakeCache.txt" ]; then
+  # The project's Python (scripts/python_env.sh: .venv/ where setup made one) finds torch; the
+  # system's python3 may have none.
+  . scripts/python_env.sh
+  torch_root=$("$PYTHON" -c "import os, torch; print(os.path.dirname(torch.__file__))") || {
+    echo "fuzz: $PYTHON has no torch: run scripts/setup.sh" >&2
+    exit 1
+  }
   cmake -S fuzz -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
+    -DTORCH_ROOT="$torch_root" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
     >"$build/configure.log" 2>&1 || {
     cat "$build/configure.log" >&2
     exit 1
