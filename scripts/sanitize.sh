@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer stage of scripts/test.sh (also runnable alone, after scripts/setup.sh):
 #   1. ASan + UBSan: builds the project into build-asan/ and runs the unit tests (every layer's
-#      but model's and pipeline's: below) and the e2e suites under it (a finding aborts the test that hit it, so ctest fails);
+#      but model's and pipeline's: below) and the e2e suites under it (a finding aborts the test
+#      that hit it, so ctest fails);
 #   2. TSan: the scheduler tests and the server's base (the event-driven HTTP server, its
 #      request reader, the timer queue), torch-free, so every line that runs is instrumented.
 # TSan is not run over the server and engine tests: libtorch and its OpenMP runtime are not
