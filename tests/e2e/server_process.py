@@ -557,8 +557,9 @@ class ServerTestCase(unittest.TestCase):
         self.assertEqual(self.server.health(), "SERVING")
         self.assert_mesh(self.generate(make_request("a mug, after the trouble")))
 
-    def wait_for_metrics(self, predicate, what, timeout=30):
-        """Polls /metrics until predicate(samples) holds."""
+    def wait_for_metrics(self, predicate, what, timeout=30, explain=None):
+        """Polls /metrics until predicate(samples) holds. explain(samples), when given, says
+        what differed: it ends the failure's message (the part of a long CI log kept)."""
         deadline = time.monotonic() + timeout
         samples = []
         while time.monotonic() < deadline:
@@ -567,7 +568,8 @@ class ServerTestCase(unittest.TestCase):
                 return samples
             time.sleep(0.2)
         self.fail(f"metrics never showed {what} within {timeout} s; last scrape:\n" +
-                  "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")))
+                  "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")) +
+                  (f"\n{explain(samples)}" if explain else ""))
 
 
 class KeyedServerTestCase(ServerTestCase):

@@ -129,11 +129,13 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
         jobs = []
         for i in range(8):
             jobs.append(lambda i=i: self.unary(make_request(f"a burst chair {i}")))
-        for i in range(10):
+        hurried_ids = [f"hurried-lamp-{i}" for i in range(10)]
+        for i, request_id in enumerate(hurried_ids):
             # Short deadlines: some pass in the queue, some while decoding, some before the
             # handler runs.
-            jobs.append(lambda i=i: self.unary(make_request(f"a hurried lamp {i}"),
-                                               timeout=0.02 + 0.03 * i))
+            jobs.append(lambda i=i, request_id=request_id: self.unary(
+                make_request(f"a hurried lamp {i}", request_id=request_id),
+                timeout=0.02 + 0.03 * i))
         for i in range(4):
             jobs.append(lambda i=i: self.cancelled_stream(
                 make_request(f"a cancelled vase {i}", resolution_base=6)))
@@ -173,12 +175,32 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
                      "RESOURCE_EXHAUSTED", "UNIMPLEMENTED", "UNAUTHENTICATED", "NOT_FOUND"):
             self.assertGreater(seen[code], 0, f"no {code} in the burst: {dict(seen)}")
 
-        def agrees(samples):
+        def deltas(samples):
             now = request_counts(samples)
-            delta = {code: now[code] - before[code] for code in set(now) | set(before)}
-            return {c: v for c, v in delta.items() if v} == dict(seen)
+            return {c: v for c in set(now) | set(before) if (v := now[c] - before[c])}
 
-        samples = self.wait_for_metrics(agrees, f"cube3d_requests_total deltas == {dict(seen)}")
+        # A deadline can pass before its call reaches the server at all (the shortest is 20 ms,
+        # and a loaded machine takes that to send it, or to hand it from gRPC's core to the
+        # service): the server cannot count a call it never saw, so such calls (their request
+        # id never in the server's log) may be missing from its DEADLINE_EXCEEDED count, and
+        # only from that. Every other code agrees exactly.
+        def unseen_by_server():
+            log = self.server.log()
+            return sum(1 for request_id in hurried_ids if f'"request_id":"{request_id}"' not in log)
+
+        def agrees(samples):
+            server = deltas(samples)
+            client = dict(seen)
+            short = client.get("DEADLINE_EXCEEDED", 0) - server.get("DEADLINE_EXCEEDED", 0)
+            server.pop("DEADLINE_EXCEEDED", None)
+            client.pop("DEADLINE_EXCEEDED", None)
+            return server == client and 0 <= short <= unseen_by_server()
+
+        samples = self.wait_for_metrics(
+            agrees, f"cube3d_requests_total deltas == {dict(seen)} (DEADLINE_EXCEEDED: less "
+            "at most the hurried calls that never reached the server)",
+            explain=lambda s: f"server deltas {deltas(s)}; clients saw {dict(seen)}; hurried "
+            f"calls absent from the server's log: {unseen_by_server()}")
         self.wait_for_metrics(lambda s: metric_value(s, "cube3d_requests_running") == 0 and
                               metric_value(s, "cube3d_queue_depth") == 0,
                               "nothing running or queued after the burst")

@@ -336,12 +336,14 @@ class MainServerTest(ServerTestCase):
     def test_metrics_endpoint(self):
         for i in range(2):
             self.generate(make_request(f"a metrics probe {i}"))
-        samples = self.server.metrics()
-        ok = metric_value(samples, "cube3d_requests_total", code="OK")
-        self.assertIsNotNone(ok, "no cube3d_requests_total{code=\"OK\"}")
-        self.assertGreaterEqual(ok, self.ok_requests)
-        tokens = metric_value(samples, "cube3d_tokens_generated_total")
-        self.assertGreaterEqual(tokens, TOKENS * self.ok_requests)
+        # A call is counted when gRPC is done with it (OnDone), which can come just after its
+        # client has the response: poll rather than scrape once.
+        expected_ok = self.ok_requests
+        samples = self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_requests_total", code="OK") or 0) >= expected_ok
+            and (metric_value(s, "cube3d_tokens_generated_total") or 0) >= TOKENS * expected_ok,
+            f"cube3d_requests_total{{code=\"OK\"}} >= {expected_ok} and "
+            f"cube3d_tokens_generated_total >= {TOKENS * expected_ok}")
         # Batch size histogram, one series per bucket.
         for bucket in ("1", "2", "4", "8"):
             self.assertIsNotNone(
@@ -365,9 +367,9 @@ class MainServerTest(ServerTestCase):
         # Errors are counted by status too.
         rpc_code(lambda: self.server.stub().GenerateMesh(
             pb.GenerateMeshRequest(prompt=""), timeout=30))
-        samples = self.server.metrics()
-        self.assertGreaterEqual(
-            metric_value(samples, "cube3d_requests_total", code="INVALID_ARGUMENT"), 1)
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_requests_total", code="INVALID_ARGUMENT") or 0) >= 1,
+            "cube3d_requests_total{code=\"INVALID_ARGUMENT\"} >= 1")
         # A query string is fine; another path is a 404.
         status, _ = self.server.http_get("/metrics?x=1")
         self.assertEqual(status, 200)
@@ -657,10 +659,11 @@ class QueueOverflowTest(ServerTestCase):
                 break
         self.assertGreater(exhausted_total, 0, "12 concurrent requests never overflowed a queue "
                                                "of 2")
-        samples = self.server.metrics()
-        self.assertGreaterEqual(
-            metric_value(samples, "cube3d_requests_total", code="RESOURCE_EXHAUSTED"),
-            exhausted_total)
+        # Counted when gRPC is done with the call, which can be just after its client read it.
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_requests_total", code="RESOURCE_EXHAUSTED")
+                       or 0) >= exhausted_total,
+            f"cube3d_requests_total{{code=\"RESOURCE_EXHAUSTED\"}} >= {exhausted_total}")
         # The server recovers: a request after the burst succeeds.
         self.assert_still_serving()
 
