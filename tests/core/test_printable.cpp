@@ -24,7 +24,11 @@ TEST(Printable, ControlBytesCannotForgeLinesOrDriveATerminal) {
 TEST(Printable, LongTextIsCutAndItsLengthSaid) {
   const std::string huge(8 << 20, 'x');
   const std::string shown = printable(huge, 64);
-  EXPECT_EQ(shown, std::string(64, 'x') + "... (8388608 bytes)");
+  // Built with append, not operator+ on a temporary: GCC 12 under ASan misreads the inlined
+  // move of the sum (a false out-of-bounds memcpy warning).
+  std::string expected(64, 'x');
+  expected.append("... (8388608 bytes)");
+  EXPECT_EQ(shown, expected);
   EXPECT_EQ(printable("abcdef", 6), "abcdef");
   EXPECT_EQ(printable("abcdefg", 6), "abcdef... (7 bytes)");
 }
