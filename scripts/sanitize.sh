@@ -37,13 +37,14 @@ echo "sanitize: $(date -u +%H:%M:%S) ASan + UBSan build in $ASAN_DIR"
 # -O1: ASan's recommended level, and a quicker build than the main one's -O3.
 # CPU-only (CUBE3D_TORCH_CUDA=OFF, the CPU image's configuration): these tests run on the CPU
 # anyway, and this proves that configuration builds, links no CUDA backend and passes.
-# UBSan without its vptr, alignment and null checks: they instrument every member access and
-# doubled this build's compile time (http_sender.cpp: 60 s with them, 29 s without, ASan alone
-# 34 s), the CI budget's largest item. ASan still reports a null dereference (as a SEGV with its
-# stack), x86-64 takes misaligned loads, and the fuzzers (clang, full UBSan) keep all three over
-# the hand-written parsers.
-configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined -DCUBE3D_SANITIZE_SKIP=vptr,alignment,null \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCUBE3D_TORCH_CUDA=OFF
+# UBSan without its vptr, alignment and null checks: they instrument every member access, and
+# this build is the CI budget's largest item (http_sender.cpp: 60 CPU-s with them, 29 without;
+# the whole build 2160 CPU-s, then 1740). ASan still reports a null dereference (as a SEGV with
+# its stack), x86-64 takes misaligned loads, and the fuzzers (clang, full UBSan) keep all three
+# over the hand-written parsers.
+configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined \
+  -DCUBE3D_SANITIZE_SKIP=vptr,alignment,null -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+  -DCUBE3D_TORCH_CUDA=OFF
 # Not the model and pipeline tests: they are libtorch's math (not instrumented) and glue, golden
 # checks that the main run makes; the readers of the model layer that parse bytes by hand
 # (safetensors, the CLIP tokenizer) are fuzzed under ASan (fuzz.bounded), and the e2e suites
