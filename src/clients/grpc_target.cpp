@@ -30,18 +30,18 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-struct HostPort {
+struct ServerEntry {
   std::string host;  // without brackets
   std::string port;
   bool bracketed = false;
 };
 
-HostPort split_host_port(std::string_view entry, std::string_view flag, std::string_view all) {
+ServerEntry split_host_port(std::string_view entry, std::string_view flag, std::string_view all) {
   const auto bad = [&](const std::string& why) {
     return invalid_argument(std::string(flag) + " " + std::string(all) + ": '" +
                             std::string(entry) + "' " + why);
   };
-  HostPort out;
+  ServerEntry out;
   size_t colon = 0;
   if (entry.starts_with('[')) {
     const size_t close = entry.find(']');
@@ -69,7 +69,7 @@ HostPort split_host_port(std::string_view entry, std::string_view flag, std::str
 }
 
 // The IPv4 and IPv6 addresses of one entry, as "A:P" and "[A]:P".
-void resolve(const HostPort& hp, std::string_view flag, std::string_view all,
+void resolve(const ServerEntry& hp, std::string_view flag, std::string_view all,
              std::vector<std::string>& v4, std::vector<std::string>& v6) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

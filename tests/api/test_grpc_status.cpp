@@ -12,7 +12,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_grpc_status {
 
 // Every ErrorCode with the gRPC code it must become.
 const std::vector<std::pair<ErrorCode, grpc::StatusCode>>& expected_mapping() {
@@ -104,5 +104,5 @@ TEST(GrpcStatusTest, CodeNameOfAnUnlistedValueIsUnknown) {
   EXPECT_STREQ(grpc_code_name(static_cast<grpc::StatusCode>(1234)), "UNKNOWN");
 }
 
-}  // namespace
+}  // namespace test_grpc_status
 }  // namespace cube3d

@@ -11,7 +11,7 @@
 #include "scoped_env.h"
 
 namespace cube3d {
-namespace {
+namespace test_cli_args {
 
 using cube3d::testing::ScopedEnv;
 
@@ -227,5 +227,5 @@ TEST(CliArgs, RunToolMapsErrorsToExitCodes) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "tool: error: boom\n");
 }
 
-}  // namespace
+}  // namespace test_cli_args
 }  // namespace cube3d

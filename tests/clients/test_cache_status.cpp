@@ -8,7 +8,7 @@
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
-namespace {
+namespace test_cache_status {
 
 TEST(CacheStatusTest, FromTheProtoEnum) {
   EXPECT_EQ(cache_status_of_proto(v1::CACHE_STATUS_MISS), CacheStatus::kMiss);
@@ -59,5 +59,5 @@ TEST(CacheStatusTest, CountsAddUp) {
   EXPECT_EQ(c.total(), 7u);
 }
 
-}  // namespace
+}  // namespace test_cache_status
 }  // namespace cube3d

@@ -7,7 +7,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_call_retry {
 
 using grpc::StatusCode;
 
@@ -52,5 +52,5 @@ TEST(CallRetry, MaxAttemptsIsOneToTen) {
                         "--max-attempts 11");
 }
 
-}  // namespace
+}  // namespace test_call_retry
 }  // namespace cube3d

@@ -20,7 +20,7 @@
 #include "cube3d/v1/mesh_service.grpc.pb.h"
 
 namespace cube3d {
-namespace {
+namespace test_grpc_sender {
 
 using namespace std::chrono_literals;
 
@@ -345,5 +345,5 @@ TEST(GrpcSenderTest, EverySenderOfAFactoryWorks) {
   EXPECT_EQ(b->send(sample_request(), SteadyClock::now()).status, "OK");
 }
 
-}  // namespace
+}  // namespace test_grpc_sender
 }  // namespace cube3d

@@ -10,7 +10,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_grpc_target {
 
 TEST(GrpcTarget, OneAddressIsTheTargetAsGiven) {
   EXPECT_EQ(grpc_target("localhost:50051"), "localhost:50051");
@@ -57,5 +57,5 @@ TEST(GrpcTarget, WhatIsNotAnAddressIsRefusedNamingTheFlagAndTheEntry) {
                         ErrorCode::kInvalidArgument, "--servers a:1,b");
 }
 
-}  // namespace
+}  // namespace test_grpc_target
 }  // namespace cube3d

@@ -7,7 +7,7 @@
 #include <string>
 
 namespace cube3d {
-namespace {
+namespace test_http_error_status {
 
 std::string body(int code, const std::string& status) {
   return "{\"error\": {\"code\": " + std::to_string(code) + ", \"status\": \"" + status +
@@ -80,5 +80,5 @@ TEST(HttpErrorStatusTest, ErrorEvents) {
   EXPECT_EQ(status_of_error_event(""), "UNKNOWN");
 }
 
-}  // namespace
+}  // namespace test_http_error_status
 }  // namespace cube3d

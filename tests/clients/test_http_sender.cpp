@@ -25,7 +25,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_http_sender {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -533,5 +533,5 @@ TEST(HttpSenderTest, HostPort) {
   }
 }
 
-}  // namespace
+}  // namespace test_http_sender
 }  // namespace cube3d

@@ -15,7 +15,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_load_driver {
 
 using namespace std::chrono_literals;
 using testing::FakeSenderFactory;
@@ -123,5 +123,5 @@ TEST(LoadDriverTest, RefusesWhatCannotRun) {
   EXPECT_THROW(driver.run_phase(0, 0, 0, 0), Error);  // no bound
 }
 
-}  // namespace
+}  // namespace test_load_driver
 }  // namespace cube3d

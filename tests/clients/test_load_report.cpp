@@ -15,7 +15,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_load_report {
 
 RequestRecord ok_record(uint64_t index, double send_s, double ttft_ms, double e2e_ms,
                         double queue_ms, CacheStatus cache = CacheStatus::kUnknown) {
@@ -355,5 +355,5 @@ TEST(LoadReportRunTest, TheZipfMixIsInTheConfig) {
       << table;
 }
 
-}  // namespace
+}  // namespace test_load_report
 }  // namespace cube3d

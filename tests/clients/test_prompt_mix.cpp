@@ -15,7 +15,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_prompt_mix {
 
 // --- parsing ---------------------------------------------------------------------------------
 
@@ -221,5 +221,5 @@ TEST(ZipfPromptsTest, DistinctReadableAndInRankOrder) {
   EXPECT_THROW(zipf_prompts({}, 3), Error);
 }
 
-}  // namespace
+}  // namespace test_prompt_mix
 }  // namespace cube3d

@@ -11,7 +11,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_request_plan {
 
 TEST(RequestPlanTest, CyclesPromptsAndCountsSeeds) {
   RequestPlan plan;
@@ -87,5 +87,5 @@ TEST(RequestPlanTest, ZipfNeedsOnePromptPerRank) {
   EXPECT_THROW(plan.request(0), Error);
 }
 
-}  // namespace
+}  // namespace test_request_plan
 }  // namespace cube3d

@@ -6,7 +6,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_request_sender {
 
 TEST(RequestSenderTest, ProtocolNames) {
   EXPECT_EQ(parse_protocol("grpc"), Protocol::kGrpc);
@@ -39,5 +39,5 @@ TEST(RequestSenderTest, FactoriesOfBothProtocols) {
   EXPECT_NE(make_sender_factory(Protocol::kGrpc, options), nullptr);
 }
 
-}  // namespace
+}  // namespace test_request_sender
 }  // namespace cube3d

@@ -10,7 +10,7 @@
 #include "clients/fake_sender.h"
 
 namespace cube3d {
-namespace {
+namespace test_sender_pool {
 
 using testing::FakeSenderFactory;
 
@@ -61,5 +61,5 @@ TEST(SenderPoolTest, AMovedLeaseGivesBackOnce) {
   EXPECT_EQ(pool.created(), 1u);
 }
 
-}  // namespace
+}  // namespace test_sender_pool
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace cube3d {
-namespace {
+namespace test_sse_parser {
 
 std::vector<SseEvent> parse_whole(std::string_view body) { return SseParser().feed(body); }
 
@@ -220,5 +220,5 @@ TEST(SseParserTest, ALargeDataLineInManyPieces) {
   EXPECT_TRUE(parser.idle());
 }
 
-}  // namespace
+}  // namespace test_sse_parser
 }  // namespace cube3d

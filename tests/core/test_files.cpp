@@ -11,7 +11,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_files {
 
 class FilesTest : public ::testing::Test {
  protected:
@@ -107,5 +107,5 @@ TEST_F(FilesTest, RequireReadableChecksKindAndNamesThePath) {
       "/dev/null: neither a regular file nor a directory");
 }
 
-}  // namespace
+}  // namespace test_files
 }  // namespace cube3d

@@ -21,7 +21,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_logging {
 
 constexpr std::string_view kSpecExample = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -448,5 +448,5 @@ TEST(Logging, OneArgumentSetupStillWorks) {
   setup_logging("warn");
 }
 
-}  // namespace
+}  // namespace test_logging
 }  // namespace cube3d

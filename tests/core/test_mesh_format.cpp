@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace cube3d {
-namespace {
+namespace test_mesh_format {
 
 TEST(MeshFormat, NamesRoundTrip) {
   for (const MeshFormat f :
@@ -16,5 +16,5 @@ TEST(MeshFormat, NamesRoundTrip) {
   EXPECT_EQ(to_string(static_cast<MeshFormat>(99)), "unknown");
 }
 
-}  // namespace
+}  // namespace test_mesh_format
 }  // namespace cube3d

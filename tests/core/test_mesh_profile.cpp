@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace cube3d {
-namespace {
+namespace test_mesh_profile {
 
 TEST(MeshProfile, NamesRoundTrip) {
   for (const MeshProfile p : {MeshProfile::kNone, MeshProfile::kRoblox}) {
@@ -33,5 +33,5 @@ TEST(MeshProfile, LimitsOfEachProfile) {
   EXPECT_EQ(mesh_limits(static_cast<MeshProfile>(99)), MeshLimits{});
 }
 
-}  // namespace
+}  // namespace test_mesh_profile
 }  // namespace cube3d

@@ -14,7 +14,7 @@
 #include "cube3d/core/model_config.h"
 
 namespace cube3d {
-namespace {
+namespace test_model_config {
 
 // A complete, valid config (the golden tiny_v01 sizes). Each error test swaps in one bad line,
 // so a failure can only come from that line.
@@ -466,13 +466,13 @@ TEST(ModelConfigErrors, CrossAttentionLevelOutOfRange) {
       {"shape_model.encoder_cross_attention_levels[1]"});
 }
 
-}  // namespace
+}  // namespace test_model_config
 }  // namespace cube3d
 
 // --- hostile input (issue 15) ---------------------------------------------------------------
 
 namespace cube3d {
-namespace {
+namespace test_model_config {
 
 // yaml-cpp 0.7.0 turns a line starting with ',' into documents without end; YAML::LoadAll then
 // allocated about 1 GB/s until memory ran out. The child runs under a 1 GiB address-space limit
@@ -549,5 +549,5 @@ TEST(ModelConfigHostile, QuotedValuesAreShortAndEscaped) {
   }
 }
 
-}  // namespace
+}  // namespace test_model_config
 }  // namespace cube3d

@@ -7,7 +7,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_net_address {
 
 // The message of the invalid_argument that parsing `text` throws; "" (and a failure) for none.
 std::string error_of(const std::string& text) {
@@ -69,5 +69,5 @@ TEST(NetAddress, WildcardsCollideWithEveryHostOnTheirPort) {
   EXPECT_FALSE(listeners_collide(any, HostPort{"0.0.0.0", 7001}));
 }
 
-}  // namespace
+}  // namespace test_net_address
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include "cube3d/core/files.h"
 
 namespace cube3d {
-namespace {
+namespace test_paths {
 
 TEST(Paths, TidyDropsDotsAndRepeatedSlashesButKeepsDotDot) {
   EXPECT_EQ(tidy_path("/a/./b//c"), "/a/b/c");
@@ -73,5 +73,5 @@ TEST(Paths, ExecutableDirIsTheTestBinarysFolder) {
   EXPECT_EQ(path_kind(*dir + "/cube3d_core_tests"), PathKind::kFile) << *dir;
 }
 
-}  // namespace
+}  // namespace test_paths
 }  // namespace cube3d

@@ -6,7 +6,7 @@
 #include <string>
 
 namespace cube3d {
-namespace {
+namespace test_printable {
 
 TEST(Printable, PlainTextPassesThrough) {
   EXPECT_EQ(printable("a wooden chair"), "a wooden chair");
@@ -33,5 +33,5 @@ TEST(Printable, LongTextIsCutAndItsLengthSaid) {
   EXPECT_EQ(printable("abcdefg", 6), "abcdef... (7 bytes)");
 }
 
-}  // namespace
+}  // namespace test_printable
 }  // namespace cube3d

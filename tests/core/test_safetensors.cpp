@@ -19,7 +19,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_safetensors {
 
 // Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
 // of std::filesystem functions, which interpose on libstdc++'s and crash (remove_all segfaults).
@@ -496,5 +496,5 @@ TEST_F(SafetensorsTest, RejectsNonStringMetadata) {
 
 TEST_F(SafetensorsTest, RejectsDirectory) { expect_invalid(dir_, {"not a regular file"}); }
 
-}  // namespace
+}  // namespace test_safetensors
 }  // namespace cube3d

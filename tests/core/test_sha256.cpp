@@ -9,7 +9,7 @@
 #include "cube3d/core/canonical_fields.h"
 
 namespace cube3d {
-namespace {
+namespace test_sha256 {
 
 TEST(Sha256, KnownVectors) {
   EXPECT_EQ(hex_of(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -51,5 +51,5 @@ TEST(CanonicalFields, FieldsAreSelfDelimiting) {
   EXPECT_EQ(reals.take(), expected);
 }
 
-}  // namespace
+}  // namespace test_sha256
 }  // namespace cube3d

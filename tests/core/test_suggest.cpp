@@ -6,7 +6,7 @@
 #include <string_view>
 
 namespace cube3d {
-namespace {
+namespace test_suggest {
 
 TEST(Suggest, EditDistanceCountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(edit_distance("", ""), 0u);
@@ -42,5 +42,5 @@ TEST(Suggest, DidYouMeanIsEmptyWithoutASuggestion) {
   EXPECT_EQ(did_you_mean_closest("colour", names, "batching."), "");
 }
 
-}  // namespace
+}  // namespace test_suggest
 }  // namespace cube3d

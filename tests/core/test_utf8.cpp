@@ -9,7 +9,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_utf8 {
 
 TEST(Utf8, AcceptsValidText) {
   EXPECT_EQ(find_invalid_utf8(""), std::nullopt);
@@ -74,5 +74,5 @@ TEST(Utf8, RoundTripsEveryScalarValue) {
   EXPECT_EQ(decode_utf8(encoded), all);
 }
 
-}  // namespace
+}  // namespace test_utf8
 }  // namespace cube3d

@@ -20,7 +20,7 @@
 #include "test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_continuous_decoder {
 
 using test::Arrival;
 using test::make_request;
@@ -237,5 +237,5 @@ TEST(ContinuousDecoder, NeedsTheEmptyPromptsCondition) {
       ErrorCode::kInvalidArgument, "empty prompt's condition");
 }
 
-}  // namespace
+}  // namespace test_continuous_decoder
 }  // namespace cube3d

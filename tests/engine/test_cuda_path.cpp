@@ -22,7 +22,7 @@
 #include "test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_cuda_path {
 
 #define CUBE3D_REQUIRE_GPU()                             \
   if (!at::hasCUDA())                                    \
@@ -327,5 +327,5 @@ TEST(CudaPath, FusedDecodeStepMatchesTheUnfusedStep) {
   EXPECT_GE(fused.argmax(-1).eq(plain.argmax(-1)).sum().item<int64_t>(), rows - 1);
 }
 
-}  // namespace
+}  // namespace test_cuda_path
 }  // namespace cube3d

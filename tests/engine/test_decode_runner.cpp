@@ -13,7 +13,7 @@
 #include "test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_decode_runner {
 
 using test::kTextTokens;
 
@@ -167,5 +167,5 @@ TEST(DecodeRunner, ReusedRunnerReproducesTheGenerator) {
   EXPECT_GT(test::distinct(expected_a), 1);
 }
 
-}  // namespace
+}  // namespace test_decode_runner
 }  // namespace cube3d

@@ -18,7 +18,7 @@
 #include "test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_generator {
 
 using test::make_request;
 using test::max_abs_diff;
@@ -380,5 +380,5 @@ TEST(Generator, GuidedBatchUsesCondAndUncondRows) {
   EXPECT_TRUE(ids.ge(0).all().item<bool>() && ids.lt(kCodes).all().item<bool>());
 }
 
-}  // namespace
+}  // namespace test_generator
 }  // namespace cube3d

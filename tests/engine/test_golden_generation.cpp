@@ -10,7 +10,7 @@
 #include "golden_model.h"
 
 namespace cube3d {
-namespace {
+namespace test_golden_generation {
 
 using testing::GoldenModel;
 using testing::load_golden;
@@ -106,5 +106,5 @@ TEST(GoldenGeneration, ReferenceModeReallyDiffersFromCausal) {
   }
 }
 
-}  // namespace
+}  // namespace test_golden_generation
 }  // namespace cube3d

@@ -16,7 +16,7 @@
 #include "test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_graph_runner {
 
 struct Target {
   std::string device;
@@ -314,5 +314,5 @@ TEST(GraphMode, ParsesAndPrints) {
   }
 }
 
-}  // namespace
+}  // namespace test_graph_runner
 }  // namespace cube3d

@@ -12,7 +12,7 @@
 #include "cube3d/engine/kv_cache.h"
 
 namespace cube3d {
-namespace {
+namespace test_kv_cache {
 
 GptConfig gpt_config(int64_t dual, int64_t single) {
   GptConfig c;
@@ -128,5 +128,5 @@ TEST(KvCache, BytesIsTheSumOverAllLayers) {
   EXPECT_EQ(half.bytes(), 50176 / 2);
 }
 
-}  // namespace
+}  // namespace test_kv_cache
 }  // namespace cube3d

@@ -15,6 +15,7 @@
 #include "cube3d/engine/decode_runner.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/generator.h"
+#include "golden_model.h"
 
 namespace cube3d::test {
 
@@ -135,9 +136,7 @@ inline void prefill(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationR
       gpt.forward(cond, at::cat({bos, bos}).unsqueeze(1), &runner.cache()).squeeze(1));
 }
 
-inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using testing::max_abs_diff;
 
 // Distinct values in an int64 tensor: guards tests against a degenerate model that emits one
 // token for everything (which would make equality checks vacuous).

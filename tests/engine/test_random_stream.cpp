@@ -13,7 +13,7 @@
 #include "cube3d/engine/random_stream.h"
 
 namespace cube3d {
-namespace {
+namespace test_random_stream {
 
 // Written out again from the published splitmix64 constants, so a change to the library's
 // mixing (which would silently change every sampled mesh for a given seed) fails here.
@@ -113,5 +113,5 @@ TEST(RandomStream, NeighbouringSeedsAreUncorrelated) {
   EXPECT_LT(std::abs(corr), 0.05);
 }
 
-}  // namespace
+}  // namespace test_random_stream
 }  // namespace cube3d

@@ -12,7 +12,7 @@
 #include "cube3d/engine/sampler.h"
 
 namespace cube3d {
-namespace {
+namespace test_sampler {
 
 at::Tensor doubles(const std::vector<double>& v) { return at::tensor(v, at::kDouble); }
 at::Tensor floats(const std::vector<float>& v) { return at::tensor(v, at::kFloat); }
@@ -215,5 +215,5 @@ TEST(ChooseTokens, GuidedThenSampledEndToEnd) {
   EXPECT_EQ(choose_tokens(mixed, longs({0}), buf, plan).item<int64_t>(), 1);
 }
 
-}  // namespace
+}  // namespace test_sampler
 }  // namespace cube3d

@@ -27,7 +27,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_text_encoder {
 
 const std::string kVocab =
     std::string(CUBE3D_SOURCE_DIR) + "/.cache/clip/bpe_simple_vocab_16e6.txt.gz";
@@ -316,5 +316,5 @@ TEST_F(TextEncoderResolveVocabTest, FolderWithoutMergesFallsBackToTheDefault) {
   EXPECT_EQ(TextEncoder::resolve_vocab("", partial.path()), kVocab);
 }
 
-}  // namespace
+}  // namespace test_text_encoder
 }  // namespace cube3d

@@ -4,7 +4,7 @@
 #include "cube3d/mesh/grid.h"
 
 namespace cube3d {
-namespace {
+namespace test_grid {
 
 TEST(MeshGrid, ResolutionBaseRange) {
   EXPECT_NO_THROW(validate_resolution_base(1));
@@ -50,5 +50,5 @@ TEST(MeshGrid, ValidateGrid) {
   EXPECT_THROW(validate_grid(GridView{values, {1, 4, 6}}), Error);
 }
 
-}  // namespace
+}  // namespace test_grid
 }  // namespace cube3d

@@ -17,7 +17,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_hierarchical_occupancy {
 
 using Field = std::function<double(double, double, double)>;
 
@@ -578,5 +578,5 @@ TEST(HierarchicalOccupancyDev, DISABLED_Overhead) {
   }
 }
 
-}  // namespace
+}  // namespace test_hierarchical_occupancy
 }  // namespace cube3d

@@ -11,7 +11,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_marching_cubes {
 
 using test::kPi;
 using test::sample_resolution;
@@ -281,5 +281,5 @@ TEST_P(MarchingCubesGolden, MatchesScikitImageVertices) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, MarchingCubesGolden, ::testing::Values("tiny_v01", "tiny_v05"));
 
-}  // namespace
+}  // namespace test_marching_cubes
 }  // namespace cube3d

@@ -13,7 +13,7 @@
 #include "cube3d/mesh/mesh_stats.h"
 
 namespace cube3d {
-namespace {
+namespace test_mc_triangulation {
 
 using mc::Triangulation;
 
@@ -272,5 +272,5 @@ TEST(MarchingCubesTable, NeighbouringCellsStitchWatertight) {
   EXPECT_EQ(checked, 3u * 4095u * 2u);
 }
 
-}  // namespace
+}  // namespace test_mc_triangulation
 }  // namespace cube3d

@@ -6,7 +6,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_cleanup {
 
 Mesh strip() {
   Mesh mesh;
@@ -128,5 +128,5 @@ TEST(MeshCleanup, MarchingCubesOutputIsAlreadyClean) {
   EXPECT_EQ(mesh.indices, before.indices);
 }
 
-}  // namespace
+}  // namespace test_mesh_cleanup
 }  // namespace cube3d

@@ -21,7 +21,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_io {
 
 Mesh sample_mesh() {
   const auto grid = test::sample_resolution(
@@ -525,5 +525,5 @@ TEST(MeshMetadata, WriteMeshWritesIt) {
   std::remove(path.c_str());
 }
 
-}  // namespace
+}  // namespace test_mesh_io
 }  // namespace cube3d

@@ -5,7 +5,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_pipeline {
 
 test::SampledGrid sphere_grid(int64_t resolution) {
   return test::sample_resolution(resolution, [](double x, double y, double z) {
@@ -49,5 +49,5 @@ TEST(MeshPipeline, NoSurfaceGivesEmptyMesh) {
   EXPECT_TRUE(grid_to_mesh(GridView{outside, {3, 3, 3}}).empty());
 }
 
-}  // namespace
+}  // namespace test_mesh_pipeline
 }  // namespace cube3d

@@ -18,7 +18,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_preview {
 
 using testing::expect_error;
 
@@ -473,5 +473,5 @@ TEST(MeshPreview, LargeMeshesAndImagesRender) {
   EXPECT_TRUE(border_is_background(large));
 }
 
-}  // namespace
+}  // namespace test_mesh_preview
 }  // namespace cube3d

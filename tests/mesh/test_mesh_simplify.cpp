@@ -11,7 +11,7 @@
 #include "mesh_test_util.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_simplify {
 
 // About 100k faces: a sphere of radius 0.9 on the resolution-7 grid (index units).
 Mesh big_sphere() {
@@ -146,5 +146,5 @@ TEST(MeshSimplify, SloppyFallbackOnlyWhenAllowed) {
   EXPECT_GT(sloppy.face_count(), 0u);
 }
 
-}  // namespace
+}  // namespace test_mesh_simplify
 }  // namespace cube3d

@@ -5,7 +5,7 @@
 #include "cube3d/mesh/mesh_stats.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_stats {
 
 // The unit cube [0, 1]^3 with outward triangles.
 Mesh unit_cube() {
@@ -104,5 +104,5 @@ TEST(MeshStats, ComponentsAndNormals) {
   }
 }
 
-}  // namespace
+}  // namespace test_mesh_stats
 }  // namespace cube3d

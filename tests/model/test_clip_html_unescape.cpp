@@ -12,7 +12,7 @@
 #include "cube3d/core/utf8.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_html_unescape {
 
 std::string unescape(std::string_view text) {
   return encode_utf8(html_unescape(decode_utf8(text)));
@@ -61,5 +61,5 @@ TEST(ClipHtmlUnescape, NonAsciiNamesStayText) {
   EXPECT_EQ(unescape("&\u00e9;"), "&\u00e9;");
 }
 
-}  // namespace
+}  // namespace test_clip_html_unescape
 }  // namespace cube3d

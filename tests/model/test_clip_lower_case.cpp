@@ -11,7 +11,7 @@
 #include "cube3d/core/utf8.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_lower_case {
 
 std::string lower(std::string_view text) { return encode_utf8(python_lower(decode_utf8(text))); }
 
@@ -52,5 +52,5 @@ TEST(ClipLowerCase, FinalSigma) {
   }
 }
 
-}  // namespace
+}  // namespace test_clip_lower_case
 }  // namespace cube3d

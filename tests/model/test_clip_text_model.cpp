@@ -27,7 +27,7 @@
 #include "cube3d/model/weights.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_text_model {
 
 // Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
 // of std::filesystem functions, which interpose on libstdc++'s and crash.
@@ -571,5 +571,5 @@ TEST(ClipTextModelRandom, ForwardRejectsBadInputs) {
   expect_invalid(ids, at::Tensor());                                    // no mask
 }
 
-}  // namespace
+}  // namespace test_clip_text_model
 }  // namespace cube3d

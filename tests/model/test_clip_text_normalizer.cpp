@@ -12,7 +12,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_text_normalizer {
 
 // Expected strings from Python: whitespace_clean(basic_clean(text)).lower() with
 // ftfy.fix_text as the identity.
@@ -90,5 +90,5 @@ TEST(ClipTextNormalizer, CleanWhitespaceFoldsRunsAndStrips) {
   EXPECT_EQ(clean_whitespace(U""), U"");
 }
 
-}  // namespace
+}  // namespace test_clip_text_normalizer
 }  // namespace cube3d

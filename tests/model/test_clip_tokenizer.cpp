@@ -26,7 +26,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_tokenizer {
 
 // Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
 // of std::filesystem functions, which interpose on libstdc++'s and crash.
@@ -386,5 +386,5 @@ TEST(ClipTokenizerFiles, HuggingFaceFolderErrors) {
   }
 }
 
-}  // namespace
+}  // namespace test_clip_tokenizer
 }  // namespace cube3d

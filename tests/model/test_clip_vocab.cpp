@@ -25,7 +25,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_clip_vocab {
 
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
@@ -225,5 +225,5 @@ TEST_F(ClipVocabResolveTest, DefaultsToTheRunningExecutablesFolder) {
   EXPECT_EQ(resolve(std::nullopt), resolve(bin));
 }
 
-}  // namespace
+}  // namespace test_clip_vocab
 }  // namespace cube3d

@@ -7,7 +7,7 @@
 #include "golden_model.h"
 
 namespace cube3d {
-namespace {
+namespace test_golden {
 
 using testing::GoldenModel;
 using testing::load_golden;
@@ -113,5 +113,5 @@ TEST(GoldenGrid, AxisMatchesNumpyLinspace) {
   EXPECT_EQ(occupancy_grid_size(8), 257);
 }
 
-}  // namespace
+}  // namespace test_golden
 }  // namespace cube3d

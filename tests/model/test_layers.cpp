@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace cube3d {
-namespace {
+namespace test_layers {
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
@@ -282,5 +282,5 @@ TEST(Layers, ComplexRopeIsTheSameRotation) {
             2e-2);
 }
 
-}  // namespace
+}  // namespace test_layers
 }  // namespace cube3d

@@ -34,7 +34,7 @@
 #include "cube3d/model/weight_spec.h"
 
 namespace cube3d {
-namespace {
+namespace test_weights {
 
 // Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
 // of std::filesystem functions, which interpose on libstdc++'s and crash (remove_all segfaults).
@@ -949,5 +949,5 @@ TEST(WeightsSpec, LastDualBlockHasConditionKeysOnlyAndNoPost2) {
   EXPECT_EQ(names.count(first + "post_2.mlp.down_proj.weight"), 1u);
 }
 
-}  // namespace
+}  // namespace test_weights
 }  // namespace cube3d

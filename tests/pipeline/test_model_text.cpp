@@ -7,7 +7,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_model_text {
 
 TEST(ModelText, IsLowerCase) { EXPECT_EQ(text_the_model_reads("A Red CAR"), "a red car"); }
 
@@ -27,5 +27,5 @@ TEST(ModelText, RefusesInvalidUtf8) {
                         "not valid UTF-8");
 }
 
-}  // namespace
+}  // namespace test_model_text
 }  // namespace cube3d

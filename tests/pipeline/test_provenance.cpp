@@ -14,7 +14,7 @@
 #include "cube3d/mesh/mesh_io.h"
 
 namespace cube3d {
-namespace {
+namespace test_provenance {
 
 std::vector<std::string> keys(const MeshMetadata& m) {
   std::vector<std::string> out;
@@ -112,5 +112,5 @@ TEST(Provenance, TheServerVersionNamesTheGenerator) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_provenance
 }  // namespace cube3d

@@ -23,7 +23,7 @@
 #include "golden_model.h"
 
 namespace cube3d {
-namespace {
+namespace test_shape_pipeline {
 
 std::unique_ptr<Engine> golden_engine(const std::string& name) {
   const std::string dir = testing::golden_dir(name);
@@ -450,5 +450,5 @@ TEST(OccupancyMode, ParsesAndNamesTheField) {
   }
 }
 
-}  // namespace
+}  // namespace test_shape_pipeline
 }  // namespace cube3d

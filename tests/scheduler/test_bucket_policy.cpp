@@ -10,7 +10,7 @@
 #include "cube3d/scheduler/scheduler.h"
 
 namespace cube3d {
-namespace {
+namespace test_bucket_policy {
 
 ErrorCode code_of_validation(const std::vector<int64_t>& buckets, std::string* message) {
   try {
@@ -134,5 +134,5 @@ TEST(BucketPolicy, UnknownBatchingModeNamesTheFieldAndTheChoices) {
   }
 }
 
-}  // namespace
+}  // namespace test_bucket_policy
 }  // namespace cube3d

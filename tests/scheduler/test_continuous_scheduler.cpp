@@ -27,7 +27,7 @@
 #include "scheduler_test_support.h"
 
 namespace cube3d {
-namespace {
+namespace test_continuous_scheduler {
 
 using test::job_id;
 using test::submit_error;
@@ -565,5 +565,5 @@ TEST(ContinuousScheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutc
   EXPECT_TRUE(scheduler.drain(kLongWait));
 }
 
-}  // namespace
+}  // namespace test_continuous_scheduler
 }  // namespace cube3d

@@ -23,7 +23,7 @@
 #include "scheduler_test_support.h"
 
 namespace cube3d {
-namespace {
+namespace test_device_fault {
 
 using namespace std::chrono_literals;
 using test::FakeExecutor;
@@ -332,5 +332,5 @@ TEST(DeviceFaultScheduler, AnOrdinaryBatchErrorLeavesTheSchedulerServing) {
   EXPECT_EQ(faults.count(), 0);
 }
 
-}  // namespace
+}  // namespace test_device_fault
 }  // namespace cube3d

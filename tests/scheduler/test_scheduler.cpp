@@ -25,7 +25,7 @@
 #include "scheduler_test_support.h"
 
 namespace cube3d {
-namespace {
+namespace test_scheduler {
 
 using test::submit_error;
 
@@ -466,5 +466,5 @@ TEST(Scheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutcome) {
   }
 }
 
-}  // namespace
+}  // namespace test_scheduler
 }  // namespace cube3d

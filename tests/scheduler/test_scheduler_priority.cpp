@@ -26,7 +26,7 @@
 #include "scheduler_test_support.h"
 
 namespace cube3d {
-namespace {
+namespace test_scheduler_priority {
 
 using test::job_id;
 using test::submit_error;
@@ -543,5 +543,5 @@ TEST(SchedulerPriorityConfig, PriorityNames) {
   EXPECT_EQ(JobRequest{}.priority, JobPriority::kInteractive);
 }
 
-}  // namespace
+}  // namespace test_scheduler_priority
 }  // namespace cube3d

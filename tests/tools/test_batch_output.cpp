@@ -15,7 +15,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_batch_output {
 
 std::vector<std::string> files_in(const std::string& path) {
   std::vector<std::string> names;
@@ -89,5 +89,5 @@ TEST(BatchOutputTest, ManifestAppendsWholeLines) {
   EXPECT_THROW(ManifestWriter{tmp.path() + "/missing/m.jsonl"}, Error);
 }
 
-}  // namespace
+}  // namespace test_batch_output
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_batch_shard {
 
 using Opt = std::optional<std::string>;
 
@@ -67,5 +67,5 @@ TEST(BatchShardTest, NothingGivenIsTheWholeFile) {
   expect_refused({}, {}, {}, "4", "JOB_COMPLETION_INDEX");
 }
 
-}  // namespace
+}  // namespace test_batch_shard
 }  // namespace cube3d

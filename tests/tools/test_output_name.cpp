@@ -9,7 +9,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_output_name {
 
 OutputKey base_key() {
   OutputKey k;
@@ -79,5 +79,5 @@ TEST(OutputNameTest, ModelIdentityIsTheConfigAndTheWeightFilesNamesAndSizes) {
   EXPECT_THROW(model_identity(dir.path() + "/missing.yaml", "", "", "", ""), Error);
 }
 
-}  // namespace
+}  // namespace test_output_name
 }  // namespace cube3d

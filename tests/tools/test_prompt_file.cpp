@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace cube3d {
-namespace {
+namespace test_prompt_file {
 
 using Kind = PromptLine::Kind;
 
@@ -90,5 +90,5 @@ TEST(PromptFileTest, BadLinesSayWhy) {
   EXPECT_EQ(parse_prompt_line(1, std::string(kDefaultMaxPromptBytes, 'x')).kind, Kind::kPrompt);
 }
 
-}  // namespace
+}  // namespace test_prompt_file
 }  // namespace cube3d

@@ -36,12 +36,12 @@ int64_t realtime_ns() {
   return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
-struct OnDisk {};  // the disk index keeps only each file's size and recency
-
 }  // namespace
 
 class ResultCache::Impl {
  public:
+  struct OnDisk {};  // the disk index keeps only each file's size and recency
+
   Impl(ResultCacheOptions options, ResultCacheObserver observer);
   ~Impl();
   Impl(const Impl&) = delete;

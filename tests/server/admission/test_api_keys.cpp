@@ -13,7 +13,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_api_keys {
 
 std::string hex(const std::array<uint8_t, 32>& bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -408,5 +408,5 @@ TEST(ApiKeys, AdmitChargeReleaseAndReplaceAreSafeTogether) {
   EXPECT_EQ(keys.standing("a")->running, 0) << "every ticket gave its place back";
 }
 
-}  // namespace
+}  // namespace test_api_keys
 }  // namespace cube3d

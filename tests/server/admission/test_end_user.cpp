@@ -10,7 +10,7 @@
 #include "expect_error.h"
 
 namespace cube3d {
-namespace {
+namespace test_end_user {
 
 TEST(EndUser, AcceptsOpaqueIdsOfTheAllowedCharacters) {
   const std::vector<std::string> ids = {"1234567890",
@@ -55,5 +55,5 @@ TEST(EndUser, PseudonymsAreStablePerKeyAndHideTheId) {
   EXPECT_EQ(end_user_pseudonym("studio-a", ""), "");
 }
 
-}  // namespace
+}  // namespace test_end_user
 }  // namespace cube3d

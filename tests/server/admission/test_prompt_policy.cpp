@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_prompt_policy {
 
 using testing::expect_error;
 using Needles = std::vector<std::string>;
@@ -267,5 +267,5 @@ TEST(PromptPolicy, RefusesIsSafeWhileRulesAreReplaced) {
   EXPECT_TRUE(policy.refuses("a gun"));
 }
 
-}  // namespace
+}  // namespace test_prompt_policy
 }  // namespace cube3d

@@ -6,7 +6,7 @@
 #include <chrono>
 
 namespace cube3d {
-namespace {
+namespace test_token_bucket {
 
 using std::chrono::seconds;
 
@@ -67,5 +67,5 @@ TEST(TokenBucket, ANewRateKeepsTheLevelUnderTheNewBurst) {
   EXPECT_DOUBLE_EQ(bucket.level(t0), 60) << "a higher rate does not fill the bucket";
 }
 
-}  // namespace
+}  // namespace test_token_bucket
 }  // namespace cube3d

@@ -5,7 +5,7 @@
 #include <sys/resource.h>
 
 namespace cube3d {
-namespace {
+namespace test_file_limits {
 
 TEST(FileLimits, RaisesTheSoftLimitToTheHardOne) {
   rlimit original{};
@@ -29,5 +29,5 @@ TEST(FileLimits, RaisesTheSoftLimitToTheHardOne) {
   ::setrlimit(RLIMIT_NOFILE, &original);
 }
 
-}  // namespace
+}  // namespace test_file_limits
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include "cube3d/server/cache/entry_files.h"
 
 namespace cube3d {
-namespace {
+namespace test_entry_files {
 
 CacheKey key_of(int n) { return entry_sha256("key " + std::to_string(n)); }
 
@@ -101,5 +101,5 @@ TEST(ResultCacheEntryFiles, HeaderChecksNameTheProblem) {
   EXPECT_NE(problem(header.substr(1), key, payload.size()).find("header"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_entry_files
 }  // namespace cube3d

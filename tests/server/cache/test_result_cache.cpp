@@ -31,7 +31,7 @@
 #include "temp_dir.h"
 
 namespace cube3d {
-namespace {
+namespace test_result_cache {
 
 using namespace std::chrono_literals;
 using Value = ResultCache::Value;
@@ -764,5 +764,5 @@ TEST(ResultCacheDisk, ManyThreadsAtOnceKeepTheTiersConsistent) {
   EXPECT_EQ(heard.size("memory"), std::make_pair(stats.memory_bytes, stats.memory_entries));
 }
 
-}  // namespace
+}  // namespace test_result_cache
 }  // namespace cube3d

@@ -7,7 +7,7 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
+namespace test_layer_options {
 
 ServerConfig changed_config() {
   ServerConfig c;
@@ -150,5 +150,5 @@ TEST(LayerOptions, BadWordsNameTheKey) {
   }
 }
 
-}  // namespace
+}  // namespace test_layer_options
 }  // namespace cube3d

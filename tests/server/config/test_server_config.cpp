@@ -20,7 +20,7 @@
 #include "cube3d/server/config/server_config.h"
 
 namespace cube3d {
-namespace {
+namespace test_server_config {
 
 const std::string kRepo = CUBE3D_SOURCE_DIR;
 const std::string kModels = kRepo + "/models";
@@ -936,5 +936,5 @@ TEST(ServerConfigOverride, ParsesKeyEqualsValue) {
                {"key=value"});
 }
 
-}  // namespace
+}  // namespace test_server_config
 }  // namespace cube3d

@@ -27,7 +27,7 @@
 #include "eventually.h"
 
 namespace cube3d {
-namespace {
+namespace test_mesh_service_core {
 
 // Succeeds every job with a mesh of `vertices` vertices, or fails it with `error`.
 class FakeExecutor final : public BatchExecutor {
@@ -738,5 +738,5 @@ TEST_F(DuplicateRequestIdTest, ACancelledWorkIsNotJoinedByALaterCallWithItsId) {
   EXPECT_TRUE(again->outcome->status.ok()) << again->outcome->status.error_message();
 }
 
-}  // namespace
+}  // namespace test_mesh_service_core
 }  // namespace cube3d

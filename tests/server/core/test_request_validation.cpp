@@ -17,7 +17,7 @@
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
-namespace {
+namespace test_request_validation {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -523,5 +523,5 @@ TEST(RequestValidationTest, FromProtoRejectsUnknownValues) {
   }
 }
 
-}  // namespace
+}  // namespace test_request_validation
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace cube3d {
-namespace {
+namespace test_running_requests {
 
 std::shared_ptr<SharedWork> make_work() {
   JobRequest request;
@@ -72,5 +72,5 @@ TEST(RunningRequests, EntriesOfEndedWorksAreSweptSoTheTableStaysSmall) {
   EXPECT_TRUE(running.find("", "live", key_of(1)));
 }
 
-}  // namespace
+}  // namespace test_running_requests
 }  // namespace cube3d

@@ -13,7 +13,7 @@
 #include "eventually.h"
 
 namespace cube3d {
-namespace {
+namespace test_timer_queue {
 
 using std::chrono::milliseconds;
 using Clock = TimerQueue::Clock;
@@ -191,5 +191,5 @@ TEST(TimerQueue, ManyTimersFromManyThreads) {
   EXPECT_LE(runs.load(), 1000);
 }
 
-}  // namespace
+}  // namespace test_timer_queue
 }  // namespace cube3d

@@ -22,7 +22,7 @@
 #include "engine/test_model_fixture.h"
 
 namespace cube3d {
-namespace {
+namespace test_engine_executor_faults {
 
 using namespace std::chrono_literals;
 
@@ -236,5 +236,5 @@ TEST(EngineExecutorFaults, AnInjectedDeviceFaultWhileMeshingFailsThatRequestAndR
   EXPECT_EQ(served.observed_ids, (std::vector<std::string>{"a"}));
 }
 
-}  // namespace
+}  // namespace test_engine_executor_faults
 }  // namespace cube3d

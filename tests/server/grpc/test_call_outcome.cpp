@@ -7,7 +7,7 @@
 #include <chrono>
 
 namespace cube3d {
-namespace {
+namespace test_call_outcome {
 
 TEST(GrpcCallOutcome, ACallThatEndedNormallyCountsTheCodeSent) {
   for (const char* code : {"OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "INTERNAL"}) {
@@ -46,5 +46,5 @@ TEST(GrpcCallOutcome, TheDeadlineCountsFromSlackBeforeIt) {
   EXPECT_FALSE(grpc_outcome::deadline_reached(std::chrono::system_clock::time_point::max()));
 }
 
-}  // namespace
+}  // namespace test_call_outcome
 }  // namespace cube3d

@@ -9,7 +9,7 @@
 #include "cube3d/server/http/http_error.h"
 
 namespace cube3d::http {
-namespace {
+namespace test_content_negotiation {
 
 using Kind = Negotiated::Kind;
 
@@ -126,5 +126,5 @@ TEST(ContentNegotiation, PngSizeComesFromTheQuery) {
   }
 }
 
-}  // namespace
+}  // namespace test_content_negotiation
 }  // namespace cube3d::http

@@ -29,7 +29,7 @@
 #include "server/http/test_http_client.h"
 
 namespace cube3d {
-namespace {
+namespace test_http_gateway {
 
 using testing_http::Reply;
 using Result = std::optional<Reply>;
@@ -657,5 +657,5 @@ TEST_F(HttpGatewayTest, ForAPictureTheBodysFormatIsSetAsideWithAWarning) {
   EXPECT_EQ(executor_.formats(), (std::vector<MeshFormat>{MeshFormat::kRaw, MeshFormat::kObj}));
 }
 
-}  // namespace
+}  // namespace test_http_gateway
 }  // namespace cube3d

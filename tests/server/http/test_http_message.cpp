@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace cube3d::http {
-namespace {
+namespace test_http_message {
 
 TEST(Headers, NamesAreCaseInsensitiveAndRepeatsKept) {
   Headers h;
@@ -71,5 +71,5 @@ TEST(Request, QueryParameters) {
   EXPECT_FALSE(r.query_param("timeout"));
 }
 
-}  // namespace
+}  // namespace test_http_message
 }  // namespace cube3d::http

@@ -20,7 +20,7 @@
 #include "server/http/test_http_client.h"
 
 namespace cube3d::http {
-namespace {
+namespace test_http_server {
 
 using namespace std::chrono_literals;
 using testing_http::Connection;
@@ -509,5 +509,5 @@ TEST_F(HttpServerTest, ABusyPortIsAnErrorNamingTheSetting) {
   EXPECT_THROW(Server(ServerOptions{}, std::move(bad)), Error);
 }
 
-}  // namespace
+}  // namespace test_http_server
 }  // namespace cube3d::http

@@ -9,7 +9,7 @@
 #include "cube3d/server/http/http_status.h"
 
 namespace cube3d {
-namespace {
+namespace test_http_status {
 
 TEST(HttpStatus, EveryGrpcCodeHasItsHttpStatus) {
   const std::vector<std::pair<grpc::StatusCode, int>> expected = {
@@ -86,5 +86,5 @@ TEST(HttpStatus, ErrorBodyIsValidJsonWhateverTheMessageHolds) {
   EXPECT_NE(parsed.find(" end"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_http_status
 }  // namespace cube3d

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace cube3d::http {
-namespace {
+namespace test_request_reader {
 
 using Kind = RequestReader::Result::Kind;
 
@@ -368,5 +368,5 @@ TEST(RequestReader, StartedSaysWhetherARequestIsUnderWay) {
   EXPECT_TRUE(reader.started());
 }
 
-}  // namespace
+}  // namespace test_request_reader
 }  // namespace cube3d::http

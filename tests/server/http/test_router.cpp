@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace cube3d::http {
-namespace {
+namespace test_router {
 
 Router make_router(std::vector<std::string>& refusals) {
   Router router(Cors({}), [&refusals](const std::shared_ptr<Exchange>&, int status,
@@ -60,5 +60,5 @@ TEST(Router, TheNotFoundMessageListsOnlyListedRoutes) {
   EXPECT_EQ(router.allowed_methods("/playground/app.js"), "GET, HEAD");  // served all the same
 }
 
-}  // namespace
+}  // namespace test_router
 }  // namespace cube3d::http

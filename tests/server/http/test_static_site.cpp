@@ -16,7 +16,7 @@
 #include "temp_dir.h"
 
 namespace cube3d::http {
-namespace {
+namespace test_static_site {
 
 // An exchange that keeps its one answer.
 class RecordingExchange final : public Exchange {
@@ -180,5 +180,5 @@ TEST(Playground, TheRepositorysPlaygroundLoadsWithDebiansThreeJs) {
   EXPECT_GT(site.find("/vendor/three/three.min.js")->body.size(), 100'000u);
 }
 
-}  // namespace
+}  // namespace test_static_site
 }  // namespace cube3d::http

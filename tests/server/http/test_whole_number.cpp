@@ -8,7 +8,7 @@
 #include "cube3d/server/http/http_error.h"
 
 namespace cube3d::http {
-namespace {
+namespace test_whole_number {
 
 std::string refusal(std::string_view text) {
   try {
@@ -39,5 +39,5 @@ TEST(WholeNumber, RefusesAnythingElseNamingWhatAndTheRange) {
   }
 }
 
-}  // namespace
+}  // namespace test_whole_number
 }  // namespace cube3d::http

@@ -19,7 +19,7 @@
 #include "eventually.h"
 
 namespace cube3d {
-namespace {
+namespace test_job_store {
 
 using std::chrono::milliseconds;
 using testing::eventually;
@@ -733,5 +733,5 @@ TEST_F(JobStoreTest, OptionsOutOfRangeAreRefused) {
   EXPECT_THROW({ const JobStore store(options, timers_); }, Error);
 }
 
-}  // namespace
+}  // namespace test_job_store
 }  // namespace cube3d

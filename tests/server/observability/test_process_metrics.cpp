@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace cube3d {
-namespace {
+namespace test_process_metrics {
 
 std::map<std::string, prometheus::MetricFamily> collect_by_name() {
   std::map<std::string, prometheus::MetricFamily> by_name;
@@ -189,5 +189,5 @@ TEST(ProcessMetrics, RegistryServesItsOwnAndTheProcessFamilies) {
   }
 }
 
-}  // namespace
+}  // namespace test_process_metrics
 }  // namespace cube3d
