@@ -26,7 +26,7 @@
 #include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/mesh/mesh_stats.h"
 
-namespace mesh_tool {
+namespace {
 
 constexpr const char* kUsage =
     "usage: cube3d_mesh_tool GRID OUT.obj|ply|glb [--no-postprocess] [--no-simplify]\n"
@@ -187,7 +187,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace mesh_tool
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
