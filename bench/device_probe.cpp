@@ -13,7 +13,7 @@
 namespace cube3d::bench {
 namespace {
 
-std::string trim(const std::string& s) {
+std::string trim_output(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   const size_t e = s.find_last_not_of(" \t\r\n");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
@@ -49,14 +49,14 @@ std::string device_name(const at::Device& device) {
     std::array<char, 256> line{};
     const bool got = std::fgets(line.data(), line.size(), pipe) != nullptr;
     pclose(pipe);
-    return got ? trim(line.data()) : "";
+    return got ? trim_output(line.data()) : "";
   }
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("model name", 0) == 0) {
       const size_t colon = line.find(':');
-      if (colon != std::string::npos) return trim(line.substr(colon + 1));
+      if (colon != std::string::npos) return trim_output(line.substr(colon + 1));
     }
   }
   return "";

@@ -12,6 +12,10 @@ clients include no server header. A few headers of a layer are allowed where the
 each for a stated reason (Layer.headers, ServerPart.headers). Links (with --build-dir): the binaries that need no tensors
 have no libtorch among their shared-library dependencies (readelf -d), and no shipped binary
 carries the source tree's path (a default resolved at build time would break on any other machine).
+Batches: the unity build (CUBE3D_UNITY_BUILD, and the fuzz project's own groups) compiles several
+sources as one translation unit, where their anonymous namespaces are one; so no two sources of
+src/ or bench/ may give a file-local name (an anonymous namespace's, or a static one) the same
+name, unless both are executables' mains (never in one target) or both lines are the same alias.
 
   scripts/check_layering.py [--root DIR] [--build-dir DIR]
 
@@ -291,17 +295,77 @@ def check_links(root: Path, build_dir: Path) -> list[str]:
     return problems
 
 
+# A declaration at column 0 (clang-format indents no namespace): its kind and the name it declares.
+TYPE_DECL = re.compile(r"^(?:template\s*<.*>\s*)?(?:struct|class|union|enum(?:\s+class)?)\s+"
+                       r"(?:\[\[[^\]]*\]\]\s*)?(\w+)")
+ALIAS_DECL = re.compile(r"^(?:using|namespace)\s+(\w+)\s*=")
+VALUE_OR_FUNCTION = re.compile(r"^(?!return\b|case\b|default\b|public\b|private\b)"
+                               r"[A-Za-z_][\w:<>,\s*&\[\]]*?[\s*&>](\w+)\s*(?:\(|=|\{|\[|;)")
+NOT_A_NAME = {"operator", "if", "for", "while", "switch", "sizeof", "alignas", "decltype"}
+
+
+def file_local_names(text: str) -> list[tuple[str, int, str]]:
+    """(name, line, the line's text) for each name a source declares with internal linkage."""
+    names = []
+    anonymous = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(r"^namespace\s*\{", line):
+            anonymous = True
+            continue
+        if anonymous and re.match(r"^\}\s*//\s*namespace\s*$", line):
+            anonymous = False
+            continue
+        declaration = line
+        if not anonymous:
+            if not line.startswith("static "):
+                continue
+            declaration = line[len("static "):]
+        if declaration.startswith("template <") and declaration.rstrip().endswith(">"):
+            continue  # the declaration is on the next line
+        for pattern in (TYPE_DECL, ALIAS_DECL, VALUE_OR_FUNCTION):
+            m = pattern.match(declaration)
+            if m:
+                if m.group(1) not in NOT_A_NAME:
+                    names.append((m.group(1), number, line.strip()))
+                break
+    return names
+
+
+def check_batch_names(root: Path) -> list[str]:
+    """File-local names that two sources share: one batch of the unity build breaks on them."""
+    seen: dict[str, list[tuple[str, int, str, bool]]] = {}
+    for folder in ("src", "bench"):
+        for rel, text in source_files(root, folder, {".cpp"}):
+            is_main = re.search(r"^int main\(", text, re.M) is not None
+            for name, line, decl in file_local_names(text):
+                seen.setdefault(name, []).append((rel, line, decl, is_main))
+    problems = []
+    for name, places in sorted(seen.items()):
+        first = places[0]
+        for other in places[1:]:
+            if other[0] == first[0]:
+                continue  # one file's own overloads or declaration and definition
+            if first[3] and other[3]:
+                continue  # two executables' mains: never one target
+            if ALIAS_DECL.match(first[2]) and first[2] == other[2]:
+                continue  # the same alias twice is allowed
+            problems.append(f"{other[0]}:{other[1]}: file-local '{name}' is also {first[0]}:"
+                            f"{first[1]}'s (one unity batch would clash; rename one)")
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--build-dir", type=Path, help="also check the binaries built here")
     args = parser.parse_args()
-    problems = check_includes(args.root) + check_server_parts(args.root)
+    problems = (check_includes(args.root) + check_server_parts(args.root)
+                + check_batch_names(args.root))
     if args.build_dir:
         problems += check_links(args.root, args.build_dir)
     for p in problems:
         print(p)
-    checked = "includes" + (f" and links in {args.build_dir}" if args.build_dir else "")
+    checked = "includes, file-local names" + (f" and links in {args.build_dir}" if args.build_dir else "")
     print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
     return 1 if problems else 0
 

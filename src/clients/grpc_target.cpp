@@ -18,13 +18,13 @@ namespace {
 
 constexpr std::string_view kSchemes[] = {"unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:"};
 
-std::string lower(std::string_view s) {
+std::string lower_case(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_space(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
@@ -69,8 +69,8 @@ ServerEntry split_host_port(std::string_view entry, std::string_view flag, std::
 }
 
 // The IPv4 and IPv6 addresses of one entry, as "A:P" and "[A]:P".
-void resolve(const ServerEntry& hp, std::string_view flag, std::string_view all,
-             std::vector<std::string>& v4, std::vector<std::string>& v6) {
+void resolve_entry(const ServerEntry& hp, std::string_view flag, std::string_view all,
+                   std::vector<std::string>& v4, std::vector<std::string>& v6) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -98,7 +98,7 @@ void resolve(const ServerEntry& hp, std::string_view flag, std::string_view all,
 }
 
 void check_not_url(std::string_view entry, std::string_view flag, std::string_view all) {
-  const std::string l = lower(entry);
+  const std::string l = lower_case(entry);
   if (l.starts_with("http://") || l.starts_with("https://")) {
     throw invalid_argument(std::string(flag) + " " + std::string(all) +
                            ": gRPC takes HOST:PORT (e.g. localhost:50051), not a URL; use --tls "
@@ -115,14 +115,14 @@ void append_unique(std::vector<std::string>& to, const std::vector<std::string>&
 }  // namespace
 
 std::string grpc_target(std::string_view servers, std::string_view flag) {
-  const std::string_view all = trim(servers);
+  const std::string_view all = trim_space(servers);
   if (all.empty()) {
     throw invalid_argument(std::string(flag) + ": empty address (expected HOST:PORT)");
   }
   std::vector<std::string_view> entries;
   for (std::string_view rest = all;;) {
     const size_t comma = rest.find(',');
-    entries.push_back(trim(rest.substr(0, comma)));
+    entries.push_back(trim_space(rest.substr(0, comma)));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
@@ -135,7 +135,7 @@ std::string grpc_target(std::string_view servers, std::string_view flag) {
       throw invalid_argument(std::string(flag) + " " + std::string(all) +
                              ": an empty entry between commas");
     }
-    const std::string l = lower(entry);
+    const std::string l = lower_case(entry);
     for (const std::string_view scheme : kSchemes) {
       if (l.starts_with(scheme)) {
         throw invalid_argument(std::string(flag) + " " + std::string(all) + ": '" +
@@ -145,7 +145,7 @@ std::string grpc_target(std::string_view servers, std::string_view flag) {
       }
     }
     std::vector<std::string> e4, e6;
-    resolve(split_host_port(entry, flag, all), flag, all, e4, e6);
+    resolve_entry(split_host_port(entry, flag, all), flag, all, e4, e6);
     every_v4 = every_v4 && !e4.empty();
     every_v6 = every_v6 && !e6.empty();
     append_unique(v4, e4);

@@ -210,8 +210,8 @@ std::string_view origin(const ModelConfig& config) {
   return config.source.empty() ? std::string_view("model config") : config.source;
 }
 
-void check_range(std::string_view source, std::string_view key, int64_t value, int64_t min,
-                 int64_t max) {
+void check_model_range(std::string_view source, std::string_view key, int64_t value, int64_t min,
+                       int64_t max) {
   const std::string what = std::string(key) + " (" + std::to_string(value) + ")";
   if (value < min) {
     fail(source, what + (min == 1   ? " must be positive"
@@ -237,26 +237,30 @@ void validate_model_config(const ModelConfig& config) {
   const ShapeModelConfig& shape = config.shape;
 
   // Ranges first, so the divisibility checks below never divide by zero.
-  check_range(src, "gpt_model.n_layer", gpt.n_layer, 1, kMaxLayers);
-  check_range(src, "gpt_model.n_single_layer", gpt.n_single_layer, 0, kMaxLayers);
-  check_range(src, "gpt_model.n_head", gpt.n_head, 1, kMaxHeads);
-  check_range(src, "gpt_model.n_embd", gpt.n_embd, 1, kMaxWidth);
-  check_range(src, "gpt_model.shape_model_vocab_size", gpt.shape_model_vocab_size, 1, kMaxCodes);
-  check_range(src, "gpt_model.shape_model_embed_dim", gpt.shape_model_embed_dim, 1, kMaxWidth);
-  check_range(src, "gpt_model.text_model_embed_dim", gpt.text_model_embed_dim, 1, kMaxWidth);
+  check_model_range(src, "gpt_model.n_layer", gpt.n_layer, 1, kMaxLayers);
+  check_model_range(src, "gpt_model.n_single_layer", gpt.n_single_layer, 0, kMaxLayers);
+  check_model_range(src, "gpt_model.n_head", gpt.n_head, 1, kMaxHeads);
+  check_model_range(src, "gpt_model.n_embd", gpt.n_embd, 1, kMaxWidth);
+  check_model_range(src, "gpt_model.shape_model_vocab_size", gpt.shape_model_vocab_size, 1,
+                    kMaxCodes);
+  check_model_range(src, "gpt_model.shape_model_embed_dim", gpt.shape_model_embed_dim, 1,
+                    kMaxWidth);
+  check_model_range(src, "gpt_model.text_model_embed_dim", gpt.text_model_embed_dim, 1, kMaxWidth);
   check_positive_finite(src, "gpt_model.rope_theta", gpt.rope_theta);
   check_positive_finite(src, "gpt_model.eps", gpt.eps);
 
-  check_range(src, "shape_model.num_encoder_latents", shape.num_encoder_latents, 1, kMaxLatents);
-  check_range(src, "shape_model.num_decoder_latents", shape.num_decoder_latents, 0, kMaxLatents);
-  check_range(src, "shape_model.embed_dim", shape.embed_dim, 1, kMaxWidth);
-  check_range(src, "shape_model.width", shape.width, 1, kMaxWidth);
-  check_range(src, "shape_model.num_heads", shape.num_heads, 1, kMaxHeads);
-  check_range(src, "shape_model.num_freqs", shape.num_freqs, 1, kMaxFreqs);
-  check_range(src, "shape_model.point_feats", shape.point_feats, 0, kMaxWidth);
-  check_range(src, "shape_model.num_encoder_layers", shape.num_encoder_layers, 0, kMaxLayers);
-  check_range(src, "shape_model.num_decoder_layers", shape.num_decoder_layers, 1, kMaxLayers);
-  check_range(src, "shape_model.num_codes", shape.num_codes, 1, kMaxCodes);
+  check_model_range(src, "shape_model.num_encoder_latents", shape.num_encoder_latents, 1,
+                    kMaxLatents);
+  check_model_range(src, "shape_model.num_decoder_latents", shape.num_decoder_latents, 0,
+                    kMaxLatents);
+  check_model_range(src, "shape_model.embed_dim", shape.embed_dim, 1, kMaxWidth);
+  check_model_range(src, "shape_model.width", shape.width, 1, kMaxWidth);
+  check_model_range(src, "shape_model.num_heads", shape.num_heads, 1, kMaxHeads);
+  check_model_range(src, "shape_model.num_freqs", shape.num_freqs, 1, kMaxFreqs);
+  check_model_range(src, "shape_model.point_feats", shape.point_feats, 0, kMaxWidth);
+  check_model_range(src, "shape_model.num_encoder_layers", shape.num_encoder_layers, 0, kMaxLayers);
+  check_model_range(src, "shape_model.num_decoder_layers", shape.num_decoder_layers, 1, kMaxLayers);
+  check_model_range(src, "shape_model.num_codes", shape.num_codes, 1, kMaxCodes);
   check_positive_finite(src, "shape_model.eps", shape.eps);
 
   if (gpt.use_pooled_text_embed) {

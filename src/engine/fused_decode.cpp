@@ -15,7 +15,7 @@ namespace cube3d {
 #ifdef CUBE3D_WITH_KERNELS
 namespace {
 
-void require(bool ok, const char* what) {
+void require_shape(bool ok, const char* what) {
   if (!ok) throw internal_error(std::string("fused q/k norm + RoPE: ") + what);
 }
 
@@ -25,18 +25,18 @@ at::Tensor qk_norm_rope_store(const at::Tensor& qk, const at::Tensor& q_norm,
   const int64_t rows = qk.size(0);
   const int64_t heads = keys.size(1);
   const int64_t head_dim = keys.size(3);
-  require(qk.is_cuda() && qk.scalar_type() == at::kBFloat16 && qk.dim() == 3 && qk.size(1) == 1 &&
-              qk.size(2) == 2 * heads * head_dim && qk.stride(2) == 1,
-          "qk must be bf16 [R, 1, 2D] on CUDA, contiguous in its last dim");
-  require(keys.scalar_type() == at::kBFloat16 && keys.size(0) == rows && keys.stride(3) == 1,
-          "keys must be bf16 [R, H, L, hd] with contiguous heads");
+  require_shape(qk.is_cuda() && qk.scalar_type() == at::kBFloat16 && qk.dim() == 3 &&
+                    qk.size(1) == 1 && qk.size(2) == 2 * heads * head_dim && qk.stride(2) == 1,
+                "qk must be bf16 [R, 1, 2D] on CUDA, contiguous in its last dim");
+  require_shape(keys.scalar_type() == at::kBFloat16 && keys.size(0) == rows && keys.stride(3) == 1,
+                "keys must be bf16 [R, H, L, hd] with contiguous heads");
   const at::Tensor qw = q_norm.to(at::kFloat).contiguous();
   const at::Tensor kw = k_norm.to(at::kFloat).contiguous();
   const at::Tensor c = cos.to(at::kFloat).contiguous();
   const at::Tensor s = sin.to(at::kFloat).contiguous();
   const at::Tensor slot = slots.to(at::kLong).contiguous();
-  require(c.numel() == rows * head_dim / 2 && s.numel() == c.numel() && slot.numel() == rows,
-          "cos / sin must hold hd/2 angles per row, slots one per row");
+  require_shape(c.numel() == rows * head_dim / 2 && s.numel() == c.numel() && slot.numel() == rows,
+                "cos / sin must hold hd/2 angles per row, slots one per row");
   at::Tensor q = at::empty({rows, heads, 1, head_dim}, qk.options());
   kernels::QkNormRopeArgs args;
   args.qk = reinterpret_cast<const __nv_bfloat16*>(qk.data_ptr());
@@ -57,7 +57,7 @@ at::Tensor qk_norm_rope_store(const at::Tensor& qk, const at::Tensor& q_norm,
   args.slots = slot.data_ptr<int64_t>();
   const cudaError_t status =
       kernels::qk_norm_rope(args, c10::cuda::getCurrentCUDAStream(qk.device().index()).stream());
-  require(status == cudaSuccess, cudaGetErrorString(status));
+  require_shape(status == cudaSuccess, cudaGetErrorString(status));
   return q;
 }
 

@@ -22,7 +22,7 @@ constexpr uint8_t kUnmarked = 0;
 constexpr uint8_t kMarked = 1;   // its points are evaluated (or already exact)
 constexpr uint8_t kPending = 2;  // marked; its points still have to be collected
 
-void validate(int64_t resolution_base, const OccupancySamplingOptions& options) {
+void validate_sampling(int64_t resolution_base, const OccupancySamplingOptions& options) {
   validate_resolution_base(resolution_base, kMaxResolutionBase);
   if (options.coarsest_resolution_base < 1) {
     throw invalid_argument("occupancy sampling: coarsest_resolution_base " +
@@ -417,7 +417,7 @@ std::vector<float> sample_dense(int64_t resolution_base, const OccupancyEvaluato
 std::vector<float> sample_occupancy(int64_t resolution_base, const OccupancyEvaluator& evaluate,
                                     const OccupancySamplingOptions& options,
                                     OccupancySamplingReport* report) {
-  validate(resolution_base, options);
+  validate_sampling(resolution_base, options);
   if (!evaluate) {
     throw invalid_argument("occupancy sampling: no evaluator");
   }

@@ -120,7 +120,7 @@ const SrgbTable& srgb_table() {
 }
 
 // Where the camera is and how camera space maps to samples.
-struct View {
+struct Camera {
   Vec3 eye, right, up, forward;  // an orthonormal basis; forward looks into the scene
   double focal = 1;              // samples per unit of x / z
   double near = 1e-3;            // nearest depth drawn
@@ -154,8 +154,8 @@ Sphere bounding_sphere(const Mesh& mesh) {
   return sphere;
 }
 
-View make_view(const Sphere& sphere, const PreviewOptions& options) {
-  View view;
+Camera make_view(const Sphere& sphere, const PreviewOptions& options) {
+  Camera view;
   const int ss = options.supersample;
   view.width = static_cast<double>(options.width) * ss;
   view.height = static_cast<double>(options.height) * ss;
@@ -199,7 +199,7 @@ struct ClipVertex {
 // and a guard band twice the image's size on each axis, so that projected positions stay small
 // enough for the 64-bit edge functions whatever the camera sees.
 constexpr int kPlanes = 5;
-double plane_distance(const View& view, int plane, Vec3 p) {
+double plane_distance(const Camera& view, int plane, Vec3 p) {
   switch (plane) {
     case 0:
       return p.z - view.near;
@@ -213,7 +213,7 @@ double plane_distance(const View& view, int plane, Vec3 p) {
       return view.height * p.z + view.focal * p.y;
   }
 }
-unsigned outcode(const View& view, Vec3 p) {
+unsigned outcode(const Camera& view, Vec3 p) {
   unsigned code = 0;
   for (int plane = 0; plane < kPlanes; ++plane) {
     if (plane_distance(view, plane, p) < 0) code |= 1u << plane;
@@ -223,7 +223,7 @@ unsigned outcode(const View& view, Vec3 p) {
 
 // Sutherland-Hodgman against the planes in `planes`: a convex polygon of at most 3 + 5 corners.
 constexpr int kMaxPolygon = 3 + kPlanes;
-int clip_polygon(const View& view, unsigned planes, ClipVertex* poly, int count) {
+int clip_polygon(const Camera& view, unsigned planes, ClipVertex* poly, int count) {
   ClipVertex scratch[kMaxPolygon];
   for (int plane = 0; plane < kPlanes && count >= 3; ++plane) {
     if (!(planes & (1u << plane))) continue;
@@ -265,7 +265,7 @@ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1)
 // guard band, [-w/2, 3w/2]; the clamp, wider than that, only bounds what rounding makes of
 // coordinates near float's limits (an edge from -1e30 to 1e30 cut at x = 4 loses every digit), so
 // that the edge functions' products stay far inside 64 bits whatever the input.
-void project(const View& view, Vec3 p, int32_t& x, int32_t& y) {
+void project(const Camera& view, Vec3 p, int32_t& x, int32_t& y) {
   const double sx =
       std::clamp(view.width / 2 + view.focal * p.x / p.z, -2 * view.width, 3 * view.width);
   const double sy =
@@ -275,7 +275,7 @@ void project(const View& view, Vec3 p, int32_t& x, int32_t& y) {
 }
 
 // Sets up one (clipped) triangle; false when it covers no sample.
-bool set_up(const View& view, const ClipVertex& a, const ClipVertex& b, const ClipVertex& c,
+bool set_up(const Camera& view, const ClipVertex& a, const ClipVertex& b, const ClipVertex& c,
             ScreenTriangle& t) {
   const ClipVertex* v[3] = {&a, &b, &c};
   for (int i = 0; i < 3; ++i) project(view, v[i]->p, t.x[i], t.y[i]);
@@ -337,7 +337,7 @@ bool set_up(const View& view, const ClipVertex& a, const ClipVertex& b, const Cl
 
 // Lambert under the key and fill lights plus a sky/ground ambient; `n` is the unit normal on the
 // viewer's side.
-void shade(const View& view, Vec3 n, bool back_face, float rgb[3]) {
+void shade(const Camera& view, Vec3 n, bool back_face, float rgb[3]) {
   const Vec3 camera{dot(n, view.right), dot(n, view.up), dot(n, view.forward)};
   const double ambient = kGroundAmbient + (kSkyAmbient - kGroundAmbient) * (0.5 + 0.5 * n.y);
   double light = ambient + kKeyIntensity * std::max(0.0, dot(camera, kKeyLight)) +
@@ -405,7 +405,7 @@ std::vector<Vec3> angle_weighted_normals(const Mesh& mesh) {
 
 // Every face clipped, projected and set up, in face order (so that equal depths resolve the
 // same way every time).
-std::vector<ScreenTriangle> set_up_faces(const Mesh& mesh, const View& view) {
+std::vector<ScreenTriangle> set_up_faces(const Mesh& mesh, const Camera& view) {
   const auto& v = mesh.vertices;
   const std::vector<Vec3> smooth = angle_weighted_normals(mesh);
   std::vector<Vec3> camera(mesh.vertex_count());
@@ -522,7 +522,8 @@ void rasterize(const ScreenTriangle& t, Band& band) {
 }
 
 // Box filter of a band's samples into its output rows.
-void resolve(const Band& band, int ss, bool transparent, const float background[3], Image& image) {
+void resolve_band(const Band& band, int ss, bool transparent, const float background[3],
+                  Image& image) {
   const SrgbTable& srgb = srgb_table();
   const int n = ss * ss;
   const int64_t first = band.first_row / ss;
@@ -706,7 +707,7 @@ Image render_preview(const Mesh& mesh, const PreviewOptions& options) {
   Image image = background_image(options);
   if (mesh.empty()) return image;
 
-  const View view = make_view(bounding_sphere(mesh), options);
+  const Camera view = make_view(bounding_sphere(mesh), options);
   const std::vector<ScreenTriangle> triangles = set_up_faces(mesh, view);
   if (triangles.empty()) return image;
 
@@ -746,7 +747,7 @@ Image render_preview(const Mesh& mesh, const PreviewOptions& options) {
     band.rows = std::min(band_rows, sample_rows - band.first_row);
     std::fill(band.depth.begin(), band.depth.end(), 0.0f);
     for (uint32_t i = starts[b]; i < starts[b + 1]; ++i) rasterize(triangles[binned[i]], band);
-    resolve(band, ss, options.transparent_background, background, image);
+    resolve_band(band, ss, options.transparent_background, background, image);
   }
   return image;
 }

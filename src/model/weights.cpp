@@ -45,7 +45,7 @@ at::Tensor convert(const at::Tensor& t, TensorRole role, const WeightOptions& op
 
 // Seeds derived from (seed, tensor name): SplitMix64 over FNV-1a, stable across platforms and
 // independent of a tensor's position in the spec.
-uint64_t splitmix64(uint64_t x) {
+uint64_t mix_seed(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -62,7 +62,7 @@ uint64_t fnv1a(const std::string& text) {
 }
 
 uint64_t tensor_seed(uint64_t seed, const std::string& name) {
-  return splitmix64(splitmix64(seed) ^ fnv1a(name));
+  return mix_seed(mix_seed(seed) ^ fnv1a(name));
 }
 
 // A fresh generator of the tensor's device (CPU: mt19937; CUDA: Philox), seeded with `seed`.

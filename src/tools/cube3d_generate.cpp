@@ -135,8 +135,8 @@ CliArgs make_args() {
   return args;
 }
 
-at::Tensor require(const SafetensorsFile& file, const std::string& name,
-                   const std::vector<int64_t>& shape) {
+at::Tensor require_tensor(const SafetensorsFile& file, const std::string& name,
+                          const std::vector<int64_t>& shape) {
   if (!file.contains(name)) {
     throw invalid_argument(file.path() + ": missing tensor " + name);
   }
@@ -601,10 +601,11 @@ int run(int argc, char** argv) {
   } else if (args.has("--text-embeddings")) {
     const SafetensorsFile file = SafetensorsFile::open(args.get("--text-embeddings"));
     request.text_hidden =
-        require(file, "clip_hidden_cond", {1, kClipContextLength, text_dim}).squeeze(0);
+        require_tensor(file, "clip_hidden_cond", {1, kClipContextLength, text_dim}).squeeze(0);
     request.uncond_hidden =
-        require(file, "clip_hidden_uncond", {1, kClipContextLength, text_dim}).squeeze(0);
-    if (file.contains("bbox_xyz")) request.bbox = require(file, "bbox_xyz", {1, 3}).view({3});
+        require_tensor(file, "clip_hidden_uncond", {1, kClipContextLength, text_dim}).squeeze(0);
+    if (file.contains("bbox_xyz"))
+      request.bbox = require_tensor(file, "bbox_xyz", {1, 3}).view({3});
   } else if (config.random_weights_seed && engine_options.gpt_weights.empty()) {
     // A random-weight model has no real text encoder to match: random stand-ins for the CLIP
     // states of the prompt and of the empty prompt, fixed by the model's seed.

@@ -17,7 +17,7 @@ namespace {
 
 bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_line(std::string_view s) {
   while (!s.empty() && blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && blank(s.back())) s.remove_suffix(1);
   return s;
@@ -107,7 +107,7 @@ void read_json_line(std::string_view text, PromptLine& out) {
     }
     if (name == "prompt") {
       if (!value.is_string()) throw invalid_argument("prompt must be a string");
-      out.prompt = std::string(trim(value.get<std::string>()));
+      out.prompt = std::string(trim_line(value.get<std::string>()));
       has_prompt = true;
     } else if (name == "seed") {
       o.seed = seed_of(value);
@@ -156,7 +156,7 @@ PromptLine parse_prompt_line(int64_t number, std::string_view line, int64_t max_
   PromptLine out;
   out.number = number;
   out.text = std::string(line);
-  const std::string_view content = trim(line);
+  const std::string_view content = trim_line(line);
   if (content.empty()) return out;  // kBlank
   if (content.front() == '#') {
     out.kind = PromptLine::Kind::kComment;

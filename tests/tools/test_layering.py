@@ -169,6 +169,58 @@ class LayeringTest(unittest.TestCase):
                 self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
             self.assertEqual(len(lines), len(expected), proc.stdout)
 
+    def test_planted_batch_name_clashes_fail(self):
+        # Sources that one unity batch may join: their anonymous namespaces become one.
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            files = {
+                "src/core/a.cpp": "namespace cube3d {\nnamespace {\n\n"
+                                  "std::string trim(std::string_view s) { return {}; }\n"
+                                  "constexpr int kLimit = 3;\nstruct Entry {\n  int x;\n};\n"
+                                  "using Clock = std::chrono::steady_clock;\n"
+                                  "namespace http = boost::beast::http;\n"
+                                  "template <typename T>\nT pick(T a) { return a; }\n"
+                                  "int twice(int x) { return 2 * x; }\n"
+                                  "int twice(long x) { return 2 * x; }\n\n"
+                                  "}  // namespace\n\nint visible() { return 1; }\n"
+                                  "}  // namespace cube3d\n",
+                "src/server/http/b.cpp": "namespace cube3d {\nnamespace {\n\n"
+                                         "std::string_view trim(std::string_view s) {\n"
+                                         "  return s;\n}\n"
+                                         "constexpr const char* kLimit = \"x\";\n"
+                                         "class Entry;\n"
+                                         "using Clock = std::chrono::steady_clock;\n"
+                                         "namespace http = boost::beast::http;\n"
+                                         "\n}  // namespace\n\n"
+                                         "int visible2() { return 2; }\n"
+                                         "}  // namespace cube3d\n",
+                "bench/c.cpp": "static double pick(double a) { return a; }\n"
+                               "namespace {\nusing Clock = std::chrono::system_clock;\n"
+                               "}  // namespace\n",
+                # Two executables' mains never share a target.
+                "src/tools/one_main.cpp": "namespace {\nint run() { return 0; }\n}  // namespace\n"
+                                          "int main() { return run(); }\n",
+                "src/clients/two_main.cpp": "namespace {\nint run() { return 1; }\n"
+                                            "}  // namespace\nint main() { return run(); }\n",
+            }
+            for rel, text in files.items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+            proc = check("--root", root)
+            self.assertEqual(proc.returncode, 1, proc.stdout)
+            lines = proc.stdout.splitlines()
+            expected = [
+                "src/server/http/b.cpp:4: file-local 'trim' is also src/core/a.cpp:4's",
+                "src/server/http/b.cpp:7: file-local 'kLimit' is also src/core/a.cpp:5's",
+                "src/server/http/b.cpp:8: file-local 'Entry' is also src/core/a.cpp:6's",
+                "bench/c.cpp:1: file-local 'pick' is also src/core/a.cpp:12's",
+                # A different alias of the same name clashes; the same alias twice does not.
+                "bench/c.cpp:3: file-local 'Clock' is also src/core/a.cpp:9's",
+            ]
+            for e in expected:
+                self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
+            self.assertEqual(len(lines), len(expected), proc.stdout)
+
     def test_planted_link_violations_fail(self):
         generate = BUILD / "bin" / "cube3d-generate"
         with tempfile.TemporaryDirectory() as tmp:

@@ -59,7 +59,7 @@ class Dir {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-bool is_lower_hex(std::string_view text) {
+bool is_digest_hex(std::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
@@ -148,7 +148,7 @@ std::optional<CacheKey> entry_file_key(std::string_view folder, std::string_view
 bool is_entry_temp_name(std::string_view folder, std::string_view name) {
   if (name.size() != 64 + kTempInfix.size() + kTempRandomChars) return false;
   if (folder.size() != 2 || name.substr(0, 2) != folder) return false;
-  if (!is_lower_hex(name.substr(0, 64)) || name.substr(64, kTempInfix.size()) != kTempInfix) {
+  if (!is_digest_hex(name.substr(0, 64)) || name.substr(64, kTempInfix.size()) != kTempInfix) {
     return false;
   }
   const std::string_view random = name.substr(64 + kTempInfix.size());
@@ -326,7 +326,7 @@ EntryScan scan_entries(const std::string& dir) {
   std::vector<std::string> folders;
   while (const dirent* item = ::readdir(root.get())) {
     const std::string_view name = item->d_name;
-    if (name.size() != 2 || !is_lower_hex(name)) continue;
+    if (name.size() != 2 || !is_digest_hex(name)) continue;
     struct stat st {};
     if (::fstatat(dirfd(root.get()), item->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISDIR(st.st_mode)) {

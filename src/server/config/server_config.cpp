@@ -36,19 +36,20 @@ using yaml::read_int_list;
 
 // `key:` with nothing after it is null in YAML; for a string that reads as "" (an operator
 // blanking a path), and validation then says whether empty is allowed for that key.
-std::string read_string(const YAML::Node& node, std::string_view where, const std::string& key) {
+std::string read_config_string(const YAML::Node& node, std::string_view where,
+                               const std::string& key) {
   if (node.IsNull()) return "";
   return yaml::read_string(node, where, key);
 }
 
 MeshFormat read_format(const YAML::Node& node, std::string_view where, const std::string& key) {
-  const std::string text = read_string(node, where, key);
+  const std::string text = read_config_string(node, where, key);
   if (const std::optional<MeshFormat> format = mesh_format_from_name(text)) return *format;
   fail(where, key + ": unknown format '" + text + "' (expected raw, obj, ply or glb)");
 }
 
 MeshProfile read_profile(const YAML::Node& node, std::string_view where, const std::string& key) {
-  const std::string text = read_string(node, where, key);
+  const std::string text = read_config_string(node, where, key);
   if (const std::optional<MeshProfile> profile = mesh_profile_from_name(text)) return *profile;
   fail(where, key + ": unknown mesh profile '" + text + "' (expected none or roblox)");
 }
@@ -80,7 +81,7 @@ template <class Access>
 Key string_key(std::string_view name, Access access) {
   Key key = blank_key(name, Kind::kString);
   key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
-    access(c) = read_string(v, where, std::string(name));
+    access(c) = read_config_string(v, where, std::string(name));
   };
   // Always quoted: an unquoted path such as `123` or `true` would read back as a number or a
   // bool (harmless for us, but surprising to another YAML reader).
@@ -157,7 +158,7 @@ template <class Access>
 Key batching_mode_key(std::string_view name, Access access) {
   Key key = blank_key(name, Kind::kString);
   key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
-    const std::string text = read_string(v, where, std::string(name));
+    const std::string text = read_config_string(v, where, std::string(name));
     try {
       access(c) = parse_batching_mode(text, std::string(name));
     } catch (const Error& e) {
@@ -175,7 +176,7 @@ template <class Access>
 Key graph_mode_key(std::string_view name, Access access) {
   Key key = string_key(name, access);
   key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
-    const std::string text = read_string(v, where, std::string(name));
+    const std::string text = read_config_string(v, where, std::string(name));
     if (text == "true" || text == "True" || text == "TRUE") {
       access(c) = "on";
     } else if (text == "false" || text == "False" || text == "FALSE") {
@@ -505,8 +506,8 @@ std::vector<std::string_view> names_in(std::string_view section) {
 
 // Reads the mapping at `section` ("" for the top level) into `config`, descending into the
 // sections it holds; `seen` collects the dotted names of the keys read, for the required check.
-void read_mapping(const YAML::Node& node, std::string_view where, std::string_view section,
-                  ServerConfig& config, std::vector<std::string_view>& seen) {
+void read_config_mapping(const YAML::Node& node, std::string_view where, std::string_view section,
+                         ServerConfig& config, std::vector<std::string_view>& seen) {
   const std::string prefix = section.empty() ? "" : std::string(section) + ".";
   const std::vector<std::string_view> names = names_in(section);
   yaml::read_mapping(
@@ -517,7 +518,7 @@ void read_mapping(const YAML::Node& node, std::string_view where, std::string_vi
           seen.push_back(key->name);
         } else if (!value.IsNull()) {
           // A section; `tls:` with every line under it commented out is null, and means "none".
-          read_mapping(value, where, names[index], config, seen);
+          read_config_mapping(value, where, names[index], config, seen);
         }
       },
       [&](std::string_view name) { return did_you_mean_key(name, prefix, names); });
@@ -530,7 +531,7 @@ ServerConfig read_document(const std::string& yaml_text, const std::string& sour
   }
   ServerConfig config;
   std::vector<std::string_view> seen;
-  read_mapping(document, source, "", config, seen);
+  read_config_mapping(document, source, "", config, seen);
   for (const Key& key : keys()) {
     if (key.required && std::find(seen.begin(), seen.end(), key.name) == seen.end()) {
       fail(source, "missing required key " + std::string(key.name));
@@ -560,7 +561,7 @@ void validate_as(const ServerConfig& config, const std::string& origin) {
 
 constexpr std::string_view kOverrideOrigin = "command-line override";
 
-std::string trim(std::string_view text) {
+std::string trim_blanks(std::string_view text) {
   const std::size_t begin = text.find_first_not_of(" \t");
   if (begin == std::string_view::npos) return "";
   const std::size_t end = text.find_last_not_of(" \t");
@@ -577,14 +578,14 @@ YAML::Node override_node(const Key& key, const std::string& value) {
       return YAML::Node(value);
     case Kind::kIntList:
     case Kind::kStringList: {
-      const std::string text = trim(value);
+      const std::string text = trim_blanks(value);
       if (!text.empty() && text.front() == '[') break;  // a YAML flow list
       YAML::Node list(YAML::NodeType::Sequence);
       if (text.empty()) return list;
       std::size_t at = 0;
       while (at <= text.size()) {
         const std::size_t comma = std::min(text.find(',', at), text.size());
-        list.push_back(YAML::Node(trim(std::string_view(text).substr(at, comma - at))));
+        list.push_back(YAML::Node(trim_blanks(std::string_view(text).substr(at, comma - at))));
         at = comma + 1;
       }
       return list;

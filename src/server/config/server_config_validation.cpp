@@ -47,7 +47,7 @@ constexpr int64_t kMaxLongPollMs = 600'000;
 // (mesh/hierarchical_occupancy.h). The sampler accepts up to 2^10, which only a typo asks for.
 constexpr int64_t kMaxOccupancyDilation = 8;
 
-constexpr std::array<std::string_view, 2> kDtypes = {"float32", "bfloat16"};
+constexpr std::array<std::string_view, 2> kWeightDtypes = {"float32", "bfloat16"};
 constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
 constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
 constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
@@ -69,8 +69,8 @@ std::string join_words(const std::array<std::string_view, N>& words) {
   return text;
 }
 
-void check_range(std::string_view where, std::string_view key, int64_t value, int64_t min,
-                 int64_t max) {
+void check_server_range(std::string_view where, std::string_view key, int64_t value, int64_t min,
+                        int64_t max) {
   if (value < min || value > max) {
     const std::string range =
         max == std::numeric_limits<int64_t>::max()
@@ -169,7 +169,7 @@ void validate_server_config(const ServerConfig& c) {
   }
 
   check_device(where, c.device);
-  check_word(where, "dtype", c.dtype, kDtypes);
+  check_word(where, "dtype", c.dtype, kWeightDtypes);
   check_word(where, "single_stream_decode", c.single_stream_decode, kDecodeModes);
   check_word(where, "cuda_graphs", c.cuda_graphs, kGraphModes);
 
@@ -177,7 +177,7 @@ void validate_server_config(const ServerConfig& c) {
   if (buckets.empty()) fail(where, "batching.batch_buckets: must list at least one batch size");
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const std::string key = "batching.batch_buckets[" + std::to_string(i) + "]";
-    check_range(where, key, buckets[i], 1, kMaxBatchBucket);
+    check_server_range(where, key, buckets[i], 1, kMaxBatchBucket);
     if (i > 0 && buckets[i] == buckets[i - 1]) {
       fail(where, "batching.batch_buckets: " + std::to_string(buckets[i]) + " is listed twice");
     }
@@ -187,34 +187,35 @@ void validate_server_config(const ServerConfig& c) {
                       std::to_string(buckets[i]) + ")");
     }
   }
-  check_range(where, "batching.max_queue_delay_ms", c.batching.max_queue_delay_ms, 0,
-              kMaxQueueDelayMs);
-  check_range(where, "batching.max_queue_size", c.batching.max_queue_size, 1,
-              std::numeric_limits<int64_t>::max());
-  check_range(where, "batching.max_joins_per_step", c.batching.max_joins_per_step, 1,
-              kMaxBatchBucket);
-  check_range(where, "batching.batch_max_wait_ms", c.batching.batch_max_wait_ms, 0,
-              kMaxBatchWaitMs);
+  check_server_range(where, "batching.max_queue_delay_ms", c.batching.max_queue_delay_ms, 0,
+                     kMaxQueueDelayMs);
+  check_server_range(where, "batching.max_queue_size", c.batching.max_queue_size, 1,
+                     std::numeric_limits<int64_t>::max());
+  check_server_range(where, "batching.max_joins_per_step", c.batching.max_joins_per_step, 1,
+                     kMaxBatchBucket);
+  check_server_range(where, "batching.batch_max_wait_ms", c.batching.batch_max_wait_ms, 0,
+                     kMaxBatchWaitMs);
   // 0: three quarters of the queue (the rest is kept for interactive work).
-  check_range(where, "batching.max_queued_batch", c.batching.max_queued_batch, 0,
-              c.batching.max_queue_size);
+  check_server_range(where, "batching.max_queued_batch", c.batching.max_queued_batch, 0,
+                     c.batching.max_queue_size);
 
   const LimitsConfig& limits = c.limits;
-  check_range(where, "limits.max_prompt_bytes", limits.max_prompt_bytes, 1, kMaxPromptBytes);
-  check_range(where, "limits.max_resolution_base", limits.max_resolution_base, 1,
-              kMaxResolutionBase);
+  check_server_range(where, "limits.max_prompt_bytes", limits.max_prompt_bytes, 1, kMaxPromptBytes);
+  check_server_range(where, "limits.max_resolution_base", limits.max_resolution_base, 1,
+                     kMaxResolutionBase);
   if (limits.min_resolution_base < 1 || limits.min_resolution_base > limits.max_resolution_base) {
     fail(where, "limits.min_resolution_base (" + std::to_string(limits.min_resolution_base) +
                     ") must be between 1 and limits.max_resolution_base (" +
                     std::to_string(limits.max_resolution_base) + ")");
   }
-  check_range(where, "limits.max_message_bytes", limits.max_message_bytes, kMinMessageBytes,
-              kMaxMessageBytes);
-  check_range(where, "limits.max_target_face_count", limits.max_target_face_count, 1,
-              std::numeric_limits<int64_t>::max());
-  check_range(where, "limits.default_deadline_ms", limits.default_deadline_ms, 0, kMaxDeadlineMs);
-  check_range(where, "limits.request_read_timeout_ms", limits.request_read_timeout_ms, 100,
-              kMaxDeadlineMs);
+  check_server_range(where, "limits.max_message_bytes", limits.max_message_bytes, kMinMessageBytes,
+                     kMaxMessageBytes);
+  check_server_range(where, "limits.max_target_face_count", limits.max_target_face_count, 1,
+                     std::numeric_limits<int64_t>::max());
+  check_server_range(where, "limits.default_deadline_ms", limits.default_deadline_ms, 0,
+                     kMaxDeadlineMs);
+  check_server_range(where, "limits.request_read_timeout_ms", limits.request_read_timeout_ms, 100,
+                     kMaxDeadlineMs);
 
   const RequestDefaults& defaults = c.defaults;
   // The negated comparison also catches NaN.
@@ -242,29 +243,29 @@ void validate_server_config(const ServerConfig& c) {
   check_word(where, "mesh.occupancy", c.mesh.occupancy, kOccupancyModes);
   // Any level up to the hard cap: one at or above a request's resolution_base evaluates that
   // request's grid densely (the sampler clamps it), which is not an error.
-  check_range(where, "mesh.occupancy_coarsest_resolution_base",
-              c.mesh.occupancy_coarsest_resolution_base, 1, kMaxResolutionBase);
-  check_range(where, "mesh.occupancy_dilation", c.mesh.occupancy_dilation, 0,
-              kMaxOccupancyDilation);
+  check_server_range(where, "mesh.occupancy_coarsest_resolution_base",
+                     c.mesh.occupancy_coarsest_resolution_base, 1, kMaxResolutionBase);
+  check_server_range(where, "mesh.occupancy_dilation", c.mesh.occupancy_dilation, 0,
+                     kMaxOccupancyDilation);
   if (!(c.mesh.floater_ratio > 0.0 && c.mesh.floater_ratio < 1.0)) {
     fail(where, "mesh.floater_ratio (" + format_float(c.mesh.floater_ratio) +
                     ") must be strictly between 0 and 1");
   }
-  check_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 1, kMaxMeshThreads);
+  check_server_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 1, kMaxMeshThreads);
 
-  check_range(where, "jobs.result_ttl_s", c.jobs.result_ttl_s, 1, kMaxDeadlineMs / 1000);
-  check_range(where, "jobs.max_result_bytes", c.jobs.max_result_bytes, 0, kMaxCacheBytes);
-  check_range(where, "jobs.max_jobs_per_key", c.jobs.max_jobs_per_key, 1, kMaxJobs);
-  check_range(where, "jobs.max_jobs", c.jobs.max_jobs, 1, kMaxJobs);
-  check_range(where, "jobs.max_wait_ms", c.jobs.max_wait_ms, 0, kMaxLongPollMs);
-  check_range(where, "jobs.poll_after_ms", c.jobs.poll_after_ms, 1, kMaxLongPollMs);
-  check_range(where, "jobs.deadline_ms", c.jobs.deadline_ms, 1, kMaxDeadlineMs);
+  check_server_range(where, "jobs.result_ttl_s", c.jobs.result_ttl_s, 1, kMaxDeadlineMs / 1000);
+  check_server_range(where, "jobs.max_result_bytes", c.jobs.max_result_bytes, 0, kMaxCacheBytes);
+  check_server_range(where, "jobs.max_jobs_per_key", c.jobs.max_jobs_per_key, 1, kMaxJobs);
+  check_server_range(where, "jobs.max_jobs", c.jobs.max_jobs, 1, kMaxJobs);
+  check_server_range(where, "jobs.max_wait_ms", c.jobs.max_wait_ms, 0, kMaxLongPollMs);
+  check_server_range(where, "jobs.poll_after_ms", c.jobs.poll_after_ms, 1, kMaxLongPollMs);
+  check_server_range(where, "jobs.deadline_ms", c.jobs.deadline_ms, 1, kMaxDeadlineMs);
   if (c.jobs.max_jobs_per_key > c.jobs.max_jobs) {
     fail(where, "jobs.max_jobs_per_key (" + std::to_string(c.jobs.max_jobs_per_key) +
                     ") is more than jobs.max_jobs (" + std::to_string(c.jobs.max_jobs) + ")");
   }
-  check_range(where, "cache.max_bytes", c.cache.max_bytes, 0, kMaxCacheBytes);
-  check_range(where, "cache.max_dir_bytes", c.cache.max_dir_bytes, 0, kMaxCacheBytes * 1024);
+  check_server_range(where, "cache.max_bytes", c.cache.max_bytes, 0, kMaxCacheBytes);
+  check_server_range(where, "cache.max_dir_bytes", c.cache.max_dir_bytes, 0, kMaxCacheBytes * 1024);
 
   if (!c.metrics_listen.empty()) {
     const HostPort metrics = check_address(where, "metrics_listen", c.metrics_listen);
@@ -295,9 +296,9 @@ void validate_server_config(const ServerConfig& c) {
   }
   check_word(where, "logging.level", c.logging.level, kLogLevels);
   check_word(where, "logging.format", c.logging.format, kLogFormats);
-  check_range(where, "drain_grace_seconds", c.drain_grace_seconds, 0, kMaxDrainGraceSeconds);
-  check_range(where, "progress_interval_tokens", c.progress_interval_tokens, 1,
-              std::numeric_limits<int64_t>::max());
+  check_server_range(where, "drain_grace_seconds", c.drain_grace_seconds, 0, kMaxDrainGraceSeconds);
+  check_server_range(where, "progress_interval_tokens", c.progress_interval_tokens, 1,
+                     std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace cube3d

@@ -38,7 +38,7 @@ using http::to_json;
 constexpr const char* kApiListener = "http";
 constexpr const char* kMetricsListener = "metrics";
 constexpr const char* kGeneratePath = "/v1/meshes:generate";
-constexpr const char* kStreamPath = "/v1/meshes:generateStream";
+constexpr const char* kStreamRoute = "/v1/meshes:generateStream";
 constexpr const char* kTimeoutHeader = "X-Request-Timeout-Ms";
 constexpr const char* kTimeoutParam = "timeout_ms";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
@@ -155,7 +155,7 @@ struct HttpGateway::Impl {
         api_router(http::Cors(this->options.cors_allowed_origins), refuse_and_count()) {
     api_router.add(kGeneratePath, {"POST"},
                    [this](const auto& ex) { guarded(ex, &Impl::generate); });
-    api_router.add(kStreamPath, {"POST"}, [this](const auto& ex) { guarded(ex, &Impl::stream); });
+    api_router.add(kStreamRoute, {"POST"}, [this](const auto& ex) { guarded(ex, &Impl::stream); });
     api_router.add("/healthz", {"GET"}, [](const auto& ex) {
       ex->respond(http::make_response(200, "ok\n", "text/plain"));
     });

@@ -34,7 +34,7 @@ namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using ConnectionClock = std::chrono::steady_clock;
 
 // How long a connection that is closing after a final answer keeps reading (and dropping)
 // what its client still sends, so that the answer is not lost to a reset (RFC 9112 9.6).
@@ -173,7 +173,7 @@ struct ListenerState {
   std::atomic<int64_t> open{0};
   std::mutex clients_mutex;
   std::unordered_map<std::string, int64_t> per_client;  // open connections by remote address
-  Clock::time_point last_accept_warning{};
+  ConnectionClock::time_point last_accept_warning{};
 };
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
@@ -268,7 +268,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   void end_exchange(Ending ending);
   void linger_close(const char* reason);
   void close(const char* reason);
-  void arm(Clock::time_point due, const char* reason);
+  void arm(ConnectionClock::time_point due, const char* reason);
   void disarm();
   size_t read_room() const;
   bool keep_alive() const {
@@ -297,7 +297,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   size_t out_offset_ = 0;  // of the front of out_
   uint64_t timer_generation_ = 0;
   const char* deadline_reason_ = "";
-  Clock::time_point read_deadline_{};  // the current head's or body's
+  ConnectionClock::time_point read_deadline_{};  // the current head's or body's
   const char* read_deadline_reason_ = "";
 
   // The current exchange.
@@ -368,7 +368,7 @@ class ExchangeImpl final : public Exchange {
 
 // --- Connection ---------------------------------------------------------------------------------
 
-void Connection::arm(Clock::time_point due, const char* reason) {
+void Connection::arm(ConnectionClock::time_point due, const char* reason) {
   ++timer_generation_;
   deadline_reason_ = reason;
   timer_.expires_at(due);
@@ -421,7 +421,7 @@ size_t Connection::read_room() const {
 
 void Connection::enter_idle() {
   phase_ = Phase::kIdle;
-  arm(Clock::now() + server_->options.idle_timeout, "idle_timeout");
+  arm(ConnectionClock::now() + server_->options.idle_timeout, "idle_timeout");
   if (buffer_.size() > 0) {
     parse();  // a pipelined request is already here
     return;
@@ -506,7 +506,7 @@ void Connection::parse() {
     if (phase_ == Phase::kIdle && reader_.started()) {
       // The first byte of a request: the whole head is due within header_timeout from now.
       phase_ = Phase::kReading;
-      read_deadline_ = Clock::now() + listener_.header_timeout;
+      read_deadline_ = ConnectionClock::now() + listener_.header_timeout;
       read_deadline_reason_ = "header_timeout";
       arm(read_deadline_, read_deadline_reason_);
     }
@@ -519,7 +519,7 @@ void Connection::parse() {
         }
         continue;
       case RequestReader::Result::Kind::kHead:
-        read_deadline_ = Clock::now() + server_->options.body_timeout;
+        read_deadline_ = ConnectionClock::now() + server_->options.body_timeout;
         read_deadline_reason_ = "body_timeout";
         arm(read_deadline_, read_deadline_reason_);
         if (reader_.expects_continue()) enqueue("HTTP/1.1 100 Continue\r\n\r\n");
@@ -653,7 +653,7 @@ void Connection::write_next() {
   }
   // Each write that makes progress restarts the clock: a slow reader that keeps reading is
   // served, one that stops is cut.
-  arm(Clock::now() + server_->options.write_timeout, "write_timeout");
+  arm(ConnectionClock::now() + server_->options.write_timeout, "write_timeout");
   socket_.async_write_some(
       std::vector<net::const_buffer>(buffers.begin(), buffers.begin() + static_cast<long>(count)),
       [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
@@ -692,7 +692,7 @@ void Connection::on_drained() {
     case Phase::kStreaming:
       if (stream_ended_) return finish_exchange();
       if (stream_options_.keepalive_every.count() > 0 && !stream_options_.keepalive.empty()) {
-        arm(Clock::now() + stream_options_.keepalive_every, "keepalive");
+        arm(ConnectionClock::now() + stream_options_.keepalive_every, "keepalive");
       } else {
         disarm();
       }
@@ -767,7 +767,7 @@ void Server::Impl::on_accept(ListenerState& listener, const boost::system::error
   if (ec) {
     // Out of descriptors (or memory): the pending connection stays in the backlog; try again
     // shortly rather than spinning, and say so now and then.
-    const auto now = Clock::now();
+    const auto now = ConnectionClock::now();
     if (now - listener.last_accept_warning > std::chrono::seconds(5)) {
       listener.last_accept_warning = now;
       spdlog::warn("http {}: accept failed: {} (open connections: {})", listener.name, ec.message(),

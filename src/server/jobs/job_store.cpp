@@ -27,7 +27,7 @@
 namespace cube3d {
 namespace {
 
-using Clock = TimerQueue::Clock;
+using JobClock = TimerQueue::Clock;
 using Response = v1::GenerateMeshResponse;
 
 constexpr size_t kIdDigits = 40;
@@ -101,7 +101,7 @@ bool is_open(v1::JobState state) {
 
 // A job as answered, copied under the lock. The result is shared, not copied: the MeshJob (and
 // its copy of a result that may be tens of MB) is built after the lock is released.
-struct View {
+struct JobView {
   std::string id;
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
   v1::Progress progress;
@@ -113,11 +113,11 @@ struct View {
   int64_t finished_unix_ms = 0;
   int64_t expires_unix_ms = 0;
 };
-using Reply = std::variant<View, grpc::Status>;
+using Reply = std::variant<JobView, grpc::Status>;
 
 JobStore::Answer to_answer(Reply reply) {
   if (auto* status = std::get_if<grpc::Status>(&reply)) return std::move(*status);
-  View& view = std::get<View>(reply);
+  JobView& view = std::get<JobView>(reply);
   v1::MeshJob job;
   job.set_id(std::move(view.id));
   job.set_state(view.state);
@@ -187,7 +187,7 @@ class JobStore::State : public std::enable_shared_from_this<State> {
     v1::Progress progress;
     int64_t created_unix_ms = 0;
     int64_t finished_unix_ms = 0;            // once ended
-    Clock::time_point expires{};             // once ended
+    JobClock::time_point expires{};          // once ended
     std::shared_ptr<const Response> result;  // SUCCEEDED
     int64_t result_bytes = 0;                // SUCCEEDED: counted in counts_.result_bytes
     std::optional<v1::JobError> error;       // FAILED, CANCELLED
@@ -213,17 +213,17 @@ class JobStore::State : public std::enable_shared_from_this<State> {
 
   // The owner's record of `id`, or null (unknown, another owner's, or past its TTL: an expired
   // record is dropped here, so that a lookup says "expired" even before the sweep runs).
-  Record* lookup(const std::string& id, const std::string& owner, Clock::time_point now,
+  Record* lookup(const std::string& id, const std::string& owner, JobClock::time_point now,
                  Outbox& out);
   grpc::Status not_found(const std::string& id, const std::string& owner) const;
-  View view(const std::string& id, const Record& record) const;
+  JobView view(const std::string& id, const Record& record) const;
   void touch(Record& record);  // fetched: most recently used
   int64_t& count_of(v1::JobState state);
   // Unlinks a record from every index and the counts; answers its long-polls, if any, as the
   // id then reads (not found).
   void remove(Records::iterator it, Outbox& out);
   void drop(const std::string& id, Gone why, Outbox& out);  // remove() with a tombstone
-  void expire_due(Clock::time_point now, Outbox& out);
+  void expire_due(JobClock::time_point now, Outbox& out);
   void evict_for_bytes(Outbox& out);
   void arm_sweep();
   void sweep();
@@ -252,7 +252,7 @@ class JobStore::State : public std::enable_shared_from_this<State> {
   Counts counts_;
   uint64_t next_waiter_ = 0;
   TimerQueue::Timer sweep_;  // armed while a timer is due to sweep
-  Clock::time_point sweep_due_{};
+  JobClock::time_point sweep_due_{};
 
   // Serializes observer calls, each of which reads the counts afresh: calls from two threads
   // cannot then leave a gauge at the older of two values.
@@ -281,7 +281,7 @@ std::string JobStore::State::create(const std::string& owner, const std::string&
   {
     const std::lock_guard lock(mutex_);
     if (closed_) throw unavailable("the server is shutting down");
-    expire_due(Clock::now(), out);
+    expire_due(JobClock::now(), out);
     if (const auto open = open_by_owner_.find(owner);
         open != open_by_owner_.end() && open->second >= options_.max_jobs_per_key) {
       refusal = resource_exhausted(
@@ -362,7 +362,7 @@ void JobStore::State::finish(const std::string& id, const grpc::Status& status, 
     if (closed_ || it == records_.end() || !is_open(it->second.state)) return;
     Record& record = it->second;
     const std::string owner = record.owner;
-    const auto now = Clock::now();  // under the lock: finished_ stays in expiry order
+    const auto now = JobClock::now();  // under the lock: finished_ stays in expiry order
 
     --count_of(record.state);
     if (const auto open = open_by_owner_.find(owner); --open->second == 0) {
@@ -433,7 +433,7 @@ void JobStore::State::get(const std::string& id, const std::string& owner,
   std::optional<Reply> reply;
   {
     const std::lock_guard lock(mutex_);
-    Record* const record = closed_ ? nullptr : lookup(id, owner, Clock::now(), out);
+    Record* const record = closed_ ? nullptr : lookup(id, owner, JobClock::now(), out);
     const int64_t wait_ms = std::min<int64_t>(wait.count(), options_.max_wait_ms);
     if (closed_) {
       reply = shutting_down();
@@ -467,7 +467,7 @@ JobStore::Answer JobStore::State::cancel(const std::string& id, const std::strin
     std::optional<Reply> reply;
     {
       const std::lock_guard lock(mutex_);
-      Record* const record = closed_ ? nullptr : lookup(id, owner, Clock::now(), out);
+      Record* const record = closed_ ? nullptr : lookup(id, owner, JobClock::now(), out);
       if (closed_) {
         reply = shutting_down();
       } else if (record == nullptr) {
@@ -493,7 +493,7 @@ JobStore::Answer JobStore::State::cancel(const std::string& id, const std::strin
   Reply reply;
   {
     const std::lock_guard lock(mutex_);
-    Record* const record = closed_ ? nullptr : lookup(id, owner, Clock::now(), out);
+    Record* const record = closed_ ? nullptr : lookup(id, owner, JobClock::now(), out);
     if (closed_) {
       reply = shutting_down();
     } else if (record == nullptr) {
@@ -565,7 +565,7 @@ void JobStore::State::close() {
 }
 
 JobStore::State::Record* JobStore::State::lookup(const std::string& id, const std::string& owner,
-                                                 Clock::time_point now, Outbox& out) {
+                                                 JobClock::time_point now, Outbox& out) {
   const auto it = records_.find(id);
   if (it == records_.end() || it->second.owner != owner) return nullptr;
   if (!is_open(it->second.state) && it->second.expires <= now) {
@@ -605,8 +605,8 @@ grpc::Status JobStore::State::not_found(const std::string& id, const std::string
   return {grpc::StatusCode::NOT_FOUND, "no job " + id};
 }
 
-View JobStore::State::view(const std::string& id, const Record& record) const {
-  View view;
+JobView JobStore::State::view(const std::string& id, const Record& record) const {
+  JobView view;
   view.id = id;
   view.state = record.state;
   view.progress = record.progress;
@@ -683,7 +683,7 @@ void JobStore::State::drop(const std::string& id, Gone why, Outbox& out) {
   remove(it, out);
 }
 
-void JobStore::State::expire_due(Clock::time_point now, Outbox& out) {
+void JobStore::State::expire_due(JobClock::time_point now, Outbox& out) {
   while (!finished_.empty() && records_.at(finished_.front()).expires <= now) {
     drop(finished_.front(), Gone::kExpired, out);
   }
@@ -697,7 +697,7 @@ void JobStore::State::evict_for_bytes(Outbox& out) {
 
 void JobStore::State::arm_sweep() {
   if (finished_.empty()) return;  // a timer still armed finds nothing and stops
-  const Clock::time_point due = records_.at(finished_.front()).expires;
+  const JobClock::time_point due = records_.at(finished_.front()).expires;
   if (sweep_ && sweep_due_ <= due) return;
   sweep_due_ = due;
   sweep_ = timers_.schedule(due, [weak = weak_from_this()] {
@@ -714,7 +714,7 @@ void JobStore::State::sweep() {
     // This timer has run (or a newer one is replaced, harmlessly: arm_sweep() schedules for the
     // present front either way).
     sweep_ = TimerQueue::Timer();
-    expire_due(Clock::now(), out);
+    expire_due(JobClock::now(), out);
     arm_sweep();
   }
   flush(out);

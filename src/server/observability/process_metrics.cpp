@@ -43,7 +43,7 @@ std::optional<Int> parse_int(std::string_view token) {
 }
 
 // The space-separated tokens of `text`.
-std::vector<std::string_view> split_fields(std::string_view text) {
+std::vector<std::string_view> split_stat_fields(std::string_view text) {
   std::vector<std::string_view> fields;
   size_t i = 0;
   while (i < text.size()) {
@@ -142,7 +142,7 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text) {
   const size_t close = text.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;
   // fields[0] is field 3 (state) of proc(5); field N is fields[N - 3].
-  const auto fields = split_fields(text.substr(close + 1));
+  const auto fields = split_stat_fields(text.substr(close + 1));
   const auto field = [&fields](size_t n) -> std::string_view {
     return n - 3 < fields.size() ? fields[n - 3] : std::string_view();
   };
@@ -166,7 +166,7 @@ std::optional<int64_t> parse_boot_time(std::string_view proc_stat_text) {
   while (line_start < proc_stat_text.size()) {
     size_t line_end = proc_stat_text.find('\n', line_start);
     if (line_end == std::string_view::npos) line_end = proc_stat_text.size();
-    const auto fields = split_fields(proc_stat_text.substr(line_start, line_end - line_start));
+    const auto fields = split_stat_fields(proc_stat_text.substr(line_start, line_end - line_start));
     if (fields.size() == 2 && fields[0] == "btime") return parse_int<int64_t>(fields[1]);
     line_start = line_end + 1;
   }
