@@ -17,6 +17,26 @@ def check(*args):
                           text=True)
 
 
+def planted_violations(test, files):
+    """The script's lines over a tree of just these files, which must fail it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        proc = check("--root", root)
+        test.assertEqual(proc.returncode, 1, proc.stdout)
+        return proc.stdout.splitlines()
+
+
+def assert_exactly(test, lines, expected):
+    """Each expected line begins one of lines, and nothing else is there."""
+    text = "\n".join(lines)
+    for e in expected:
+        test.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{text}")
+    test.assertEqual(len(lines), len(expected), text)
+
+
 class LayeringTest(unittest.TestCase):
     def test_repository_and_its_build_hold(self):
         proc = check("--root", SOURCE, "--build-dir", BUILD)
@@ -73,153 +93,133 @@ class LayeringTest(unittest.TestCase):
                 "src/pipeline/bad.cpp:1: pipeline may not include "
                 "cube3d/model/clip_text_normalizer.h (layer model)",
             ]
-            for e in expected:
-                self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
-            self.assertEqual(len(lines), len(expected), proc.stdout)
+            assert_exactly(self, lines, expected)
 
     def test_planted_server_part_violations_fail(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            files = {
-                # A front door reaching past the core: the executor, the pipeline, the engine.
-                "src/server/http/bad_route.cpp":
-                    '#include "cube3d/server/executor/engine_executor.h"\n'
-                    '#include "cube3d/pipeline/shape_pipeline.h"\n'
-                    '#include "cube3d/server/core/mesh_service_core.h"\n',
-                # HTTP may draw a mesh (the preview's header and Mesh) and no more of the mesh
-                # layer; no other part may.
-                "src/server/http/bad_png.cpp":
-                    '#include "cube3d/mesh/mesh_preview.h"\n#include "cube3d/mesh/mesh.h"\n'
-                    '#include "cube3d/mesh/mesh_io.h"\n',
-                "src/server/grpc/bad_png.cpp": '#include "cube3d/mesh/mesh_preview.h"\n',
-                "include/cube3d/server/grpc/bad_service.h":
-                    '#include "cube3d/engine/engine.h"\n#include "cube3d/server/http/router.h"\n',
-                # The core with a transport library in it, or a front door's header.
-                "src/server/core/bad_core.cpp":
-                    '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
-                    '#include <grpcpp/support/status.h>\n'
-                    '#include "cube3d/server/http/http_server.h"\n',
-                # app/ is main's own.
-                "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
-                # Server code outside a part folder.
-                "src/server/loose.cpp": '#include "cube3d/core/error.h"\n',
-                # The cache's store knows no request, no core; jobs reach no front door.
-                "src/server/cache/bad_cache.cpp":
-                    '#include "cube3d/server/core/mesh_service_core.h"\n',
-                "src/server/jobs/bad_jobs.cpp":
-                    '#include "cube3d/server/http/job_routes.h"\n#include <grpcpp/server.h>\n',
-                # Admission (in the gRPC-free server base) with gRPC's Status or an API message.
-                "include/cube3d/server/admission/bad_keys.h":
-                    '#include <grpcpp/support/status.h>\n#include "cube3d/v1/mesh_service.pb.h"\n',
-                # A client that includes the server.
-                "src/clients/bad_client.cpp":
-                    '#include "cube3d/server/core/mesh_service_core.h"\n'
-                    '#include "cube3d/api/grpc_status.h"\n#include "cube3d/engine/engine.h"\n',
-            }
-            for rel, text in files.items():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                (root / rel).write_text(text)
-            proc = check("--root", root)
-            self.assertEqual(proc.returncode, 1, proc.stdout)
-            lines = proc.stdout.splitlines()
-            expected = [
-                "src/server/http/bad_route.cpp:1: server/http may not include "
-                "cube3d/server/executor/engine_executor.h (server/executor)",
-                "src/server/http/bad_route.cpp:2: server/http may not include "
-                "cube3d/pipeline/shape_pipeline.h (layer pipeline)",
-                "src/server/http/bad_png.cpp:3: server/http may not include "
-                "cube3d/mesh/mesh_io.h (layer mesh)",
-                "src/server/http/bad_png.cpp:3: server may not include cube3d/mesh/mesh_io.h "
-                "(layer mesh)",
-                "src/server/grpc/bad_png.cpp:1: server/grpc may not include "
-                "cube3d/mesh/mesh_preview.h (layer mesh)",
-                "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
-                "cube3d/engine/engine.h (layer engine)",
-                "include/cube3d/server/grpc/bad_service.h:1: server may not include "
-                "cube3d/engine/engine.h (layer engine)",
-                "include/cube3d/server/grpc/bad_service.h:2: server/grpc may not include "
-                "cube3d/server/http/router.h (server/http)",
-                "src/server/core/bad_core.cpp:1: server/core includes <boost/beast/http.hpp> "
-                "(a transport library)",
-                "src/server/core/bad_core.cpp:2: server/core includes <grpcpp/server.h> "
-                "(a transport library)",
-                "src/server/core/bad_core.cpp:4: server/core may not include "
-                "cube3d/server/http/http_server.h (server/http)",
-                "src/server/config/bad_config.cpp:1: server/config may not include "
-                "cube3d/server/app/signal_watcher.h (server/app)",
-                "src/server/loose.cpp: server code outside a part folder",
-                "src/server/cache/bad_cache.cpp:1: server/cache may not include "
-                "cube3d/server/core/mesh_service_core.h (server/core)",
-                "src/server/jobs/bad_jobs.cpp:1: server/jobs may not include "
-                "cube3d/server/http/job_routes.h (server/http)",
-                "src/server/jobs/bad_jobs.cpp:2: server/jobs includes <grpcpp/server.h> "
-                "(a transport library)",
-                "include/cube3d/server/admission/bad_keys.h:1: server/admission includes "
-                "grpcpp/support/status.h (the server base is gRPC-free)",
-                "include/cube3d/server/admission/bad_keys.h:2: server/admission includes "
-                "cube3d/v1/mesh_service.pb.h (the server base is gRPC-free)",
-                "src/clients/bad_client.cpp:1: clients may not include "
-                "cube3d/server/core/mesh_service_core.h (layer server)",
-                "src/clients/bad_client.cpp:1: clients may not include "
-                "cube3d/server/core/mesh_service_core.h (a server header)",
-                "src/clients/bad_client.cpp:3: clients may not include cube3d/engine/engine.h "
-                "(layer engine)",
-            ]
-            for e in expected:
-                self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
-            self.assertEqual(len(lines), len(expected), proc.stdout)
+        files = {
+            # A front door reaching past the core: the executor, the pipeline, the engine.
+            "src/server/http/bad_route.cpp":
+                '#include "cube3d/server/executor/engine_executor.h"\n'
+                '#include "cube3d/pipeline/shape_pipeline.h"\n'
+                '#include "cube3d/server/core/mesh_service_core.h"\n',
+            # HTTP may draw a mesh (the preview's header and Mesh) and no more of the mesh
+            # layer; no other part may.
+            "src/server/http/bad_png.cpp":
+                '#include "cube3d/mesh/mesh_preview.h"\n#include "cube3d/mesh/mesh.h"\n'
+                '#include "cube3d/mesh/mesh_io.h"\n',
+            "src/server/grpc/bad_png.cpp": '#include "cube3d/mesh/mesh_preview.h"\n',
+            "include/cube3d/server/grpc/bad_service.h":
+                '#include "cube3d/engine/engine.h"\n#include "cube3d/server/http/router.h"\n',
+            # The core with a transport library in it, or a front door's header.
+            "src/server/core/bad_core.cpp":
+                '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
+                '#include <grpcpp/support/status.h>\n'
+                '#include "cube3d/server/http/http_server.h"\n',
+            # app/ is main's own.
+            "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
+            # Server code outside a part folder.
+            "src/server/loose.cpp": '#include "cube3d/core/error.h"\n',
+            # The cache's store knows no request, no core; jobs reach no front door.
+            "src/server/cache/bad_cache.cpp":
+                '#include "cube3d/server/core/mesh_service_core.h"\n',
+            "src/server/jobs/bad_jobs.cpp":
+                '#include "cube3d/server/http/job_routes.h"\n#include <grpcpp/server.h>\n',
+            # Admission (in the gRPC-free server base) with gRPC's Status or an API message.
+            "include/cube3d/server/admission/bad_keys.h":
+                '#include <grpcpp/support/status.h>\n#include "cube3d/v1/mesh_service.pb.h"\n',
+            # A client that includes the server.
+            "src/clients/bad_client.cpp":
+                '#include "cube3d/server/core/mesh_service_core.h"\n'
+                '#include "cube3d/api/grpc_status.h"\n#include "cube3d/engine/engine.h"\n',
+        }
+        lines = planted_violations(self, files)
+        expected = [
+            "src/server/http/bad_route.cpp:1: server/http may not include "
+            "cube3d/server/executor/engine_executor.h (server/executor)",
+            "src/server/http/bad_route.cpp:2: server/http may not include "
+            "cube3d/pipeline/shape_pipeline.h (layer pipeline)",
+            "src/server/http/bad_png.cpp:3: server/http may not include "
+            "cube3d/mesh/mesh_io.h (layer mesh)",
+            "src/server/http/bad_png.cpp:3: server may not include cube3d/mesh/mesh_io.h "
+            "(layer mesh)",
+            "src/server/grpc/bad_png.cpp:1: server/grpc may not include "
+            "cube3d/mesh/mesh_preview.h (layer mesh)",
+            "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
+            "cube3d/engine/engine.h (layer engine)",
+            "include/cube3d/server/grpc/bad_service.h:1: server may not include "
+            "cube3d/engine/engine.h (layer engine)",
+            "include/cube3d/server/grpc/bad_service.h:2: server/grpc may not include "
+            "cube3d/server/http/router.h (server/http)",
+            "src/server/core/bad_core.cpp:1: server/core includes <boost/beast/http.hpp> "
+            "(a transport library)",
+            "src/server/core/bad_core.cpp:2: server/core includes <grpcpp/server.h> "
+            "(a transport library)",
+            "src/server/core/bad_core.cpp:4: server/core may not include "
+            "cube3d/server/http/http_server.h (server/http)",
+            "src/server/config/bad_config.cpp:1: server/config may not include "
+            "cube3d/server/app/signal_watcher.h (server/app)",
+            "src/server/loose.cpp: server code outside a part folder",
+            "src/server/cache/bad_cache.cpp:1: server/cache may not include "
+            "cube3d/server/core/mesh_service_core.h (server/core)",
+            "src/server/jobs/bad_jobs.cpp:1: server/jobs may not include "
+            "cube3d/server/http/job_routes.h (server/http)",
+            "src/server/jobs/bad_jobs.cpp:2: server/jobs includes <grpcpp/server.h> "
+            "(a transport library)",
+            "include/cube3d/server/admission/bad_keys.h:1: server/admission includes "
+            "grpcpp/support/status.h (the server base is gRPC-free)",
+            "include/cube3d/server/admission/bad_keys.h:2: server/admission includes "
+            "cube3d/v1/mesh_service.pb.h (the server base is gRPC-free)",
+            "src/clients/bad_client.cpp:1: clients may not include "
+            "cube3d/server/core/mesh_service_core.h (layer server)",
+            "src/clients/bad_client.cpp:1: clients may not include "
+            "cube3d/server/core/mesh_service_core.h (a server header)",
+            "src/clients/bad_client.cpp:3: clients may not include cube3d/engine/engine.h "
+            "(layer engine)",
+        ]
+        assert_exactly(self, lines, expected)
 
     def test_planted_batch_name_clashes_fail(self):
         # Sources that one unity batch may join: their anonymous namespaces become one.
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            files = {
-                "src/core/a.cpp": "namespace cube3d {\nnamespace {\n\n"
-                                  "std::string trim(std::string_view s) { return {}; }\n"
-                                  "constexpr int kLimit = 3;\nstruct Entry {\n  int x;\n};\n"
-                                  "using Clock = std::chrono::steady_clock;\n"
-                                  "namespace http = boost::beast::http;\n"
-                                  "template <typename T>\nT pick(T a) { return a; }\n"
-                                  "int twice(int x) { return 2 * x; }\n"
-                                  "int twice(long x) { return 2 * x; }\n\n"
-                                  "}  // namespace\n\nint visible() { return 1; }\n"
-                                  "}  // namespace cube3d\n",
-                "src/server/http/b.cpp": "namespace cube3d {\nnamespace {\n\n"
-                                         "std::string_view trim(std::string_view s) {\n"
-                                         "  return s;\n}\n"
-                                         "constexpr const char* kLimit = \"x\";\n"
-                                         "class Entry;\n"
-                                         "using Clock = std::chrono::steady_clock;\n"
-                                         "namespace http = boost::beast::http;\n"
-                                         "\n}  // namespace\n\n"
-                                         "int visible2() { return 2; }\n"
-                                         "}  // namespace cube3d\n",
-                "bench/c.cpp": "static double pick(double a) { return a; }\n"
-                               "namespace {\nusing Clock = std::chrono::system_clock;\n"
-                               "}  // namespace\n",
-                # Two executables' mains never share a target.
-                "src/tools/one_main.cpp": "namespace {\nint run() { return 0; }\n}  // namespace\n"
-                                          "int main() { return run(); }\n",
-                "src/clients/two_main.cpp": "namespace {\nint run() { return 1; }\n"
-                                            "}  // namespace\nint main() { return run(); }\n",
-            }
-            for rel, text in files.items():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                (root / rel).write_text(text)
-            proc = check("--root", root)
-            self.assertEqual(proc.returncode, 1, proc.stdout)
-            lines = proc.stdout.splitlines()
-            expected = [
-                "src/server/http/b.cpp:4: file-local 'trim' is also src/core/a.cpp:4's",
-                "src/server/http/b.cpp:7: file-local 'kLimit' is also src/core/a.cpp:5's",
-                "src/server/http/b.cpp:8: file-local 'Entry' is also src/core/a.cpp:6's",
-                "bench/c.cpp:1: file-local 'pick' is also src/core/a.cpp:12's",
-                # A different alias of the same name clashes; the same alias twice does not.
-                "bench/c.cpp:3: file-local 'Clock' is also src/core/a.cpp:9's",
-            ]
-            for e in expected:
-                self.assertTrue(any(line.startswith(e) for line in lines), f"{e}\n{proc.stdout}")
-            self.assertEqual(len(lines), len(expected), proc.stdout)
+        files = {
+            "src/core/a.cpp": "namespace cube3d {\nnamespace {\n\n"
+                              "std::string trim(std::string_view s) { return {}; }\n"
+                              "constexpr int kLimit = 3;\nstruct Entry {\n  int x;\n};\n"
+                              "using Clock = std::chrono::steady_clock;\n"
+                              "namespace http = boost::beast::http;\n"
+                              "template <typename T>\nT pick(T a) { return a; }\n"
+                              "int twice(int x) { return 2 * x; }\n"
+                              "int twice(long x) { return 2 * x; }\n\n"
+                              "}  // namespace\n\nint visible() { return 1; }\n"
+                              "}  // namespace cube3d\n",
+            "src/server/http/b.cpp": "namespace cube3d {\nnamespace {\n\n"
+                                     "std::string_view trim(std::string_view s) {\n"
+                                     "  return s;\n}\n"
+                                     "constexpr const char* kLimit = \"x\";\n"
+                                     "class Entry;\n"
+                                     "using Clock = std::chrono::steady_clock;\n"
+                                     "namespace http = boost::beast::http;\n"
+                                     "\n}  // namespace\n\n"
+                                     "int visible2() { return 2; }\n"
+                                     "}  // namespace cube3d\n",
+            "bench/c.cpp": "static double pick(double a) { return a; }\n"
+                           "namespace {\nusing Clock = std::chrono::system_clock;\n"
+                           "}  // namespace\n",
+            # Two executables' mains never share a target.
+            "src/tools/one_main.cpp": "namespace {\nint run() { return 0; }\n}  // namespace\n"
+                                      "int main() { return run(); }\n",
+            "src/clients/two_main.cpp": "namespace {\nint run() { return 1; }\n"
+                                        "}  // namespace\nint main() { return run(); }\n",
+        }
+        lines = planted_violations(self, files)
+        expected = [
+            "src/server/http/b.cpp:4: file-local 'trim' is also src/core/a.cpp:4's",
+            "src/server/http/b.cpp:7: file-local 'kLimit' is also src/core/a.cpp:5's",
+            "src/server/http/b.cpp:8: file-local 'Entry' is also src/core/a.cpp:6's",
+            "bench/c.cpp:1: file-local 'pick' is also src/core/a.cpp:12's",
+            # A different alias of the same name clashes; the same alias twice does not.
+            "bench/c.cpp:3: file-local 'Clock' is also src/core/a.cpp:9's",
+        ]
+        assert_exactly(self, lines, expected)
 
     def test_planted_link_violations_fail(self):
         generate = BUILD / "bin" / "cube3d-generate"
