@@ -38,8 +38,8 @@ Error not_captured(const RunnerKey& key, const std::string& mode, GraphMode grap
                              "in EngineOptions.capture");
 }
 
-void validate_request(const GenerationRequest& r, size_t index, int64_t text_tokens,
-                      int64_t text_dim) {
+void check_request_fields(const GenerationRequest& r, size_t index, int64_t text_tokens,
+                          int64_t text_dim) {
   const std::string who = "request " + std::to_string(index) + ": ";
   // The KV cache is laid out for exactly this many condition tokens; any other count would
   // decode against a misplaced cache.
@@ -109,7 +109,7 @@ void Generator::prepare(const CapturePlan& plan) {
 
 void Generator::validate_request(const GenerationRequest& request, size_t index) const {
   const int64_t text_tokens = cache_.cond_len() - (gpt_.config().use_bbox ? 1 : 0);
-  validate_request(request, index, text_tokens, gpt_.config().text_model_embed_dim);
+  check_request_fields(request, index, text_tokens, gpt_.config().text_model_embed_dim);
 }
 
 DecodeRunner& Generator::decode_runner(const RunnerKey& key) {
