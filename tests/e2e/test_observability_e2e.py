@@ -123,8 +123,22 @@ class ObservabilityTest(e2e.KeyedServerTestCase):
 
     # -- tests --
 
+    def settled_request_counts(self, quiet_s=0.5, timeout=15):
+        """cube3d_requests_total once it has stopped moving. A call is counted in gRPC's OnDone,
+        which can come after its client has the answer: the other tests' last calls may still
+        be counted after this test's first scrape (CI saw one OK too many that way)."""
+        deadline = time.monotonic() + timeout
+        counts = request_counts(self.server.metrics())
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = request_counts(self.server.metrics())
+            if now == counts:
+                return counts
+            counts = now
+        self.fail(f"cube3d_requests_total still moving after {timeout} s: {dict(counts)}")
+
     def test_request_counter_equals_what_clients_saw(self):
-        before = request_counts(self.server.metrics())
+        before = self.settled_request_counts()
         good = json.dumps({"prompt": "an http chair", "resolutionBase": 4}).encode()
         jobs = []
         for i in range(8):
