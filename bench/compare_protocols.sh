@@ -138,10 +138,12 @@ REVISION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [[ "$REVISION" != unknown && -n "$(git status --porcelain 2>/dev/null)" ]]; then
   REVISION="$REVISION-dirty"
 fi
+# The machine's cores, not OMP_NUM_THREADS (which nproc answers when it is set).
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 CPU_MODEL="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
 [[ -n "$CPU_MODEL" ]] || CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 
-python3 - "$SUMMARY" "$RUN_DIR" "$NAME" "$DATE" "$REVISION" "$(nproc)" "$CPU_MODEL" \
+python3 - "$SUMMARY" "$RUN_DIR" "$NAME" "$DATE" "$REVISION" "$CORES" "$CPU_MODEL" \
   "$SERVER_CONFIG" "$CONCURRENCY" "$REQUESTS" "$WARMUP" "$RESOLUTION_BASE" "$LOADAVG" \
   "$ROUNDS" "$SHARED_SECONDS" <<'EOF'
 import json

@@ -50,6 +50,8 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
+# The machine's cores, not OMP_NUM_THREADS (which nproc answers when it is set).
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 PACK=${PACK_DIR:-.gpu-pack}
 case $PACK in /*) ;; *) PACK=$ROOT/$PACK ;; esac
 
@@ -137,7 +139,7 @@ pack_main() {
         "the GPU check would measure nothing. Install the CUDA toolkit (nvcc, cudart) and retry."
     fi
     echo "gpu_check: building ${BINARIES[*]}"
-    if ! cmake --build "$build_dir" -j "$(nproc)" --target "${BINARIES[@]}" \
+    if ! cmake --build "$build_dir" -j "$CORES" --target "${BINARIES[@]}" \
       > "$build_dir/gpu_build.log" 2>&1; then
       grep -E "error|Error" -A3 "$build_dir/gpu_build.log" | head -60
       die "build failed (log: $build_dir/gpu_build.log)"
@@ -464,7 +466,7 @@ grep -vE '^(file|lib)=' "$PACK/manifest.txt" | stamp | tee -a "$LOG"
 {
   echo "### date: $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), $(uname -srm)"
   echo "### os: $(. /etc/os-release 2> /dev/null && echo "$PRETTY_NAME"), $(getconf GNU_LIBC_VERSION)," \
-    "$(nproc) CPUs, $(awk '/MemTotal/ {print $2 / 1048576 " GiB"}' /proc/meminfo)"
+    "$CORES CPUs, $(awk '/MemTotal/ {print $2 / 1048576 " GiB"}' /proc/meminfo)"
   echo "### nvidia-smi"
   timeout 20 nvidia-smi 2>&1
 } >> "$ENVTXT"
