@@ -72,6 +72,11 @@ CliArgs make_args() {
               "hierarchical (default) | dense | both: how the shape stage evaluates the "
               "occupancy field",
               "M")
+      .option("--weights-dir", 1,
+              "read shape_gpt.safetensors and shape_tokenizer.safetensors from DIR (e.g. "
+              "scripts/make_random_checkpoint.py's output) instead of random weights from the "
+              "seed",
+              "DIR")
       .option("--threads", 1, "CPU intra-op threads (default: libtorch's choice)", "N")
       .option("--cuda-graphs", 1,
               "how graph-kv runs: on (default: captured CUDA graphs, CUDA only) | emulate (the "

@@ -59,20 +59,11 @@ done
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$SOURCE"
-BUILD_DIR="${BUILD_DIR:-build}"
-SERVER_CONFIG="${SERVER_CONFIG:-models/demo-server.yaml}"
-PROTOCOL="${PROTOCOL:-grpc}"
-PROMPT_MIX="${PROMPT_MIX:-zipf:50}"
-RATE="${RATE:-4}"
-DURATION="${DURATION:-40}"
-WARMUP="${WARMUP:-0}"
-ARRIVAL_SEED="${ARRIVAL_SEED:-1}"
-SEED="${SEED:-0}"
-RESOLUTION_BASE="${RESOLUTION_BASE:-4}"
-DEADLINE_MS="${DEADLINE_MS:-120000}"
-CACHE_MAX_BYTES="${CACHE_MAX_BYTES:-}"
-OUT_DIR="${OUT_DIR:-bench/results}"
-DATE="${DATE:-$(date +%F)}"
+BENCH_NAME=cache_zipf
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_settings PROTOCOL=grpc PROMPT_MIX=zipf:50 RATE=4 DURATION=40 WARMUP=0 ARRIVAL_SEED=1 SEED=0 \
+  RESOLUTION_BASE=4 DEADLINE_MS=120000 CACHE_MAX_BYTES=
 
 # Every setting is checked before anything starts, so a typo costs no server start.
 die_usage() {
@@ -103,11 +94,7 @@ if [[ -n "$CACHE_MAX_BYTES" ]]; then whole_number CACHE_MAX_BYTES "$CACHE_MAX_BY
   die_usage "PROMPT_MIX must be fixed, zipf:N or zipf:N:S, got '$PROMPT_MIX'"
 [[ $DATE =~ ^[A-Za-z0-9._-]+$ ]] || die_usage "DATE must be a plain file name part, got '$DATE'"
 
-SERVER_BIN="$BUILD_DIR/bin/cube3d-server"
-LOADGEN_BIN="$BUILD_DIR/bin/cube3d-loadgen"
-NAME="$DATE-cache-zipf"
-RUN_DIR="$OUT_DIR/$NAME"
-SUMMARY="$OUT_DIR/$NAME.json"
+set_bench_paths cache-zipf
 
 # The server's cache flags for run $1 (on or off), into CACHE_FLAGS.
 set_cache_flags() {
@@ -133,58 +120,19 @@ if ((DRY_RUN)); then
   exit 0
 fi
 
-for bin in "$SERVER_BIN" "$LOADGEN_BIN"; do
-  [[ -x "$bin" ]] || { echo "cache_zipf: $bin is missing (build it first)" >&2; exit 1; }
-done
-for tool in python3 curl; do
-  command -v "$tool" >/dev/null || { echo "cache_zipf: needs $tool" >&2; exit 1; }
-done
+require_bench_tools 1
 mkdir -p "$RUN_DIR"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-SERVER_PID=""
-stop_server() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  SERVER_PID=""
-}
-trap stop_server EXIT
-trap 'exit 130' INT TERM
+stop_server_on_exit
 
 # Starts a server for run $1 (on or off) and waits until it is ready; sets GRPC_PORT,
 # HTTP_PORT and METRICS_PORT.
 start_server() {
-  GRPC_PORT="$(free_port)"
-  METRICS_PORT="$(free_port)"
-  HTTP_PORT="$(free_port)"
-  while [[ "$METRICS_PORT" == "$GRPC_PORT" ]]; do METRICS_PORT="$(free_port)"; done
-  while [[ "$HTTP_PORT" == "$GRPC_PORT" || "$HTTP_PORT" == "$METRICS_PORT" ]]; do
-    HTTP_PORT="$(free_port)"
-  done
-  local log="$RUN_DIR/server-$1.log"
+  pick_server_ports
   set_cache_flags "$1"
   echo "cache_zipf: cache $1: starting $SERVER_BIN (gRPC :$GRPC_PORT, HTTP :$HTTP_PORT)" >&2
-  "$SERVER_BIN" --config "$SERVER_CONFIG" --listen "127.0.0.1:$GRPC_PORT" \
-    --metrics-listen "127.0.0.1:$METRICS_PORT" --http-listen "127.0.0.1:$HTTP_PORT" \
-    --log-level info "${CACHE_FLAGS[@]}" >"$log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 180); do
-    curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && return 0
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-      echo "cache_zipf: the server exited (does it know cache.enabled?):" >&2
-      cat "$log" >&2
-      SERVER_PID=""
-      exit 1
-    fi
-    sleep 1
-  done
-  echo "cache_zipf: the server is not ready after 180 s" >&2
-  exit 1
+  start_server_and_wait "$RUN_DIR/server-$1.log" " (does it know cache.enabled?):" \
+    "${CACHE_FLAGS[@]}"
 }
 
 run_once() {  # on | off
@@ -204,19 +152,15 @@ rm -f "$RUN_DIR"/cache-*.json "$RUN_DIR"/cache-*.csv "$RUN_DIR"/metrics-*.txt
 run_once on
 run_once off
 
-REVISION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ "$REVISION" != unknown && -n "$(git status --porcelain 2>/dev/null)" ]]; then
-  REVISION="$REVISION-dirty"
-fi
-# The machine's cores, not OMP_NUM_THREADS (which nproc answers when it is set).
-CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-CPU_MODEL="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
-[[ -n "$CPU_MODEL" ]] || CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+describe_machine
 
 python3 - "$SUMMARY" "$RUN_DIR" "$NAME" "$DATE" "$REVISION" "$CORES" "$CPU_MODEL" \
   "$SERVER_CONFIG" "$LOADAVG" "$CACHE_MAX_BYTES" <<'EOF'
 import json
 import sys
+
+sys.path.insert(0, "bench")
+from bench_summary import provenance  # noqa: E402
 
 (summary_path, run_dir, name, date, revision, nproc, cpu_model, server_config, loadavg,
  cache_max_bytes) = sys.argv[1:]
@@ -270,11 +214,7 @@ for w in warnings:
 
 config = reports["on"]["config"]
 summary = {
-    "tool": "bench/cache_zipf.sh",
-    "date": date,
-    "git_revision": revision,
-    "machine": {"nproc": int(nproc), "cpu_model": cpu_model,
-                "loadavg_1_5_15_min_at_start": [float(x) for x in loadavg.split()]},
+    **provenance("bench/cache_zipf.sh", date, revision, nproc, cpu_model, loadavg),
     "server": {"config": server_config,
                "cache_on": "--set cache.enabled=true" +
                            (f" --set cache.max_bytes={cache_max_bytes}" if cache_max_bytes else ""),

@@ -33,65 +33,21 @@ set -euo pipefail
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$SOURCE"
-BUILD_DIR="${BUILD_DIR:-build}"
-SERVER_CONFIG="${SERVER_CONFIG:-models/demo-server.yaml}"
-CONCURRENCY="${CONCURRENCY:-32}"
-REQUESTS="${REQUESTS:-200}"
-WARMUP="${WARMUP:-32}"
-ROUNDS="${ROUNDS:-2}"
-SHARED_SECONDS="${SHARED_SECONDS:-40}"
-RESOLUTION_BASE="${RESOLUTION_BASE:-4}"
-DEADLINE_MS="${DEADLINE_MS:-600000}"
-OUT_DIR="${OUT_DIR:-bench/results}"
-DATE="${DATE:-$(date +%F)}"
+BENCH_NAME=compare_protocols
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_settings CONCURRENCY=32 REQUESTS=200 WARMUP=32 ROUNDS=2 SHARED_SECONDS=40 RESOLUTION_BASE=4 \
+  DEADLINE_MS=600000
 
-SERVER_BIN="$BUILD_DIR/bin/cube3d-server"
-LOADGEN_BIN="$BUILD_DIR/bin/cube3d-loadgen"
-for bin in "$SERVER_BIN" "$LOADGEN_BIN"; do
-  [[ -x "$bin" ]] || { echo "compare_protocols: $bin is missing (build it first)" >&2; exit 2; }
-done
-for tool in python3 curl; do
-  command -v "$tool" >/dev/null || { echo "compare_protocols: needs $tool" >&2; exit 2; }
-done
-
-NAME="$DATE-loadgen-http-vs-grpc"
-RUN_DIR="$OUT_DIR/$NAME"
-SUMMARY="$OUT_DIR/$NAME.json"
+set_bench_paths loadgen-http-vs-grpc
+require_bench_tools 2
 mkdir -p "$RUN_DIR"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-GRPC_PORT="$(free_port)"
-METRICS_PORT="$(free_port)"
-HTTP_PORT="$(free_port)"
-while [[ "$METRICS_PORT" == "$GRPC_PORT" ]]; do METRICS_PORT="$(free_port)"; done
-while [[ "$HTTP_PORT" == "$GRPC_PORT" || "$HTTP_PORT" == "$METRICS_PORT" ]]; do
-  HTTP_PORT="$(free_port)"
-done
-
-SERVER_PID=""
-stop_server() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  SERVER_PID=""
-}
-trap stop_server EXIT
-trap 'exit 130' INT TERM
+pick_server_ports
+stop_server_on_exit
 
 echo "compare_protocols: starting $SERVER_BIN (gRPC :$GRPC_PORT, HTTP :$HTTP_PORT)" >&2
-"$SERVER_BIN" --config "$SERVER_CONFIG" --listen "127.0.0.1:$GRPC_PORT" \
-  --metrics-listen "127.0.0.1:$METRICS_PORT" --http-listen "127.0.0.1:$HTTP_PORT" \
-  --log-level info >"$RUN_DIR/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 180); do
-  curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "compare_protocols: the server exited" >&2; cat "$RUN_DIR/server.log" >&2; exit 1; }
-  sleep 1
-done
-curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null || { echo "compare_protocols: the server is not ready after 180 s" >&2; exit 1; }
+start_server_and_wait "$RUN_DIR/server.log" ""
 
 server_cpu_s() {
   curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | awk '/^process_cpu_seconds_total /{print $2}'
@@ -134,14 +90,7 @@ if ((SHARED_SECONDS > 0)); then
 fi
 stop_server
 
-REVISION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ "$REVISION" != unknown && -n "$(git status --porcelain 2>/dev/null)" ]]; then
-  REVISION="$REVISION-dirty"
-fi
-# The machine's cores, not OMP_NUM_THREADS (which nproc answers when it is set).
-CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-CPU_MODEL="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
-[[ -n "$CPU_MODEL" ]] || CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+describe_machine
 
 python3 - "$SUMMARY" "$RUN_DIR" "$NAME" "$DATE" "$REVISION" "$CORES" "$CPU_MODEL" \
   "$SERVER_CONFIG" "$CONCURRENCY" "$REQUESTS" "$WARMUP" "$RESOLUTION_BASE" "$LOADAVG" \
@@ -150,6 +99,9 @@ import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, "bench")
+from bench_summary import provenance  # noqa: E402
 
 (summary_path, run_dir, name, date, revision, nproc, cpu_model, server_config, concurrency,
  requests, warmup, resolution_base, loadavg, rounds, shared_seconds) = sys.argv[1:]
@@ -209,11 +161,7 @@ def diff(a, b):
 
 m = {p: protocols[p]["median_of_rounds"] for p in protocols}
 summary = {
-    "tool": "bench/compare_protocols.sh",
-    "date": date,
-    "git_revision": revision,
-    "machine": {"nproc": int(nproc), "cpu_model": cpu_model,
-                "loadavg_1_5_15_min_at_start": [float(x) for x in loadavg.split()]},
+    **provenance("bench/compare_protocols.sh", date, revision, nproc, cpu_model, loadavg),
     "server": {"config": server_config, "listeners": "gRPC and http_listen of one process"},
     "load": {"mode": "closed", "concurrency": int(concurrency), "requests": int(requests),
              "warmup": int(warmup), "resolution_base": int(resolution_base), "rounds": rounds,

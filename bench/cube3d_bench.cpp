@@ -1,5 +1,5 @@
 // cube3d-bench: decode benchmark of the engine on random weights of any model YAML
-// (ARCHITECTURE.md contract). For every requested mode and batch bucket it measures time per
+// (docs/architecture.md contract). For every requested mode and batch bucket it measures time per
 // output token (median and p90 over every decode step of every timed run), time to first token,
 // end-to-end time, throughput, peak memory and the memory bandwidth a decode step achieves; then
 // optionally one whole object (tokens, then the shape pipeline: latents, occupancy field, marching
@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -30,6 +31,7 @@
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/core/constants.h"
+#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/core/logging.h"
@@ -37,6 +39,7 @@
 #include "cube3d/engine/cuda_graph_runner.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/fused_decode.h"
+#include "cube3d/engine/op_count.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/pipeline/occupancy_field.h"
 #include "device_probe.h"
@@ -104,15 +107,11 @@ std::string ids_checksum(const at::Tensor& ids) {
 }
 
 const char* runner_kind(Engine& engine) {
-  switch (engine.graph_mode()) {
-    case GraphMode::kOff:
-      return "eager";
-    case GraphMode::kOn:
-      return "CUDA graph";
-    case GraphMode::kEmulate:
-      return "emulated graph";
-  }
-  return "?";
+  constexpr EnumTable<GraphMode, const char*, 3> kKinds = {
+      {{GraphMode::kOff, "eager"},
+       {GraphMode::kOn, "CUDA graph"},
+       {GraphMode::kEmulate, "emulated graph"}}};
+  return lookup(kKinds, engine.graph_mode()).value_or("?");
 }
 
 struct Run {
@@ -291,13 +290,38 @@ nlohmann::json build_info() {
           {"attention_backends_on_cuda", "flash, memory-efficient, math (cuDNN off)"}};
 }
 
+// The ATen operations of one eager decode step at bucket 1 (the server's most common batch), as
+// the engine runs it on this device: a number that shows a change adding operations (kernels on
+// a GPU) without timing anything. The runner feeds its scratch position, so the KV slots it
+// writes are never read by a real step.
+nlohmann::json decode_step_ops(const Engine& engine, bool cfg, bool fused_kernels) {
+  constexpr int64_t kBucket = 1;
+  const AtenOpCount count =
+      count_decode_step_ops(engine.gpt(), engine.kv_cache(), kBucket, cfg,
+                            engine.tokens_per_shape(), SingleStreamDecode::kCausal, fused_kernels);
+  return {{"bucket", kBucket},
+          {"rows", cfg ? 2 * kBucket : kBucket},
+          {"single_stream_decode", to_string(SingleStreamDecode::kCausal)},
+          {"top_level", count.top_level},
+          {"top_level_compute", count.top_level_compute()},
+          {"all", count.all},
+          {"top_level_by_name", count.top_level_by_name}};
+}
+
+// The "official" section of a JSON file that bench/official_engine.py wrote before this run
+// (bench/README.md): kept when the file is rewritten, so the two benches' figures end up in one
+// file whichever ran first. Nothing when there is no such file or section.
+std::optional<nlohmann::json> official_section(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) return std::nullopt;
+  const nlohmann::json old =
+      nlohmann::json::parse(read_file(path, "--json file"), nullptr, /*allow_exceptions=*/false);
+  if (!old.is_object() || !old.contains("official")) return std::nullopt;
+  return old["official"];
+}
+
 int run(int argc, char** argv) {
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::fputs(args.help().c_str(), stdout);
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
   setup_logging(args.get("--log-level", "warn"));
   if (args.has("--build-info")) {
     std::printf("%s\n", build_info().dump().c_str());
@@ -378,6 +402,16 @@ int run(int argc, char** argv) {
   }
 
   EngineOptions engine_options;  // no weight paths: random weights from the seed
+  const std::string weights_dir = args.get("--weights-dir", "");
+  if (!weights_dir.empty()) {
+    // The same values another bench loads (bench/official_engine.py --weights-dir D: D/ours).
+    engine_options.gpt_weights = weights_dir + "/shape_gpt.safetensors";
+    engine_options.shape_weights = weights_dir + "/shape_tokenizer.safetensors";
+  }
+  const std::string weights_text =
+      weights_dir.empty()
+          ? "random weights (seed " + std::to_string(*config.random_weights_seed) + ")"
+          : "weights from " + weights_dir;
   engine_options.device = device_text;
   engine_options.dtype = dtype;
   engine_options.max_batch = *std::max_element(buckets.begin(), buckets.end());
@@ -410,11 +444,9 @@ int run(int argc, char** argv) {
       TrafficModel::from(engine_for(modes.empty() ? Mode::kEagerKv : modes.front()));
 
   const GptConfig& gpt = config.gpt;
-  std::printf(
-      "cube3d-bench: %s on %s (%s, %d CPU threads), random weights (seed %llu), load "
-      "%.0f ms\n",
-      config.source.c_str(), device.str().c_str(), dtype.c_str(), at::get_num_threads(),
-      static_cast<unsigned long long>(*config.random_weights_seed), engine->load_ms());
+  std::printf("cube3d-bench: %s on %s (%s, %d CPU threads), %s, load %.0f ms\n",
+              config.source.c_str(), device.str().c_str(), dtype.c_str(), at::get_num_threads(),
+              weights_text.c_str(), engine->load_ms());
   std::printf(
       "shape GPT: %lld dual + %lld single blocks, D %lld, %.1f M params (%.1f MiB); "
       "%lld of %lld tokens; guidance %.1f (%s); warmup %lld, repeat %lld\n",
@@ -437,6 +469,14 @@ int run(int argc, char** argv) {
         "peak_memory_bytes is the process's peak resident set size (getrusage ru_maxrss), "
         "which only grows: later rows include earlier ones");
   }
+  const nlohmann::json step_ops =
+      decode_step_ops(*engine, s.guidance > 0, engine_options.fused_kernels);
+  std::printf(
+      "decode step at bucket 1: %lld ATen ops (top-level; %lld of them not views, %lld with the "
+      "nested ones), counted on %s\n",
+      static_cast<long long>(step_ops["top_level"].get<int64_t>()),
+      static_cast<long long>(step_ops["top_level_compute"].get<int64_t>()),
+      static_cast<long long>(step_ops["all"].get<int64_t>()), device.str().c_str());
   for (const std::string& note : skip_notes) std::printf("note: %s\n", note.c_str());
   for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
 
@@ -450,6 +490,7 @@ int run(int argc, char** argv) {
       {"device_name", device_name(device)},
       {"dtype", dtype},
       {"model", config.source},
+      {"weights", weights_text},
       {"commit", args.get("--commit", env_commit != nullptr ? env_commit : "unknown")},
       {"date", utc_now()},
       {"threads", at::get_num_threads()},
@@ -467,11 +508,17 @@ int run(int argc, char** argv) {
       {"gpt_params", traffic.gpt_params},
       {"gpt_bytes", traffic.gpt_bytes},
       {"kv_cache_bytes", engine->kv_cache().bytes()},
+      {"decode_step_ops", step_ops},
       {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
       {"notes", notes},
       {"skipped", skipped},
       {"results", nlohmann::json::array()},
       {"complete", false}};
+  if (json_path) {
+    if (std::optional<nlohmann::json> official = official_section(*json_path)) {
+      out["official"] = std::move(*official);
+    }
+  }
   const auto save = [&] {
     if (json_path) write_file(*json_path, out.dump(2) + "\n");
   };

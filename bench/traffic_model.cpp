@@ -14,7 +14,9 @@
 namespace cube3d::bench {
 namespace {
 
-// Bytes (or, with kElements, elements) of the weights a module reads.
+// Bytes (or, with kElements, elements) of the weights a module reads. c_qk, c_v (c_k), gate and
+// up are views of the projections packed at load (GptWeights::from_tensors): each counted once,
+// through its view; the zeros the packed bias holds for c_qk (2D values a block) are left out.
 enum class Unit { kBytes, kElements };
 int64_t size_of(const at::Tensor& t, Unit u = Unit::kBytes) {
   if (!t.defined()) return 0;

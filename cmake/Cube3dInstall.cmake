@@ -8,6 +8,10 @@
 #                           load by name (Cube3dInstallRuntimeLibs.cmake)
 #   P/share/cube3d/         CLIP's BPE vocabulary (the tools look in ../share/cube3d/)
 #   P/share/cube3d/models/  the model and server YAMLs of models/
+#   P/share/cube3d/scripts/ scripts/fetch_models.py and the module it imports, beside models/ as
+#                           in the checkout (it reads ../models/ of its own folder): the
+#                           Kubernetes weights Job copies both folders out of the image
+#                           (deploy/k8s/weights/job-fetch.yaml) and runs them with Python
 #   P/share/cube3d/playground/  the browser playground's page (http.playground; three.js comes
 #                           from Debian's libjs-three, a runtime package)
 # The Debian libraries the binaries need (gRPC, protobuf, spdlog, ...) are the runtime package
@@ -44,4 +48,7 @@ install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/Cube3dInstallRuntimeLibs.cmake)
 install(FILES ${cube3d_clip_vocab_file} DESTINATION share/cube3d)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/models/ DESTINATION share/cube3d/models
         FILES_MATCHING PATTERN "*.yaml")
+install(FILES ${CMAKE_SOURCE_DIR}/scripts/fetch_models.py
+              ${CMAKE_SOURCE_DIR}/scripts/make_random_checkpoint.py
+        DESTINATION share/cube3d/scripts)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/share/cube3d/ DESTINATION share/cube3d)

@@ -8,6 +8,9 @@
 //      (patterns that match the empty string are refused at load).
 //   2: the rest is an end user id: accepted or refused with INVALID_ARGUMENT, and an accepted
 //      one gets a pseudonym of "u" and 16 hex digits that never contains the id.
+//   3: the rest, when valid UTF-8 (what the server gives it), is a prompt whose folded forms
+//      (prompt_folding.h) are made: the first is the prompt itself, every form is valid UTF-8,
+//      none repeats, and folding the fold changes nothing.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,8 +19,10 @@
 #include <variant>
 #include <vector>
 
+#include "cube3d/core/utf8.h"
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/admission/prompt_folding.h"
 #include "cube3d/server/admission/prompt_policy.h"
 #include "fuzz_support.h"
 
@@ -71,7 +76,12 @@ void denylist_file(std::string_view text) {
     const bool matched = rules.matches(prompt);
     CUBE3D_FUZZ_CHECK(matched == rules.matching_line(prompt).has_value(),
                       "matches() and matching_line() disagree");
-    CUBE3D_FUZZ_CHECK(matched == policy.refuses(prompt), "the policy and its rules disagree");
+    // The policy matches the prompt's folded forms too (the prompt itself first): what the
+    // rules match, it refuses, and it refuses nothing that no form of the prompt matches.
+    bool any_form = false;
+    for (const std::string& form : cube3d::prompt_forms(prompt)) any_form |= rules.matches(form);
+    CUBE3D_FUZZ_CHECK(!matched || policy.refuses(prompt), "the policy let a matched prompt by");
+    CUBE3D_FUZZ_CHECK(any_form == policy.refuses(prompt), "the policy and its rules disagree");
   }
 }
 
@@ -85,20 +95,35 @@ void end_user_id(std::string_view id) {
                     "a pseudonym shows the id");
 }
 
+void prompt_forms(std::string_view prompt) {
+  if (cube3d::find_invalid_utf8(prompt)) return;
+  const std::vector<std::string> forms = cube3d::prompt_forms(prompt);
+  CUBE3D_FUZZ_CHECK(!forms.empty() && forms.front() == prompt, "the first form is the prompt");
+  for (size_t i = 0; i < forms.size(); ++i) {
+    CUBE3D_FUZZ_CHECK(!cube3d::find_invalid_utf8(forms[i]), "a form is not valid UTF-8");
+    for (size_t j = 0; j < i; ++j) CUBE3D_FUZZ_CHECK(forms[i] != forms[j], "a form repeats");
+  }
+  const std::string folded = cube3d::unicode_fold(prompt);
+  CUBE3D_FUZZ_CHECK(cube3d::unicode_fold(folded) == folded, "folding the fold changed it");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       keys_file(rest);
       break;
     case 1:
       denylist_file(rest);
       break;
-    default:
+    case 2:
       end_user_id(rest);
+      break;
+    default:
+      prompt_forms(rest);
       break;
   }
   return 0;

@@ -1,4 +1,4 @@
-// Fuzzes the HTTP request reader (src/server/http/request_reader.cpp: Boost.Beast's parser and
+// Fuzzes the HTTP request reader (src/server/httpd/request_reader.cpp: Boost.Beast's parser and
 // our checks around it) and what routes then do with a request's target and query, from the
 // bytes a client sends. The first byte of the input picks how the rest is split into reads (one
 // piece, or pieces of 1..16 bytes), as a connection would see a slow or pipelining client; the
@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "cube3d/server/http/http_message.h"
-#include "cube3d/server/http/request_reader.h"
+#include "cube3d/server/httpd/http_message.h"
+#include "cube3d/server/httpd/request_reader.h"
 #include "fuzz_support.h"
 
 namespace {

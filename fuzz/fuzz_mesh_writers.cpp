@@ -91,6 +91,8 @@ void check_layout(const cube3d::Mesh& mesh, cube3d::MeshFormat format, const std
       break;
     case cube3d::MeshFormat::kRaw:
       cube3d::fuzz::fail("kRaw encoded as a file");
+    case cube3d::MeshFormat::kCompact:
+      cube3d::fuzz::fail("kCompact is fuzzed by fuzz_compact_mesh, not here");
   }
 }
 

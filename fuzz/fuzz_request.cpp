@@ -1,28 +1,28 @@
-// Fuzzes request validation from the bytes a client sends. The input is parsed as the server
-// reads it (cube3d.v1.wire.GenerateMeshRequest: prompt as bytes) and, when it parses,
-// validated against the default policy, with and without a bounding-box model. It is also
-// parsed as the public cube3d.v1.GenerateMeshRequest (what clients and the HTTP gateway hold)
-// and taken through the same conversion to the wire twin (mesh_service_core.cpp's to_wire:
-// serialize, parse as the twin; that file itself is not linked, as it brings the scheduler,
-// metrics and gRPC) and validate_request's overload for it.
+// Fuzzes the gRPC door's reading of a request (generate_request_bytes.h: the prompt read as
+// bytes, the rest by protobuf) and request validation, from the bytes a client sends: when the
+// input reads as a request, it is validated against the default policy, with and without a
+// bounding-box model. Whatever protobuf's own parser accepts, the door's reading accepts too,
+// with the same fields.
 //
 // Validation may refuse anything with a cube3d::Error; what it accepts must be within the
-// policy, since the scheduler and the engine trust a JobRequest without checking again.
+// policy, since the scheduler and the engine trust a TaskRequest without checking again.
 #include <google/protobuf/stubs/logging.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/utf8.h"
-#include "cube3d/server/core/request_validation.h"
+#include "cube3d/server/grpc/generate_request_bytes.h"
+#include "cube3d/server/service/request_validation.h"
 #include "fuzz_support.h"
 
 namespace {
 
-void check_accepted(const cube3d::JobRequest& job, const cube3d::RequestPolicy& policy) {
+void check_accepted(const cube3d::TaskRequest& job, const cube3d::RequestPolicy& policy) {
   const cube3d::LimitsConfig& limits = policy.limits;
   CUBE3D_FUZZ_CHECK(!job.request_id.empty() && job.request_id.size() <= 128, "request_id size");
   CUBE3D_FUZZ_CHECK(!job.prompt.empty(), "empty prompt accepted");
@@ -66,8 +66,7 @@ cube3d::RequestPolicy policy_with_bbox(bool bbox) {
 
 const cube3d::RequestPolicy kPolicies[] = {policy_with_bbox(false), policy_with_bbox(true)};
 
-template <typename Request>
-void validate(const Request& request) {
+void validate(const cube3d::v1::GenerateMeshRequest& request) {
   for (const cube3d::RequestPolicy& policy : kPolicies) {
     cube3d::fuzz::refusals_ok(
         [&] { check_accepted(cube3d::validate_request(request, policy), policy); });
@@ -77,27 +76,23 @@ void validate(const Request& request) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // A public request with a non-UTF-8 prompt fails to parse, and protobuf logs each one.
+  // A request with a non-UTF-8 string fails to parse, and protobuf logs each one.
   google::protobuf::SetLogHandler(nullptr);
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const int length = static_cast<int>(size);
-
-  cube3d::v1::wire::GenerateMeshRequest wire;
-  if (wire.ParseFromArray(data, length)) validate(wire);
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  cube3d::v1::GenerateMeshRequest read;
+  const bool door_read = cube3d::parse_generate_request(bytes, read);
+  if (door_read) validate(read);
 
   cube3d::v1::GenerateMeshRequest request;
-  if (request.ParseFromArray(data, length)) {
-    // to_wire(): the conversion the HTTP gateway applies. A message that parsed must always
-    // read as its twin (the two are field for field the same).
-    cube3d::v1::wire::GenerateMeshRequest twin;
-    CUBE3D_FUZZ_CHECK(twin.ParseFromString(request.SerializeAsString()),
-                      "a public request does not read as its wire twin");
-    CUBE3D_FUZZ_CHECK(twin.prompt() == request.prompt(), "the twin's prompt differs");
-    validate(twin);
-    validate(request);
+  if (request.ParseFromArray(data, static_cast<int>(size))) {
+    // The door reads every message protobuf reads, as protobuf reads it.
+    CUBE3D_FUZZ_CHECK(door_read, "a request protobuf reads was refused by the door");
+    CUBE3D_FUZZ_CHECK(read.SerializeAsString() == request.SerializeAsString(),
+                      "the door read a request differently from protobuf");
   }
   return 0;
 }

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <string>
 
-#include "cube3d/core/safetensors.h"
+#include "cube3d/tensor_io/safetensors.h"
 #include "fuzz_support.h"
 
 namespace {

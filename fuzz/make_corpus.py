@@ -102,11 +102,9 @@ def request_seeds():
     t = "request"
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
-                        f"--python_out={out}", "cube3d/v1/mesh_service.proto",
-                        "cube3d/v1/wire/request_wire.proto"], check=True)
+                        f"--python_out={out}", "cube3d/v1/mesh_service.proto"], check=True)
         sys.path.insert(0, out)
         from cube3d.v1 import mesh_service_pb2 as pb
-        from cube3d.v1.wire import request_wire_pb2 as wire
 
         write(t, "valid_minimal", pb.GenerateMeshRequest(prompt="a chair").SerializeToString())
         full = pb.GenerateMeshRequest(
@@ -117,14 +115,15 @@ def request_seeds():
         write(t, "valid_bbox", pb.GenerateMeshRequest(
             prompt="a table", bounding_box=pb.BoundingBox(x=1.0, y=0.5, z=0.25),
             format=pb.MESH_FORMAT_GLB).SerializeToString())
-        write(t, "bad_utf8_prompt", wire.GenerateMeshRequest(
-            prompt=b"caf\xc3 chair", format=pb.MESH_FORMAT_OBJ).SerializeToString())
+        # Field 1 (prompt), 10 bytes with a cut-off sequence: Python's protobuf will not build it.
+        write(t, "bad_utf8_prompt", b"\x0a\x0acaf\xc3 chair" +
+              pb.GenerateMeshRequest(format=pb.MESH_FORMAT_OBJ).SerializeToString())
         write(t, "bad_ranges", pb.GenerateMeshRequest(
             prompt="x", guidance_scale=float("nan"), top_p=1.5, resolution_base=99,
             target_face_count=2, request_id="bad id!",
             bounding_box=pb.BoundingBox(x=-1.0, y=float("inf"))).SerializeToString())
         # An enum value no version knows, and an unknown field (number 99).
-        unknown = wire.GenerateMeshRequest(prompt=b"chair").SerializeToString()
+        unknown = pb.GenerateMeshRequest(prompt="chair").SerializeToString()
         unknown += bytes([7 << 3, 42]) + bytes([0x9A, 0x06, 3]) + b"abc"  # tag varint of (99 << 3) | 2
         write(t, "bad_enum_unknown_field", unknown)
         write(t, "bad_truncated", full.SerializeToString()[:-3])
@@ -163,7 +162,8 @@ def mesh_metadata_seeds():
 
 
 def admission_seeds():
-    """The first byte picks the input's kind: 0 a keys file, 1 a denylist, 2 an end user id."""
+    """The first byte picks the input's kind: 0 a keys file, 1 a denylist, 2 an end user id,
+    3 a prompt to fold."""
     t = "admission"
     digest = hashlib.sha256(b"secret").hexdigest()
     write(t, "keys_full", b"\x00" + (
@@ -182,6 +182,12 @@ def admission_seeds():
     write(t, "denylist_broken", b"\x01(unclosed\nx*\n")
     write(t, "end_user_ok", b"\x02player:42")
     write(t, "end_user_bad", b"\x02player 42\n\x00")
+    # Look-alike text: fullwidth, zero-width and tag characters, Cyrillic and Greek, math bold,
+    # circled, combining marks, a NUL, spelt out, digits for letters.
+    write(t, "prompt_look_alike", ("\x03ｂｏｍｂ b\u200bo\u00adm\u2060b \U000e0062omb "
+                                    "\u0431\u043em\u0431 \U0001d41b\U0001d428mb \u24d1omb "
+                                    "bo\u0301mb bo\x00mb b o m b b.o.m.b b0mb k1ll $e@t").encode())
+    write(t, "prompt_plain", b"\x03a small wooden chair with 4 legs")
 
 
 def http_request_seeds():
@@ -220,9 +226,53 @@ def http_request_seeds():
           + b"0\r\nhello\xea")
 
 
+def compact(vertices, indices, normals=(), quantized=False, indices32=None):
+    """A compact mesh payload (docs/mesh-encoding.md), written independently of the C++ encoder."""
+    v = len(vertices) // 3
+    t = len(indices) // 3
+    if indices32 is None:
+        indices32 = v > 65536
+    flags = (1 if quantized else 0) | (2 if indices32 else 0) | (4 if normals else 0)
+    lo = [min(vertices[a::3]) if v else 0.0 for a in range(3)]
+    hi = [max(vertices[a::3]) if v else 0.0 for a in range(3)]
+
+    def pad(b):
+        return b + b"\0" * (-len(b) % 4)
+
+    out = b"C3DM" + struct.pack("<BBHII3f3f", 1, flags, 40, v, t, *lo, *hi)
+    if quantized:
+        q = [0 if hi[i % 3] == lo[i % 3] else
+             round((p - lo[i % 3]) / (hi[i % 3] - lo[i % 3]) * 65535)
+             for i, p in enumerate(vertices)]
+        out = pad(out + struct.pack(f"<{len(q)}H", *q))
+    else:
+        out = pad(out + struct.pack(f"<{len(vertices)}f", *vertices))
+    if normals:
+        out = pad(out + struct.pack(f"<{len(normals)}b", *[round(n * 127) for n in normals]))
+    return pad(out + struct.pack(f"<{len(indices)}{'I' if indices32 else 'H'}", *indices))
+
+
+def compact_mesh_seeds():
+    t = "compact_mesh"
+    tetra = [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
+    faces = [0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
+    normals = [-0.577, -0.577, -0.577, 1, 0, 0, 0, 1, 0, 0, 0, 1]
+    triangle = compact([0, 0, 0, 1, 0, 0, 0, 2, 0], [0, 1, 2])
+    write(t, "valid_spec_example", triangle)
+    write(t, "valid_tetrahedron_float32", compact(tetra, faces))
+    write(t, "valid_tetrahedron_quantized_normals", compact(tetra, faces, normals, quantized=True))
+    write(t, "valid_tetrahedron_indices32", compact(tetra, faces, indices32=True))
+    write(t, "valid_empty", compact([], []))
+    write(t, "bad_version", triangle[:4] + b"\x02" + triangle[5:])
+    write(t, "bad_truncated", triangle[:-4])
+    write(t, "bad_index", triangle[:80] + b"\x03\x00" + triangle[82:])
+    write(t, "bad_padding", triangle[:82] + b"\x01\x00")
+
+
 def main():
     for target in ("safetensors", "model_config", "server_config", "clip_tokenizer", "request",
-                   "mesh_writers", "mesh_metadata", "http_request", "admission"):
+                   "mesh_writers", "mesh_metadata", "http_request", "admission",
+                   "compact_mesh"):
         # Seeds named regression_* are kept: the fuzzers' findings, saved by hand beside them.
         (CORPUS / target).mkdir(parents=True, exist_ok=True)
         for seed in (CORPUS / target).iterdir():
@@ -236,6 +286,7 @@ def main():
     mesh_metadata_seeds()
     http_request_seeds()
     admission_seeds()
+    compact_mesh_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = list(folder.iterdir())
         print(f"{folder.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

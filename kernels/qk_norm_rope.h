@@ -4,7 +4,7 @@
 // to a contiguous output and k straight into its KV-cache slot. One launch replaces about 15
 // small kernels of the unfused step.
 //
-// Raw pointers and a stream, no libtorch (ARCHITECTURE.md: kernels know nothing of it).
+// Raw pointers and a stream, no libtorch (docs/architecture.md: kernels know nothing of it).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
-"""Fails on an include or a link that the layer table of ARCHITECTURE.md forbids.
+"""Fails on an include, a library or a link that the layer tables of docs/architecture.md forbid.
 
-Includes: every source and header of a layer (src/<layer>/, include/cube3d/<layer>/, and the
-folders listed below) may include only the cube3d layers it may use, and the torch-free layers no
-libtorch, gRPC or CUDA header. Inside the server, each part (src/server/<part>/ and
-include/cube3d/server/<part>/) may include only the parts SERVER_PARTS gives it: the front doors
-(grpc/, http/) use core/ and admission/, never the executor, pipeline or engine; core/ includes
-no transport library (Boost.Beast/Asio, gRPC beyond its Status); cache/ and admission/ (in the
-gRPC-free server base) no gRPC, protobuf or API header at all; nothing but app/ includes app/;
-clients include no server header. A few headers of a layer are allowed where the rest of it is not,
-each for a stated reason (Layer.headers, ServerPart.headers). Links (with --build-dir): the binaries that need no tensors
-have no libtorch among their shared-library dependencies (readelf -d), and no shipped binary
-carries the source tree's path (a default resolved at build time would break on any other machine).
-Batches: the unity build (CUBE3D_UNITY_BUILD, and the fuzz project's own groups) compiles several
-sources as one translation unit, where their anonymous namespaces are one; so no two sources of
-src/ or bench/ may give a file-local name (an anonymous namespace's, or a static one) the same
-name, unless both are executables' mains (never in one target) or both lines are the same alias.
+The tables are read from docs/architecture.md (under --root): the layers (a folder, its library,
+the layers it may include, the heavy libraries it may use) and the server's parts (the same, one
+folder under src/server/ each). Includes: every source and header of a layer may include only its
+own layer, the layers of its row and, of the heavy libraries (libtorch, gRPC and the API's
+messages, CUDA, TBB, Boost.Beast/Asio), those of its row; inside the server the same holds a part
+at a time. A few files or headers are allowed more than their row, each for a stated reason below
+(FILE_USES, LAYER_HEADERS, PART_HEADERS). Libraries (when --root has a CMakeLists.txt): every
+library of the tables is built by CMakeLists.txt from exactly its row's folder, and every folder
+of sources that CMakeLists.txt makes a library of is a row. Links (with --build-dir): the
+binaries that need no tensors have no libtorch among their shared-library dependencies
+(readelf -d), and no shipped binary carries the source tree's path (a default resolved at build
+time would break on any other machine). Batches: the unity build (CUBE3D_UNITY_BUILD, and the
+fuzz project's own groups) compiles several sources as one translation unit, where their
+anonymous namespaces are one; so no two sources of src/ or bench/ may give a file-local name (an
+anonymous namespace's, or a static one) the same name, unless both are executables' mains (never
+in one target) or both lines are the same alias.
 
   scripts/check_layering.py [--root DIR] [--build-dir DIR]
+
+TBB (the mesh layer's thread pool) is included only by src/mesh/ sources, never by a public
+header, whatever the table allows.
 
 Exit status 0 when everything holds, 1 with one line per violation otherwise.
 """
@@ -31,116 +35,159 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+ARCHITECTURE = "docs/architecture.md"
 TORCH = ("ATen/", "torch/", "c10/", "caffe2/")
-GRPC = ("grpcpp/", "grpc/", "grpc++/", "google/protobuf/")
+GRPC = ("grpcpp/", "grpc/", "grpc++/")
+PROTOBUF = ("google/protobuf/",)
 CUDA = ("cuda_runtime", "cuda.h", "cublas", "cuda_bf16", "cuda_fp16", "nvtx")
+# oneTBB: the mesh layer's one pool of threads, private to its sources (src/mesh/parallel.h): no
+# public header and no other layer sees it.
+TBB = ("tbb/", "oneapi/tbb")
+TBB_FOLDER = "src/mesh/"
+BEAST = ("boost/beast", "boost/asio")
+# The heavy libraries a row may name (its "may use" column).
+HEAVY = {"libtorch", "gRPC", "messages", "CUDA", "TBB", "Beast"}
+
+
+def heavy_library(header: str) -> str | None:
+    """Which heavy library `header` belongs to: "gRPC" for gRPC itself and the generated stubs,
+    "messages" for protobuf and the API's messages; None for anything else."""
+    if header.startswith(TORCH):
+        return "libtorch"
+    if header.startswith("cube3d/v1/"):
+        return "gRPC" if header.endswith(".grpc.pb.h") else "messages"
+    if header.startswith(GRPC):
+        return "gRPC"
+    if header.startswith(PROTOBUF):
+        return "messages"
+    if header.startswith(CUDA):
+        return "CUDA"
+    if header.startswith(TBB):
+        return "TBB"
+    if header.startswith(BEAST):
+        return "Beast"
+    return None
+
+
+def allows(may_use: set[str], library: str) -> bool:
+    return library in may_use or (library == "messages" and "gRPC" in may_use)
 
 
 @dataclass
 class Layer:
     name: str
     folders: list[str]
+    library: str | None  # None: one library a part (the server)
     uses: set[str]  # cube3d layers it may include besides its own
-    torch: bool = False  # may include libtorch headers
-    grpc: bool = False  # may include gRPC / protobuf headers (and cube3d/v1)
-    cuda: bool = False  # may include CUDA headers
-    # Files of a torch-free layer that may include libtorch anyway (tensor I/O in core).
-    torch_files: set[str] = field(default_factory=set)
-    # Files that may include one more layer than the rest of theirs, each for a stated reason.
-    file_uses: dict[str, set[str]] = field(default_factory=dict)
-    # Headers of other layers that the whole layer may include, each for a stated reason.
-    headers: set[str] = field(default_factory=set)
+    may_use: set[str]  # heavy libraries it may include
 
 
+@dataclass
+class ServerPart:
+    name: str
+    library: str
+    parts: set[str]  # server parts it may include besides its own
+    layers: set[str]  # layers outside the server it may include
+    may_use: set[str]
+
+
+# Exceptions to a row, each with its reason.
+# model_text.cpp: the one CLIP clean-up function the server's prompt policy needs (the server may
+# not include model/; the pipeline reaches it through the engine anyway).
+FILE_USES = {"src/pipeline/model_text.cpp": {"model"}}
 # The mesh preview (a PNG of a mesh) and the Mesh it draws: what HTTP's Accept: image/png answer
 # makes of a response's raw arrays on the connection's thread, with no other part of the mesh
 # layer (no meshing, no writers) in reach.
 MESH_PREVIEW_HEADERS = {"cube3d/mesh/mesh_preview.h", "cube3d/mesh/mesh.h"}
-
-# ARCHITECTURE.md's table, plus the command-line tools (which, like the bench, may also reach
-# the engine for what only the offline tools do: precomputed embeddings, dumps, byte models).
-LAYERS = [
-    Layer("core", ["src/core", "include/cube3d/core"], set(),
-          torch_files={"src/core/safetensors.cpp", "src/core/safetensors_writer.cpp",
-                       "include/cube3d/core/safetensors.h", "src/core/pch.h",
-                       "src/core/pch.cpp"}),
-    Layer("cli", ["src/cli", "include/cube3d/cli"], {"core"}),
-    Layer("mesh", ["src/mesh", "include/cube3d/mesh"], {"core"}),
-    Layer("scheduler", ["src/scheduler", "include/cube3d/scheduler"], {"core"}),
-    Layer("kernels", ["kernels"], set(), cuda=True),
-    Layer("model", ["src/model", "include/cube3d/model"], {"core"}, torch=True),
-    Layer("engine", ["src/engine", "include/cube3d/engine"], {"core", "model", "kernels"},
-          torch=True, cuda=True),
-    # model_text.cpp: the one CLIP clean-up function the server's prompt policy needs (the
-    # server may not include model/; the pipeline reaches it through the engine anyway).
-    Layer("pipeline", ["src/pipeline", "include/cube3d/pipeline"], {"core", "engine", "mesh"},
-          torch=True, file_uses={"src/pipeline/model_text.cpp": {"model"}}),
-    Layer("api", ["src/api", "include/cube3d/api"], {"core"}, grpc=True),
-    Layer("clients", ["src/clients", "include/cube3d/clients"], {"core", "cli", "api"},
-          grpc=True),
-    Layer("server", ["src/server", "include/cube3d/server"],
-          {"core", "cli", "scheduler", "pipeline", "api"}, torch=True, grpc=True,
-          headers=MESH_PREVIEW_HEADERS),
-    Layer("tools", ["src/tools", "include/cube3d/tools", "bench"],
-          {"core", "cli", "pipeline", "engine", "mesh", "model"},
-          torch=True),
-]
-
-# The server's parts and the parts each may include (besides its own), with the layers outside
-# the server a part may not include although the server may, and whether it may include a
-# transport library (Boost.Beast/Asio, gRPC's server API; gRPC's Status is the core's own
-# vocabulary and allowed everywhere).
-@dataclass
-class ServerPart:
-    uses: set[str]
-    forbidden_layers: set[str] = field(default_factory=set)
-    transports: bool = True
-    # In the server's torch- and gRPC-free base (cube3d_server_base, also tested under TSan):
-    # no gRPC or protobuf header at all (not even Status), and no API message (cube3d/v1).
-    grpc_free: bool = False
-    # Headers of a forbidden layer that the part may include, each for a stated reason.
-    headers: set[str] = field(default_factory=set)
-
-
-FRONT_DOOR_FORBIDDEN = {"pipeline", "engine", "model", "mesh", "scheduler"}
-SERVER_PARTS = {
-    "core": ServerPart({"admission", "observability", "cache"},
-                       {"pipeline", "engine", "model", "mesh"}, transports=False),
-    # The result cache's store: bytes in, bytes out, on memory and disk; knows no request.
-    "cache": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False, grpc_free=True),
-    # Jobs: records (job_store) and the glue that runs them on the core (job_service).
-    "jobs": ServerPart({"core", "admission", "observability", "cache"}, FRONT_DOOR_FORBIDDEN,
-                       transports=False),
-    # API keys, quotas, end users, the prompt policy: what a caller may do, decided before any
-    # request is read into a job; knows no transport and no API message.
-    "admission": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False, grpc_free=True),
-    "observability": ServerPart(set(), FRONT_DOOR_FORBIDDEN, transports=False),
-    "grpc": ServerPart({"core", "admission", "observability", "jobs", "cache"},
-                       FRONT_DOOR_FORBIDDEN),
-    # (The PNG answer draws the mesh: the preview's header, not the mesh layer.)
-    "http": ServerPart({"core", "admission", "observability", "jobs", "cache"},
-                       FRONT_DOOR_FORBIDDEN, headers=MESH_PREVIEW_HEADERS),
-    "executor": ServerPart(set(), transports=False),
-    "config": ServerPart({"core", "admission", "observability", "grpc", "http", "executor",
-                          "cache", "jobs"}),
-    "app": ServerPart({"core", "admission", "observability", "grpc", "http", "executor",
-                       "config", "cache", "jobs"}),
-}
-TRANSPORTS = ("boost/beast", "boost/asio", "grpcpp/", "grpc/", "grpc++/")
-TRANSPORT_ALLOWED = {"grpcpp/support/status.h"}
-
-# The headers of core that need libtorch: a torch-free layer must not include them either.
-TORCH_CORE_HEADERS = {"cube3d/core/safetensors.h"}
+LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS}
+PART_HEADERS = {"http": MESH_PREVIEW_HEADERS}
 
 # Binaries that need no tensors: none may link libtorch.
 TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",
                        "cube3d_mesh_tests", "cube3d_scheduler_tests", "cube3d_cli_tests",
-                       "cube3d_api_tests", "cube3d_clients_tests", "cube3d_server_base_tests"]
+                       "cube3d_api_tests", "cube3d_clients_tests", "cube3d_server_base_tests",
+                       "cube3d_core_tests"]
 # Binaries we ship: none may carry the source tree's path.
 SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
                     "cube3d-bench", "cube3d-tokenize"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+class TableError(Exception):
+    pass
+
+
+def table_rows(text: str, marker: str, columns: list[str]) -> list[list[str]]:
+    """The cells of the Markdown table after `<!-- check_layering: marker -->`, backticks off."""
+    m = re.search(r"<!--\s*check_layering:\s*" + re.escape(marker) + r"\s*-->\s*\n", text)
+    if not m:
+        raise TableError(f"{ARCHITECTURE}: no table marked <!-- check_layering: {marker} -->")
+    lines = text[m.end():].splitlines()
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip().replace("`", "") for c in line.strip().strip("|").split("|")])
+    if len(rows) < 2 or [c.lower() for c in rows[0]] != columns:
+        raise TableError(f"{ARCHITECTURE}: the {marker} table's columns must be "
+                         f"{' | '.join(columns)}")
+    body = rows[2:]  # past the header and its --- line
+    for row in body:
+        if len(row) != len(columns):
+            raise TableError(f"{ARCHITECTURE}: {marker} row '{' | '.join(row)}' has "
+                             f"{len(row)} cells, not {len(columns)}")
+    return body
+
+
+def names(cell: str) -> set[str]:
+    return {n.strip() for n in cell.split(",") if n.strip()}
+
+
+def read_tables(root: Path) -> tuple[list[Layer], list[ServerPart]]:
+    path = root / ARCHITECTURE
+    if not path.is_file():
+        raise TableError(f"{ARCHITECTURE}: missing (it holds the layer tables this check reads)")
+    text = path.read_text()
+    layers = []
+    for name, folders, library, uses, may_use in table_rows(
+            text, "layers", ["layer", "folders", "library", "may include", "may use"]):
+        layers.append(Layer(name, sorted(names(folders)),
+                            library if library.startswith("cube3d_") else None, names(uses),
+                            names(may_use)))
+    parts = []
+    for name, library, part_uses, layer_uses, may_use in table_rows(
+            text, "server parts",
+            ["part", "library", "may include parts", "may include layers", "may use"]):
+        parts.append(ServerPart(name, library, names(part_uses), names(layer_uses),
+                                names(may_use)))
+    known_layers = {layer.name for layer in layers} | {"kernels"}
+    known_parts = {part.name for part in parts}
+    problems = []
+    for layer in layers:
+        for n in layer.uses - known_layers:
+            problems.append(f"layer {layer.name} may include an unknown layer '{n}'")
+        for n in layer.may_use - HEAVY:
+            problems.append(f"layer {layer.name} may use an unknown library '{n}' "
+                            f"(one of {', '.join(sorted(HEAVY))})")
+    server = next((layer for layer in layers if layer.name == "server"), None)
+    for part in parts:
+        for n in part.parts - known_parts:
+            problems.append(f"server part {part.name} may include an unknown part '{n}'")
+        for n in part.layers - known_layers:
+            problems.append(f"server part {part.name} may include an unknown layer '{n}'")
+        if server:
+            for n in part.layers - server.uses - {"core"}:
+                problems.append(f"server part {part.name} may include layer {n}, which the "
+                                "server's row does not allow")
+            for n in (n for n in part.may_use if not allows(server.may_use, n)):
+                problems.append(f"server part {part.name} may use {n}, which the server's row "
+                                "does not allow")
+        for n in part.may_use - HEAVY:
+            problems.append(f"server part {part.name} may use an unknown library '{n}'")
+    if problems:
+        raise TableError("\n".join(f"{ARCHITECTURE}: {p}" for p in problems))
+    return layers, parts
 
 
 def layer_of_include(root: Path, path: str) -> str | None:
@@ -165,9 +212,17 @@ def source_files(root: Path, folder: str, suffixes=frozenset({".h", ".cpp", ".hp
             yield f.relative_to(root).as_posix(), f.read_text(errors="replace")
 
 
-def check_includes(root: Path) -> list[str]:
+def check_includes(root: Path, layers: list[Layer]) -> list[str]:
     problems: list[str] = []
-    for layer in LAYERS:
+    covered = {folder for layer in layers for folder in layer.folders}
+    for top in ("src", "include/cube3d"):
+        if (root / top).is_dir():
+            for d in sorted(p for p in (root / top).iterdir() if p.is_dir()):
+                rel = d.relative_to(root).as_posix()
+                if rel not in covered:
+                    problems.append(f"{rel}: a folder that no row of {ARCHITECTURE}'s layer "
+                                    "table names")
+    for layer in layers:
         for folder in layer.folders:
             for rel, text in source_files(root, folder, {".h", ".cpp", ".cu", ".cuh", ".hpp"}):
                 for m in INCLUDE.finditer(text):
@@ -175,24 +230,18 @@ def check_includes(root: Path) -> list[str]:
                     line = text.count("\n", 0, m.start()) + 1
                     where = f"{rel}:{line}: {layer.name}"
                     target = layer_of_include(root, header)
-                    if target == "v1":
-                        if not layer.grpc:
-                            problems.append(f"{where} includes {header} (gRPC API)")
-                    elif target is not None and target != layer.name:
-                        if (target not in layer.uses | layer.file_uses.get(rel, set())
-                                and header not in layer.headers):
-                            problems.append(f"{where} may not include {header} (layer {target})")
-                    torch_ok = layer.torch or rel in layer.torch_files
-                    if header.startswith(TORCH) and not torch_ok:
-                        problems.append(f"{where} is torch-free but includes <{header}>")
-                    if header in TORCH_CORE_HEADERS and not torch_ok:
-                        problems.append(f"{where} is torch-free but includes {header} "
-                                        "(tensor I/O)")
-                    if header.startswith(GRPC) and not layer.grpc:
-                        problems.append(f"{where} includes <{header}> (gRPC only in server)")
-                    if header.startswith(CUDA) and not layer.cuda:
-                        problems.append(f"{where} includes <{header}> (CUDA only in engine and "
-                                        "kernels)")
+                    if (target not in (None, "v1", layer.name)
+                            and target not in layer.uses | FILE_USES.get(rel, set())
+                            and header not in LAYER_HEADERS.get(layer.name, set())):
+                        problems.append(f"{where} may not include {header} (layer {target})")
+                    library = heavy_library(header)
+                    if library and not allows(layer.may_use, library):
+                        shown = header if target == "v1" else f"<{header}>"
+                        problems.append(f"{where} includes {shown} ({library}, which its row "
+                                        "does not allow)")
+                    if header.startswith(TBB) and not rel.startswith(TBB_FOLDER):
+                        problems.append(f"{where} includes <{header}> (TBB only in {TBB_FOLDER}"
+                                        ", the mesh layer's own threads)")
     return problems
 
 
@@ -201,35 +250,39 @@ def server_part_of(rel: str) -> str | None:
     return m.group(1) if m else None
 
 
-def check_server_parts(root: Path) -> list[str]:
+def check_server_parts(root: Path, parts: list[ServerPart]) -> list[str]:
     problems: list[str] = []
+    by_name = {part.name: part for part in parts}
     for folder in ("src/server", "include/cube3d/server"):
         for rel, text in source_files(root, folder):
-            part = server_part_of(rel)
-            if part is None:
+            name = server_part_of(rel)
+            if name is None:
                 problems.append(f"{rel}: server code outside a part folder "
-                                f"({', '.join(sorted(SERVER_PARTS))})")
+                                f"({', '.join(sorted(by_name))})")
                 continue
-            rules = SERVER_PARTS.get(part)
-            if rules is None:
-                problems.append(f"{rel}: unknown server part '{part}' (add it to SERVER_PARTS)")
+            part = by_name.get(name)
+            if part is None:
+                problems.append(f"{rel}: unknown server part '{name}' (add it to "
+                                f"{ARCHITECTURE}'s server parts table)")
                 continue
             for m in INCLUDE.finditer(text):
                 header = m.group(2)
                 line = text.count("\n", 0, m.start()) + 1
-                where = f"{rel}:{line}: server/{part}"
+                where = f"{rel}:{line}: server/{name}"
                 target = re.match(r"cube3d/server/([a-z_]+)/", header)
-                if target and target.group(1) != part and target.group(1) not in rules.uses:
-                    problems.append(f"{where} may not include {header} "
-                                    f"(server/{target.group(1)})")
+                if target:
+                    if target.group(1) != name and target.group(1) not in part.parts:
+                        problems.append(f"{where} may not include {header} "
+                                        f"(server/{target.group(1)})")
+                    continue
                 layer = layer_of_include(root, header)
-                if layer in rules.forbidden_layers and header not in rules.headers:
+                if (layer not in (None, "v1") and layer not in part.layers
+                        and header not in PART_HEADERS.get(name, set())):
                     problems.append(f"{where} may not include {header} (layer {layer})")
-                if (not rules.transports and header.startswith(TRANSPORTS)
-                        and header not in TRANSPORT_ALLOWED):
-                    problems.append(f"{where} includes <{header}> (a transport library)")
-                if rules.grpc_free and (header.startswith(GRPC) or layer == "v1"):
-                    problems.append(f"{where} includes {header} (the server base is gRPC-free)")
+                library = heavy_library(header)
+                if library and not allows(part.may_use, library):
+                    problems.append(f"{where} includes {header} ({library}, which its row "
+                                    "does not allow)")
     # Clients talk to a server over the API: no server header.
     for folder in ("src/clients", "include/cube3d/clients"):
         for rel, text in source_files(root, folder):
@@ -238,6 +291,55 @@ def check_server_parts(root: Path) -> list[str]:
                     line = text.count("\n", 0, m.start()) + 1
                     problems.append(f"{rel}:{line}: clients may not include {m.group(2)} "
                                     "(a server header)")
+    return problems
+
+
+def cmake_libraries(text: str) -> dict[str, set[str]]:
+    """Each library CMakeLists.txt builds from sources of the tree: the folders of its sources."""
+    text = text.replace("${CMAKE_SOURCE_DIR}/", "")
+    globs = {m.group(1): m.group(2) for m in re.finditer(
+        r"file\(GLOB\s+(\w+)\s+CONFIGURE_DEPENDS\s+([\w/]+)/\*\.\w+\)", text)}
+    libraries: dict[str, set[str]] = {}
+    for m in re.finditer(r"cube3d_layer_library\((\w+)\s+(\w+)\)", text):
+        libraries.setdefault(m.group(1), set()).add(f"src/{m.group(2)}")
+    for m in re.finditer(r"cube3d_server_library\((\w+)\s+(\w+)\)", text):
+        libraries.setdefault(m.group(1), set()).add(f"src/server/{m.group(2)}")
+    for m in re.finditer(r"add_library\((\w+)\s+(?:STATIC|OBJECT|SHARED)\s+([^)]*)\)", text):
+        folders = set()
+        for item in m.group(2).split():
+            var = re.fullmatch(r"\$\{(\w+)\}", item)
+            if var and var.group(1) in globs:
+                folders.add(globs[var.group(1)])
+            elif re.fullmatch(r"[\w/]+\.(cpp|cu)", item):
+                folders.add(item.rsplit("/", 1)[0])
+        if folders:
+            libraries.setdefault(m.group(1), set()).update(folders)
+    return libraries
+
+
+def check_libraries(root: Path, layers: list[Layer], parts: list[ServerPart]) -> list[str]:
+    cmake = root / "CMakeLists.txt"
+    if not cmake.is_file():
+        return []
+    built = cmake_libraries(cmake.read_text())
+    wanted: dict[str, str] = {}
+    for layer in layers:
+        if layer.library:
+            wanted[layer.library] = next(f for f in layer.folders if not f.startswith("include"))
+    for part in parts:
+        wanted[part.library] = f"src/server/{part.name}"
+    problems = []
+    for library, folder in sorted(wanted.items()):
+        if library not in built:
+            problems.append(f"CMakeLists.txt: no library {library} (the tables' library of "
+                            f"{folder}/)")
+        elif built[library] != {folder}:
+            problems.append(f"CMakeLists.txt: {library} is built from "
+                            f"{', '.join(sorted(built[library]))}, not {folder}/ alone")
+    for library, folders in sorted(built.items()):
+        if library not in wanted:
+            problems.append(f"CMakeLists.txt: {library} (from {', '.join(sorted(folders))}) is "
+                            f"no row of {ARCHITECTURE}'s tables")
     return problems
 
 
@@ -359,13 +461,18 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--build-dir", type=Path, help="also check the binaries built here")
     args = parser.parse_args()
-    problems = (check_includes(args.root) + check_server_parts(args.root)
-                + check_batch_names(args.root))
+    try:
+        layers, parts = read_tables(args.root)
+        problems = (check_includes(args.root, layers) + check_server_parts(args.root, parts)
+                    + check_libraries(args.root, layers, parts))
+    except TableError as e:
+        problems = str(e).splitlines()
+    problems += check_batch_names(args.root)
     if args.build_dir:
         problems += check_links(args.root, args.build_dir)
     for p in problems:
         print(p)
-    checked = "includes, file-local names" + (f" and links in {args.build_dir}" if args.build_dir else "")
+    checked = "includes, libraries, file-local names" + (f" and links in {args.build_dir}" if args.build_dir else "")
     print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
     return 1 if problems else 0
 

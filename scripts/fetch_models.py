@@ -72,7 +72,7 @@ LOCK_FILE = ".fetch.lock"
 SERVER_YAML = "server.yaml"
 MANIFEST_FORMAT = 1
 
-# dtype -> bytes per element: what the server's safetensors reader opens (src/core/safetensors.cpp);
+# dtype -> bytes per element: what the server's safetensors reader opens (src/tensor_io/safetensors.cpp);
 # any other dtype anywhere in a file makes the whole file unreadable there.
 SAFETENSORS_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1}
 # Float dtypes: the integer view of one element and its exponent bits. All exponent bits set is
@@ -408,14 +408,22 @@ def read_small(path, limit):
     return path.read_bytes()
 
 
-def clip_text_config(path, model):
-    """(CLIP text config, problems), read as clip_text_config.cpp reads config.json."""
+def read_small_json_object(path, limit, not_an_object):
+    """The JSON object in a file of at most `limit` bytes; CheckFailed when it is not JSON, or
+    saying `not_an_object` when it is JSON of another kind."""
     try:
-        root = json.loads(read_small(path, MAX_CLIP_CONFIG_BYTES).decode("utf-8"))
+        root = json.loads(read_small(path, limit).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckFailed(f"not JSON ({e})") from None
     if not isinstance(root, dict):
-        raise CheckFailed("the top level is not a JSON object")
+        raise CheckFailed(not_an_object)
+    return root
+
+
+def clip_text_config(path, model):
+    """(CLIP text config, problems), read as clip_text_config.cpp reads config.json."""
+    root = read_small_json_object(path, MAX_CLIP_CONFIG_BYTES,
+                                  "the top level is not a JSON object")
     model_type = root.get("model_type") or ""
     if root.get("text_config_dict") is not None:
         section, where = root["text_config_dict"], "text_config_dict."
@@ -464,12 +472,8 @@ def clip_text_config(path, model):
 
 def check_vocab(path, clip):
     """vocab.json as clip_vocab.cpp reads it: token -> id, the ids 0..N-1 each once."""
-    try:
-        vocab = json.loads(read_small(path, MAX_VOCAB_FILE_BYTES).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckFailed(f"not JSON ({e})") from None
-    if not isinstance(vocab, dict):
-        raise CheckFailed("not a JSON object of token -> id")
+    vocab = read_small_json_object(path, MAX_VOCAB_FILE_BYTES,
+                                   "not a JSON object of token -> id")
     problems, by_id = [], {}
     for token, value in vocab.items():
         if not _is_count(value) or value >= MAX_VOCAB_IDS:

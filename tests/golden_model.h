@@ -11,10 +11,10 @@
 #include <string>
 
 #include "cube3d/core/model_config.h"
-#include "cube3d/core/safetensors.h"
 #include "cube3d/model/shape_decoder.h"
 #include "cube3d/model/shape_gpt.h"
 #include "cube3d/model/weights.h"
+#include "cube3d/tensor_io/safetensors.h"
 
 namespace cube3d::testing {
 

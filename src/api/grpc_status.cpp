@@ -3,74 +3,27 @@
 namespace cube3d {
 
 grpc::StatusCode to_grpc_code(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      return grpc::StatusCode::INVALID_ARGUMENT;
-    case ErrorCode::kNotFound:
-      return grpc::StatusCode::NOT_FOUND;
-    case ErrorCode::kFailedPrecondition:
-      return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kResourceExhausted:
-      return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::kUnimplemented:
-      return grpc::StatusCode::UNIMPLEMENTED;
-    case ErrorCode::kCancelled:
-      return grpc::StatusCode::CANCELLED;
-    case ErrorCode::kDeadlineExceeded:
-      return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::kUnavailable:
-      return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::kUnauthenticated:
-      return grpc::StatusCode::UNAUTHENTICATED;
-    case ErrorCode::kInternal:
-      return grpc::StatusCode::INTERNAL;
-  }
-  return grpc::StatusCode::UNKNOWN;
+  // gRPC's codes are google.rpc.Code's numbers.
+  return static_cast<grpc::StatusCode>(canonical_code(code));
 }
 
+// google.rpc.Code's names are literals, so a name's data() is a C string.
 const char* grpc_code_name(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    default:
-      return "UNKNOWN";
-  }
+  return canonical_code_name(static_cast<int>(code)).data();
 }
 
 grpc::Status to_grpc_status(const Error& error) {
   return grpc::Status(to_grpc_code(error.code()), error.what());
+}
+
+grpc::Status to_grpc_status(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(to_grpc_code(status.code()), status.message());
+}
+
+ErrorCode from_grpc_code(grpc::StatusCode code) {
+  if (code == grpc::StatusCode::OUT_OF_RANGE) return ErrorCode::kInvalidArgument;  // the twin
+  return error_code_of_canonical(static_cast<int>(code)).value_or(ErrorCode::kInternal);
 }
 
 }  // namespace cube3d

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include "cube3d/cli/version.h"
@@ -48,6 +49,18 @@ std::vector<std::string> split_empty_values(int argc, const char* const* argv) {
     }
   }
   return words;
+}
+
+// `text` read whole by `parse` (strtod, strtoll or strtoull, base 10): nullopt when it is empty,
+// has anything after the number or is out of the type's range.
+template <typename Parse>
+auto whole_number(const std::string& text, Parse parse)
+    -> std::optional<decltype(parse(text.c_str(), nullptr, 10))> {
+  char* end = nullptr;
+  errno = 0;
+  const auto value = parse(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -180,6 +193,11 @@ void CliArgs::parse(int argc, const char* const* argv) {
   }
 }
 
+void CliArgs::parse_answering_help(int argc, const char* const* argv) {
+  parse(argc, argv);
+  if (help_) throw CliAnswer(help());
+}
+
 std::string CliArgs::help() const {
   std::string out = "usage: " + program_ + " [options]\n" + summary_ + "\n\noptions:\n";
   // One option per entry, its text wrapped at kHelpWidth under the text column.
@@ -244,39 +262,40 @@ std::vector<std::string> CliArgs::get_all(const std::string& name) const {
 }
 
 double CliArgs::get_double(const std::string& name, double fallback) const {
-  if (!has(name)) return fallback;
-  const std::string text = get(name);
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value)) {
-    throw invalid_argument(source(name) + ": expected a finite number, got '" + text + "'");
-  }
-  return value;
+  return has(name) ? parse_finite_double(get(name), source(name)) : fallback;
 }
 
 int64_t CliArgs::get_int(const std::string& name, int64_t fallback) const {
   if (!has(name)) return fallback;
   const std::string text = get(name);
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE) {
-    throw invalid_argument(source(name) + ": expected an integer, got '" + text + "'");
-  }
-  return value;
+  const auto value = whole_number(
+      text, [](const char* begin, char** end, int base) { return std::strtoll(begin, end, base); });
+  if (!value) throw invalid_argument(source(name) + ": expected an integer, got '" + text + "'");
+  return *value;
 }
 
 uint64_t CliArgs::get_uint(const std::string& name, uint64_t fallback) const {
   if (!has(name)) return fallback;
   const std::string text = get(name);
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE) {
+  // strtoull takes "-1" as the largest value: a sign is refused before it reads.
+  const auto value = text.rfind('-', 0) == 0
+                         ? std::nullopt
+                         : whole_number(text, [](const char* begin, char** end, int base) {
+                             return std::strtoull(begin, end, base);
+                           });
+  if (!value) {
     throw invalid_argument(source(name) + ": expected a non-negative integer, got '" + text + "'");
   }
-  return value;
+  return *value;
+}
+
+double parse_finite_double(const std::string& text, const std::string& where) {
+  const auto value = whole_number(
+      text, [](const char* begin, char** end, int) { return std::strtod(begin, end); });
+  if (!value || !std::isfinite(*value)) {
+    throw invalid_argument(where + ": expected a finite number, got '" + text + "'");
+  }
+  return *value;
 }
 
 }  // namespace cube3d

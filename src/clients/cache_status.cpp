@@ -4,38 +4,33 @@
 #include <cctype>
 #include <string>
 
+#include "cube3d/core/enum_table.h"
+
 namespace cube3d {
 
+namespace {
+
+// The X-Cache header's words (the report's keys) and cube3d.v1.CacheStatus's numbers
+// (mesh_service.proto; wire numbers never change).
+constexpr EnumTable<CacheStatus, std::string_view, 4> kCacheStatusNames = {
+    {{CacheStatus::kMiss, "miss"},
+     {CacheStatus::kHit, "hit"},
+     {CacheStatus::kCoalesced, "coalesced"},
+     {CacheStatus::kBypass, "bypass"}}};
+constexpr EnumTable<CacheStatus, int, 4> kProtoNumbers = {{{CacheStatus::kMiss, 1},
+                                                           {CacheStatus::kHit, 2},
+                                                           {CacheStatus::kCoalesced, 3},
+                                                           {CacheStatus::kBypass, 4}}};
+
+}  // namespace
+
+// The names are literals, so a name's data() is a C string.
 const char* cache_status_name(CacheStatus status) {
-  switch (status) {
-    case CacheStatus::kMiss:
-      return "miss";
-    case CacheStatus::kHit:
-      return "hit";
-    case CacheStatus::kCoalesced:
-      return "coalesced";
-    case CacheStatus::kBypass:
-      return "bypass";
-    case CacheStatus::kUnknown:
-      break;
-  }
-  return "unknown";
+  return lookup(kCacheStatusNames, status).value_or("unknown").data();
 }
 
 CacheStatus cache_status_of_proto(int value) {
-  // The numbers of cube3d.v1.CacheStatus (mesh_service.proto); wire numbers never change.
-  switch (value) {
-    case 1:
-      return CacheStatus::kMiss;
-    case 2:
-      return CacheStatus::kHit;
-    case 3:
-      return CacheStatus::kCoalesced;
-    case 4:
-      return CacheStatus::kBypass;
-    default:
-      return CacheStatus::kUnknown;
-  }
+  return reverse_lookup(kProtoNumbers, value).value_or(CacheStatus::kUnknown);
 }
 
 CacheStatus cache_status_of_header(std::string_view value) {
@@ -45,11 +40,7 @@ CacheStatus cache_status_of_header(std::string_view value) {
   std::string lower(value);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const CacheStatus s :
-       {CacheStatus::kMiss, CacheStatus::kHit, CacheStatus::kCoalesced, CacheStatus::kBypass}) {
-    if (lower == cache_status_name(s)) return s;
-  }
-  return CacheStatus::kUnknown;
+  return reverse_lookup(kCacheStatusNames, std::string_view(lower)).value_or(CacheStatus::kUnknown);
 }
 
 CacheStatus http_cache_status(int result_field, std::string_view x_cache_header) {

@@ -21,6 +21,7 @@
 
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/sampling_flags.h"
 #include "cube3d/clients/call_retry.h"
 #include "cube3d/clients/grpc_target.h"
 #include "cube3d/core/error.h"
@@ -49,6 +50,7 @@ CliArgs make_args() {
                   "); several replicas as A:P,B:Q or a name with several addresses, balanced "
                   "round robin",
               "ADDR")
+      .env("CUBE3D_SERVER")
       .option("--tls", 0, "connect with TLS, checking the server against the system's roots")
       .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
       .option("--server-name", 1,
@@ -65,11 +67,10 @@ CliArgs make_args() {
       .option("--out", 1,
               std::string("output file (default ") + kDefaultOut +
                   " in the current folder); the extension picks the format: .glb .obj .ply",
-              "F")
-      .option("--guidance-scale", 1, "classifier-free guidance scale", "G")
-      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
-      .option("--seed", 1, "sampling seed", "N")
-      .option("--bbox", 3, "bounding box proportions (v0.5 models)", "X")
+              "F");
+  add_sampling_flags(args,
+                     {.guidance_scale = "classifier-free guidance scale", .seed = "sampling seed"});
+  args.option("--bbox", 3, "bounding box proportions (v0.5 models)", "X")
       .option("--resolution-base", 1, "occupancy grid resolution (2^R + 1 per axis)", "R")
       .option("--target-faces", 1, "decimation target", "N")
       .option("--request-id", 1,
@@ -278,11 +279,7 @@ int check_health(const CliArgs& args) {
 
 int run(int argc, char** argv) {
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::fputs(args.help().c_str(), stdout);
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
   if (args.has("--health")) return check_health(args);
   if (!args.has("--prompt")) throw invalid_argument("--prompt is required");
   const std::string out = args.get("--out", kDefaultOut);

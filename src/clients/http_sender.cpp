@@ -4,19 +4,26 @@
 
 #include <sys/socket.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -31,6 +38,7 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
+namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 
 constexpr const char* kStreamPath = "/v1/meshes:generateStream";
@@ -39,6 +47,10 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// How long a TLS connection closed in good order waits for the server's close_notify. It runs
+// after a request's clock stopped.
+constexpr std::chrono::milliseconds kTlsShutdownGrace{500};
+
 // What every request of a factory shares.
 struct Target {
   HostPort address;
@@ -46,6 +58,14 @@ struct Target {
   std::string timeout_ms;   // X-Request-Timeout-Ms
   std::chrono::milliseconds deadline;
   std::string authorization;  // "Bearer <key>" or empty
+  // HTTPS: the client context (roots, peer verification; thread-safe to make connections
+  // from), and the name the server's certificate must carry. Null: plain HTTP.
+  std::shared_ptr<ssl::context> tls;
+  std::string tls_name;
+  bool tls_name_is_address = false;  // no SNI for an IP address (RFC 6066)
+  // The first failed handshake's reason is logged once a factory: a wrong CA or name fails
+  // every request the same way, and the report can only count them.
+  mutable std::once_flag handshake_failure_logged;
 };
 
 std::string status_of_transport_error(const beast::error_code& ec) {
@@ -87,6 +107,11 @@ struct StreamState {
 class HttpSender final : public RequestSender {
  public:
   explicit HttpSender(std::shared_ptr<const Target> target) : target_(std::move(target)) {}
+  ~HttpSender() override {
+    if (open_ && tls_) close(/*orderly=*/true);  // close_notify; a plain stream just closes
+  }
+  HttpSender(const HttpSender&) = delete;
+  HttpSender& operator=(const HttpSender&) = delete;
 
   RequestRecord send(const v1::GenerateMeshRequest& request,
                      SteadyClock::time_point phase_start) override;
@@ -103,18 +128,39 @@ class HttpSender final : public RequestSender {
     return result;
   }
 
+  // Runs `operation(stream)` on the connection's stream: the TLS stream over HTTPS, the TCP
+  // stream otherwise.
+  template <typename Operation>
+  void on_stream(Operation&& operation) {
+    if (tls_) {
+      operation(*tls_);
+    } else {
+      operation(stream_);
+    }
+  }
+  // The TCP stream under the connection (its expiry is every operation's deadline).
+  beast::tcp_stream& tcp() { return tls_ ? beast::get_lowest_layer(*tls_) : stream_; }
+
   beast::error_code connect();
+  // HTTPS: the handshake on the new connection, the peer checked for the target's name.
+  beast::error_code handshake();
   // Whether the open connection can take the next request.
   bool reusable();
-  void close();
+  // `orderly`: the connection is in good order (its answers read), so a TLS connection says
+  // close_notify first; otherwise the socket just closes.
+  void close(bool orderly = false);
   // The HTTP request of `request`; none when it cannot be written as JSON.
   std::optional<http::request<http::string_body>> make_request(
       const v1::GenerateMeshRequest& request) const;
 
   const std::shared_ptr<const Target> target_;
   net::io_context io_{1};
-  beast::tcp_stream stream_{io_};
-  beast::flat_buffer buffer_;  // what was read past the last answer
+  beast::tcp_stream stream_{io_};  // plain HTTP
+  // HTTPS: one a connection (an SSL session cannot be used again once it was shut down).
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
+  std::string verify_failure_;        // why the certificate check failed, when it did
+  SteadyClock::time_point deadline_;  // the current request's
+  beast::flat_buffer buffer_;         // what was read past the last answer
   bool open_ = false;
 };
 
@@ -124,11 +170,47 @@ beast::error_code HttpSender::connect() {
   const auto endpoints = resolver.resolve(target_->address.host, target_->address.port,
                                           tcp::resolver::numeric_service, ec);
   if (ec) return ec;
-  ec = run([&](auto handler) { stream_.async_connect(endpoints, std::move(handler)); });
+  if (target_->tls) {
+    tls_ = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, *target_->tls);
+    tcp().expires_at(deadline_);  // the request's: the connect and the handshake within it
+  }
+  ec = run([&](auto handler) { tcp().async_connect(endpoints, std::move(handler)); });
   if (ec) return ec;
   beast::error_code ignored;
-  stream_.socket().set_option(tcp::no_delay(true), ignored);  // the request goes out at once
+  tcp().socket().set_option(tcp::no_delay(true), ignored);  // the request goes out at once
   open_ = true;
+  if (tls_) ec = handshake();
+  return ec;
+}
+
+beast::error_code HttpSender::handshake() {
+  const std::string& name = target_->tls_name;
+  if (!target_->tls_name_is_address &&
+      SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str()) != 1) {
+    return beast::error_code(static_cast<int>(::ERR_get_error()), net::error::get_ssl_category());
+  }
+  verify_failure_.clear();
+  tls_->set_verify_callback([this, check = ssl::host_name_verification(name)](
+                                bool preverified, ssl::verify_context& context) mutable {
+    if (!preverified) {
+      // The chain: an unknown issuer, a self-signed certificate, an expired one.
+      const int error = X509_STORE_CTX_get_error(context.native_handle());
+      verify_failure_ = X509_verify_cert_error_string(error);
+      return false;
+    }
+    if (check(preverified, context)) return true;
+    verify_failure_ = "the certificate is not for '" + target_->tls_name + "'";
+    return false;
+  });
+  const beast::error_code ec = run(
+      [&](auto handler) { tls_->async_handshake(ssl::stream_base::client, std::move(handler)); });
+  if (ec && ec != beast::error::timeout) {
+    std::call_once(target_->handshake_failure_logged, [&] {
+      spdlog::warn("HTTPS: the TLS handshake with {} failed: {}{}", target_->host_header,
+                   verify_failure_.empty() ? ec.message() : verify_failure_,
+                   verify_failure_.empty() ? "" : " (check --ca and --server-name)");
+    });
+  }
   return ec;
 }
 
@@ -137,14 +219,21 @@ bool HttpSender::reusable() {
   // Closed by the server while idle (its idle timeout, a restart): the end of the stream is
   // readable. A peek that would block means the connection is still there.
   char byte = 0;
-  const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t n = ::recv(tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-void HttpSender::close() {
+void HttpSender::close(bool orderly) {
+  if (tls_ && orderly) {
+    // close_notify, so that the server sees an end rather than a truncation; bounded, as the
+    // server may never answer it.
+    tcp().expires_after(kTlsShutdownGrace);
+    run([&](auto handler) { tls_->async_shutdown(std::move(handler)); });
+  }
   beast::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  tcp().close();
+  tls_.reset();
   buffer_.clear();
   open_ = false;
 }
@@ -176,7 +265,9 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
   StreamState stream;
   stream.sent = SteadyClock::now();
   record.send_offset_s = ms_between(phase_start, stream.sent) / 1000.0;
-  stream_.expires_at(stream.sent + target_->deadline);  // every operation below, together
+  // Every operation below, together (the connect and the TLS handshake too).
+  deadline_ = stream.sent + target_->deadline;
+  tcp().expires_at(deadline_);
 
   // The head of the answer, on the kept connection when the server has not closed it.
   if (open_ && !reusable()) close();
@@ -190,10 +281,14 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
   };
   parser.on_chunk_body(on_chunk);
   beast::error_code ec = open_ ? beast::error_code() : connect();
-  if (!ec) ec = run([&](auto handler) { http::async_write(stream_, *req, std::move(handler)); });
   if (!ec) {
     ec = run([&](auto handler) {
-      http::async_read_header(stream_, buffer_, parser, std::move(handler));
+      on_stream([&](auto& s) { http::async_write(s, *req, std::move(handler)); });
+    });
+  }
+  if (!ec) {
+    ec = run([&](auto handler) {
+      on_stream([&](auto& s) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
     });
   }
   if (ec) {
@@ -205,12 +300,13 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
 
   // The body: events as they come (chunked), or a body of known length.
   if (!parser.is_done()) {
-    ec = run([&](auto handler) { http::async_read(stream_, buffer_, parser, std::move(handler)); });
+    ec = run([&](auto handler) {
+      on_stream([&](auto& s) { http::async_read(s, buffer_, parser, std::move(handler)); });
+    });
   }
   const unsigned http_status = parser.get().result_int();
   const bool success = http_status / 100 == 2;
   if (success && !parser.chunked()) stream.on_bytes(parser.get().body());
-  if (ec || !parser.keep_alive()) close();
 
   if (!success) {
     record.status = status_of_http_error(static_cast<int>(http_status), parser.get().body());
@@ -241,6 +337,7 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
   }
   record.e2e_ms = ms_since(stream.sent);
   record.ttft_ms = stream.ttft_ms;
+  if (ec || !parser.keep_alive()) close(/*orderly=*/!ec);  // after the clock stopped
   return record;
 }
 
@@ -255,6 +352,24 @@ class HttpSenderFactory final : public SenderFactory {
  private:
   const std::shared_ptr<const Target> target_;
 };
+
+// A client context that checks the server's chain against the --ca root, or the system's roots.
+std::shared_ptr<ssl::context> client_tls_context(const ClientTls& tls) {
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  context->set_verify_mode(ssl::verify_peer);
+  beast::error_code ec;
+  if (tls.ca_pem.empty()) {
+    context->set_default_verify_paths(ec);
+    if (ec)
+      throw failed_precondition("--tls: cannot load the system's root certificates: " +
+                                ec.message());
+  } else {
+    context->add_certificate_authority(net::buffer(tls.ca_pem), ec);
+    if (ec)
+      throw invalid_argument("--ca " + tls.ca_path + ": not a usable certificate: " + ec.message());
+  }
+  return context;
+}
 
 }  // namespace
 
@@ -300,6 +415,14 @@ std::unique_ptr<SenderFactory> make_http_sender_factory(const SenderOptions& opt
   target->timeout_ms = std::to_string(options.deadline_ms);
   target->deadline = std::chrono::milliseconds(options.deadline_ms);
   if (!options.api_key.empty()) target->authorization = "Bearer " + options.api_key;
+  if (options.tls.enabled) {
+    target->tls = client_tls_context(options.tls);
+    target->tls_name =
+        options.tls.server_name.empty() ? target->address.host : options.tls.server_name;
+    beast::error_code not_an_address;
+    net::ip::make_address(target->tls_name, not_an_address);
+    target->tls_name_is_address = !not_an_address;
+  }
   return std::make_unique<HttpSenderFactory>(std::move(target));
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 
 namespace cube3d {
@@ -75,23 +76,12 @@ nlohmann::json json_of(const CacheCounts& c) {
 }  // namespace
 
 void CacheCounts::add(CacheStatus status) {
-  switch (status) {
-    case CacheStatus::kHit:
-      ++hit;
-      return;
-    case CacheStatus::kMiss:
-      ++miss;
-      return;
-    case CacheStatus::kCoalesced:
-      ++coalesced;
-      return;
-    case CacheStatus::kBypass:
-      ++bypass;
-      return;
-    case CacheStatus::kUnknown:
-      break;
-  }
-  ++unknown;
+  constexpr EnumTable<CacheStatus, uint64_t CacheCounts::*, 4> kCounters = {
+      {{CacheStatus::kHit, &CacheCounts::hit},
+       {CacheStatus::kMiss, &CacheCounts::miss},
+       {CacheStatus::kCoalesced, &CacheCounts::coalesced},
+       {CacheStatus::kBypass, &CacheCounts::bypass}}};
+  ++(this->*lookup(kCounters, status).value_or(&CacheCounts::unknown));
 }
 
 std::optional<double> percentile(std::vector<double> samples, double p) {

@@ -8,18 +8,22 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/sampling_flags.h"
 #include "cube3d/clients/call_retry.h"
+#include "cube3d/clients/client_tls.h"
 #include "cube3d/clients/load_driver.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/clients/prompt_mix.h"
 #include "cube3d/clients/request_plan.h"
 #include "cube3d/clients/request_sender.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/logging.h"
 
 namespace cube3d {
 namespace {
@@ -61,6 +65,9 @@ CliArgs make_args() {
                "         goes in X-Request-Timeout-Ms, the key in 'Authorization: Bearer'.\n"
                "         Each closed-loop worker keeps one keep-alive connection; the open loop\n"
                "         reuses idle connections and opens one more whenever all are busy.\n"
+               "TLS (--tls, --ca, --server-name; as cube3d-client's): gRPC over TLS, or HTTPS.\n"
+               "Over HTTPS a failed handshake (an unknown CA, a certificate for another name)\n"
+               "fails its request UNAVAILABLE; the first one's reason is logged on stderr.\n"
                "\n"
                "Load shape (exactly one):\n"
                "  --rate R          open loop: Poisson arrivals, R requests/s on average\n"
@@ -96,6 +103,15 @@ CliArgs make_args() {
               std::string("server address: the gRPC or the HTTP listener (default ") +
                   kDefaultServer + ")",
               "HOST:PORT")
+      .env("CUBE3D_SERVER")
+      .option("--tls", 0,
+              "connect with TLS (gRPC over TLS; HTTP: HTTPS), checking the server against the "
+              "system's roots")
+      .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
+      .option("--server-name", 1,
+              "TLS: the name the certificate must carry, when it differs from the --server host "
+              "(e.g. connecting by IP to a certificate for localhost)",
+              "NAME")
       .option("--rate", 1, "open loop: mean arrival rate in requests per second", "R")
       .option("--arrival-seed", 1, "open loop: seed of the arrival times (default 1)", "N")
       .option("--concurrency", 1, "closed loop: number of workers", "N")
@@ -105,14 +121,12 @@ CliArgs make_args() {
       .option("--prompts", 1, "prompts, one per line (blank lines skipped); default: built-in",
               "FILE")
       .option("--resolution-base", 1, "occupancy grid resolution (default: the server's)", "R")
-      .option("--format", 1, "mesh format: glb, obj, ply or raw (default: the server's)", "F")
-      .option("--guidance-scale", 1, "classifier-free guidance scale (default: the server's)", "G")
-      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
-      .option("--seed", 1,
-              "base sampling seed (default 0); fixed mix: request i gets seed + i; zipf: also "
-              "the draw's seed",
-              "N")
-      .option("--prompt-mix", 1, "fixed (default), zipf:N or zipf:N:S (see above)", "MIX")
+      .option("--format", 1, "mesh format: glb, obj, ply or raw (default: the server's)", "F");
+  add_sampling_flags(args,
+                     {.guidance_scale = "classifier-free guidance scale (default: the server's)",
+                      .seed = "base sampling seed (default 0); fixed mix: request i gets seed + i; "
+                              "zipf: also the draw's seed"});
+  args.option("--prompt-mix", 1, "fixed (default), zipf:N or zipf:N:S (see above)", "MIX")
       .option("--bypass-cache", 0,
               "ask the server to compute every answer afresh (bypass_cache): no cache hits")
       .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS")
@@ -253,6 +267,9 @@ Settings read_settings(const CliArgs& args) {
   s.sender.server = s.config.server;
   s.sender.deadline_ms = s.config.deadline_ms;
   s.sender.api_key = args.get("--api-key");
+  s.sender.tls = client_tls_from_flags(
+      args.has("--tls"), args.has("--ca") ? std::optional(args.get("--ca")) : std::nullopt,
+      args.has("--server-name") ? std::optional(args.get("--server-name")) : std::nullopt);
   s.sender.retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
   // Every request's own id: a retry is then the same request (the server joins it to the first
   // attempt when that still runs), and the server's log names the run.
@@ -272,11 +289,8 @@ void report_unreachable(const LoadConfig& config, const char* which) {
 
 int run(int argc, char** argv) {
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::fputs(args.help().c_str(), stdout);
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
+  setup_logging("warn");  // the senders' warnings (a failed TLS handshake) on stderr
   const Settings settings = read_settings(args);
   const LoadConfig& config = settings.config;
   LoadDriver driver(config, settings.plan, make_sender_factory(settings.protocol, settings.sender));

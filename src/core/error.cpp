@@ -1,31 +1,50 @@
 #include "cube3d/core/error.h"
 
+#include <array>
+#include <optional>
+
+#include "cube3d/core/enum_table.h"
+
 namespace cube3d {
 
-std::string_view to_string(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case ErrorCode::kNotFound:
-      return "NOT_FOUND";
-    case ErrorCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case ErrorCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case ErrorCode::kUnimplemented:
-      return "UNIMPLEMENTED";
-    case ErrorCode::kInternal:
-      return "INTERNAL";
-    case ErrorCode::kCancelled:
-      return "CANCELLED";
-    case ErrorCode::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case ErrorCode::kUnauthenticated:
-      return "UNAUTHENTICATED";
-    case ErrorCode::kUnavailable:
-      return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
+namespace {
+
+// google.rpc.Code's names, by number: what both APIs show.
+constexpr std::array<std::string_view, 17> kCanonicalNames = {
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+constexpr int kUnknown = 2;
+
+// Each of our codes' number in google.rpc.Code.
+constexpr EnumTable<ErrorCode, int, 13> kCanonicalCodes = {{{ErrorCode::kOk, 0},
+                                                            {ErrorCode::kCancelled, 1},
+                                                            {ErrorCode::kInvalidArgument, 3},
+                                                            {ErrorCode::kDeadlineExceeded, 4},
+                                                            {ErrorCode::kNotFound, 5},
+                                                            {ErrorCode::kAlreadyExists, 6},
+                                                            {ErrorCode::kPermissionDenied, 7},
+                                                            {ErrorCode::kResourceExhausted, 8},
+                                                            {ErrorCode::kFailedPrecondition, 9},
+                                                            {ErrorCode::kUnimplemented, 12},
+                                                            {ErrorCode::kInternal, 13},
+                                                            {ErrorCode::kUnavailable, 14},
+                                                            {ErrorCode::kUnauthenticated, 16}}};
+
+}  // namespace
+
+std::string_view to_string(ErrorCode code) { return canonical_code_name(canonical_code(code)); }
+
+int canonical_code(ErrorCode code) { return lookup(kCanonicalCodes, code).value_or(kUnknown); }
+
+std::optional<ErrorCode> error_code_of_canonical(int number) {
+  return reverse_lookup(kCanonicalCodes, number);
+}
+
+std::string_view canonical_code_name(int number) {
+  const bool known = number >= 0 && number < static_cast<int>(kCanonicalNames.size());
+  return kCanonicalNames[known ? number : kUnknown];
 }
 
 Error::Error(ErrorCode code, const std::string& message)
@@ -52,6 +71,12 @@ Error deadline_exceeded(const std::string& message) {
 Error unavailable(const std::string& message) { return Error(ErrorCode::kUnavailable, message); }
 Error unauthenticated(const std::string& message) {
   return Error(ErrorCode::kUnauthenticated, message);
+}
+Error permission_denied(const std::string& message) {
+  return Error(ErrorCode::kPermissionDenied, message);
+}
+Error already_exists(const std::string& message) {
+  return Error(ErrorCode::kAlreadyExists, message);
 }
 
 void require_in_range(std::string_view key, int64_t value, int64_t min, int64_t max) {

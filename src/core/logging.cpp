@@ -167,57 +167,6 @@ std::optional<TraceParent> parse_traceparent(std::string_view value) {
                      .flags = hex_byte(flags)};
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto bad = find_invalid_utf8(text.substr(i));
-    const size_t valid_end = bad ? i + *bad : text.size();
-    for (; i < valid_end; ++i) {
-      const char c = text[i];
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default: {
-          const auto byte = static_cast<unsigned char>(c);
-          if (byte < 0x20 || byte == 0x7F) {
-            out += "\\u00";
-            out += kHex[byte >> 4];
-            out += kHex[byte & 0xF];
-          } else {
-            out += c;
-          }
-        }
-      }
-    }
-    if (bad) {
-      out += "\xEF\xBF\xBD";  // U+FFFD for the byte that starts no valid sequence
-      ++i;
-    }
-  }
-  out += '"';
-}
-
 LogContext::LogContext(const LogFields& fields) {
   Current next = tl_context;
   if (!fields.request_id.empty()) next.request_id = fields.request_id;

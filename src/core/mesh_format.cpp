@@ -1,32 +1,26 @@
 #include "cube3d/core/mesh_format.h"
 
-#include <array>
-#include <utility>
+#include "cube3d/core/enum_table.h"
 
 namespace cube3d {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, MeshFormat>, 4> kNames = {{
-    {"raw", MeshFormat::kRaw},
-    {"obj", MeshFormat::kObj},
-    {"ply", MeshFormat::kPly},
-    {"glb", MeshFormat::kGlb},
+constexpr EnumTable<MeshFormat, std::string_view, 5> kMeshFormatNames = {{
+    {MeshFormat::kRaw, "raw"},
+    {MeshFormat::kObj, "obj"},
+    {MeshFormat::kPly, "ply"},
+    {MeshFormat::kGlb, "glb"},
+    {MeshFormat::kCompact, "compact"},
 }};
 
 }  // namespace
 
 std::string_view to_string(MeshFormat format) {
-  for (const auto& [name, value] : kNames) {
-    if (value == format) return name;
-  }
-  return "unknown";
+  return lookup(kMeshFormatNames, format).value_or("unknown");
 }
 
 std::optional<MeshFormat> mesh_format_from_name(std::string_view name) {
-  for (const auto& [text, value] : kNames) {
-    if (text == name) return value;
-  }
-  return std::nullopt;
+  return reverse_lookup(kMeshFormatNames, name);
 }
 
 }  // namespace cube3d

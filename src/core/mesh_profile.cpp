@@ -1,5 +1,7 @@
 #include "cube3d/core/mesh_profile.h"
 
+#include "cube3d/core/enum_table.h"
+
 namespace cube3d {
 
 MeshLimits mesh_limits(MeshProfile profile) {
@@ -12,20 +14,19 @@ MeshLimits mesh_limits(MeshProfile profile) {
   return {};
 }
 
+namespace {
+
+constexpr EnumTable<MeshProfile, std::string_view, 2> kMeshProfileNames = {
+    {{MeshProfile::kNone, "none"}, {MeshProfile::kRoblox, "roblox"}}};
+
+}  // namespace
+
 std::string_view to_string(MeshProfile profile) {
-  switch (profile) {
-    case MeshProfile::kNone:
-      return "none";
-    case MeshProfile::kRoblox:
-      return "roblox";
-  }
-  return "unknown";
+  return lookup(kMeshProfileNames, profile).value_or("unknown");
 }
 
 std::optional<MeshProfile> mesh_profile_from_name(std::string_view name) {
-  if (name == "none") return MeshProfile::kNone;
-  if (name == "roblox") return MeshProfile::kRoblox;
-  return std::nullopt;
+  return reverse_lookup(kMeshProfileNames, name);
 }
 
 }  // namespace cube3d

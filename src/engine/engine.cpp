@@ -70,14 +70,16 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
     throw invalid_argument("dtype " + options.dtype + " is only supported on CUDA; use float32");
   }
 
-  const ModelWeights weights = load_model_weights(config, options.gpt_weights,
-                                                  options.shape_weights, {dtype, engine->device_});
+  ModelWeights weights = load_model_weights(config, options.gpt_weights, options.shape_weights,
+                                            {dtype, engine->device_});
   engine->decoder_ = std::make_unique<ShapeDecoder>(
       config.shape, ShapeDecoderWeights::from_tensors(config.shape, weights.shape));
   const int64_t tokens = config.shape.num_encoder_latents;
   engine->gpt_ = std::make_unique<ShapeGpt>(
       config.gpt,
-      GptWeights::from_tensors(config.gpt, weights.gpt, engine->decoder_->normalized_codebook()),
+      // Moved in: the tensors it packs into others are dropped (and their pages released).
+      GptWeights::from_tensors(config.gpt, std::move(weights.gpt),
+                               engine->decoder_->normalized_codebook(), weights.release_gpt),
       tokens + 1);
   if (engine->device_.is_cuda()) choose_attention_backends();
   // "on" means CUDA graphs where there is CUDA; the CPU then decodes eagerly.

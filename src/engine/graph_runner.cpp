@@ -6,6 +6,7 @@
 #include <chrono>
 #include <utility>
 
+#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/engine/cuda_graph_runner.h"
 
@@ -41,25 +42,17 @@ class EmulatedGraphRunner final : public GraphDecodeRunner {
   }
 };
 
+constexpr EnumTable<GraphMode, std::string_view, 3> kGraphModeNames = {
+    {{GraphMode::kOn, "on"}, {GraphMode::kOff, "off"}, {GraphMode::kEmulate, "emulate"}}};
+
 }  // namespace
 
 std::string to_string(GraphMode mode) {
-  switch (mode) {
-    case GraphMode::kOff:
-      return "off";
-    case GraphMode::kOn:
-      return "on";
-    case GraphMode::kEmulate:
-      return "emulate";
-  }
-  return "?";
+  return std::string(lookup(kGraphModeNames, mode).value_or("?"));
 }
 
 GraphMode parse_graph_mode(const std::string& text, const std::string& field) {
-  if (text == "on") return GraphMode::kOn;
-  if (text == "off") return GraphMode::kOff;
-  if (text == "emulate") return GraphMode::kEmulate;
-  throw invalid_argument(field + ": '" + text + "' is not one of on, off, emulate");
+  return parse_enum(kGraphModeNames, text, field);
 }
 
 std::vector<GraphDecodeRunner::BufferAddress> GraphDecodeRunner::static_buffers() {

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mc_triangulation.h"
+#include "parallel.h"
 
 namespace cube3d {
 namespace {
@@ -21,7 +22,6 @@ constexpr uint32_t kOrdinalMask = (1u << kTagShift) - 1;
 constexpr uint32_t kOwnedTag = 0;     // an edge vertex this slab creates
 constexpr uint32_t kNextSlabTag = 1;  // an edge vertex of the next slab's first plane
 constexpr uint32_t kCentreTag = 2;    // a loop centre vertex this slab creates
-constexpr uint32_t kNoVertex = 0xFFFFFFFFu;
 
 uint32_t tagged(uint32_t tag, std::size_t ordinal) {
   if (ordinal > kOrdinalMask) {
@@ -51,6 +51,26 @@ struct SlabOutput {
   std::exception_ptr error;
 };
 
+// What a row of a plane (fixed i and j, every k) holds: all outside, all inside, or both. A cell
+// row whose four corner rows are all outside (or all inside) has no surface, and an edge between
+// two such rows no crossing: most rows of a shape's grid are, and are skipped whole.
+enum RowState : uint8_t { kRowOutside = 0, kRowInside = 1, kRowMixed = 2 };
+
+// Shared by a grid's slabs: faces made so far, against the caller's limit.
+struct FaceBudget {
+  std::size_t limit = 0;  // 0: none
+  std::atomic<std::size_t> faces{0};
+  std::atomic<bool> exceeded{false};
+  // Counts a layer's new faces; false once the limit is passed (by this slab or another).
+  bool add(std::size_t new_faces) {
+    if (limit == 0) return true;
+    if (faces.fetch_add(new_faces, std::memory_order_relaxed) + new_faces > limit) {
+      exceeded.store(true, std::memory_order_relaxed);
+    }
+    return !exceeded.load(std::memory_order_relaxed);
+  }
+};
+
 // Meshes the cell layers [first_layer, end_layer) with two planes of edge-vertex numbers and one
 // layer of x-edge numbers in memory: O(ny * nz) per slab whatever the grid size.
 class SlabMesher {
@@ -63,32 +83,41 @@ class SlabMesher {
         plane_size_(static_cast<std::size_t>(ny_ * nz_)),
         table_(mc::Triangulation::instance()) {}
 
-  void run(int64_t first_layer, int64_t end_layer, bool owns_last_plane, SlabOutput& out) {
+  // false when the face budget ran out (the slab's output is then incomplete).
+  bool run(int64_t first_layer, int64_t end_layer, bool owns_last_plane, SlabOutput& out,
+           FaceBudget& budget) {
     std::vector<uint8_t> signs_a(plane_size_), signs_b(plane_size_);
+    std::vector<uint8_t> rows_a(static_cast<std::size_t>(ny_)), rows_b(rows_a.size());
     std::vector<uint32_t> y_a(plane_size_), z_a(plane_size_), y_b(plane_size_), z_b(plane_size_),
         x_edges(plane_size_);
     out_ = &out;
 
-    compute_signs(first_layer, signs_a);
-    number_plane(first_layer, signs_a, kOwnedTag, y_a, z_a);
+    compute_signs(first_layer, signs_a, rows_a);
+    number_plane(first_layer, signs_a, rows_a, kOwnedTag, y_a, z_a);
     for (int64_t i = first_layer; i < end_layer; ++i) {
-      compute_signs(i + 1, signs_b);
-      number_x_edges(i, signs_a, signs_b, x_edges);
+      compute_signs(i + 1, signs_b, rows_b);
+      number_x_edges(i, signs_a, signs_b, rows_a, rows_b, x_edges);
       const bool owned = i + 1 < end_layer || owns_last_plane;
-      number_plane(i + 1, signs_b, owned ? kOwnedTag : kNextSlabTag, y_b, z_b);
-      const Planes planes{signs_a.data(), signs_b.data(), y_a.data(),    z_a.data(),
-                          y_b.data(),     z_b.data(),     x_edges.data()};
+      number_plane(i + 1, signs_b, rows_b, owned ? kOwnedTag : kNextSlabTag, y_b, z_b);
+      const Planes planes{signs_a.data(), signs_b.data(), rows_a.data(), rows_b.data(), y_a.data(),
+                          z_a.data(),     y_b.data(),     z_b.data(),    x_edges.data()};
+      const std::size_t faces_before = out.indices.size() / 3;
       emit_cells(i, planes);
+      if (!budget.add(out.indices.size() / 3 - faces_before)) return false;
       std::swap(signs_a, signs_b);
+      std::swap(rows_a, rows_b);
       std::swap(y_a, y_b);
       std::swap(z_a, z_b);
     }
+    return true;
   }
 
  private:
   struct Planes {
     const uint8_t* signs_a;
     const uint8_t* signs_b;
+    const uint8_t* rows_a;
+    const uint8_t* rows_b;
     const uint32_t* y_a;
     const uint32_t* z_a;
     const uint32_t* y_b;
@@ -100,14 +129,31 @@ class SlabMesher {
     return grid_.values.data() + static_cast<std::size_t>(i) * plane_size_;
   }
 
-  void compute_signs(int64_t i, std::vector<uint8_t>& signs) {
+  // Two rows (or row pairs) whose states are equal and not mixed hold no crossing between them.
+  static bool uniform(uint8_t a, uint8_t b) { return a == b && a != kRowMixed; }
+
+  void compute_signs(int64_t i, std::vector<uint8_t>& signs, std::vector<uint8_t>& rows) {
     const float* values = plane_values(i);
-    bool nan = false;
-    for (std::size_t n = 0; n < plane_size_; ++n) {
-      signs[n] = values[n] > level_ ? 1 : 0;
-      nan |= std::isnan(values[n]);
+    const std::size_t nz = static_cast<std::size_t>(nz_);
+    const float level = level_;
+    uint8_t nan = 0;
+    for (int64_t j = 0; j < ny_; ++j) {
+      const std::size_t row = static_cast<std::size_t>(j) * nz;
+      const float* v = values + row;
+      uint8_t* sign = signs.data() + row;
+      // Plain loops over a row, so that the compiler vectorises each of them.
+      for (std::size_t k = 0; k < nz; ++k) sign[k] = v[k] > level ? 1 : 0;
+      uint8_t any_inside = 0, all_inside = 1;
+      for (std::size_t k = 0; k < nz; ++k) {
+        any_inside |= sign[k];
+        all_inside &= sign[k];
+      }
+      for (std::size_t k = 0; k < nz; ++k) nan |= v[k] != v[k] ? 1 : 0;
+      rows[static_cast<std::size_t>(j)] = all_inside   ? kRowInside
+                                          : any_inside ? kRowMixed
+                                                       : kRowOutside;
     }
-    out_->found_nan |= nan;
+    out_->found_nan |= nan != 0;
   }
 
   void push_vertex(std::vector<float>& vertices, float x, float y, float z) {
@@ -118,19 +164,34 @@ class SlabMesher {
 
   // Numbers the crossing y- and z-edges of plane i in (j, k) order, y before z. The slab that
   // owns the plane also creates their vertices; the slab below only needs the same numbers.
-  void number_plane(int64_t i, const std::vector<uint8_t>& signs, uint32_t tag,
-                    std::vector<uint32_t>& y_edges, std::vector<uint32_t>& z_edges) {
+  // Only the entries of crossing edges are written: a cell reads no other.
+  void number_plane(int64_t i, const std::vector<uint8_t>& signs, const std::vector<uint8_t>& rows,
+                    uint32_t tag, std::vector<uint32_t>& y_edges, std::vector<uint32_t>& z_edges) {
     const float* values = plane_values(i);
     const bool owned = tag == kOwnedTag;
     std::vector<float>& vertices = out_->edge_vertices;
     std::size_t ordinal = owned ? vertices.size() / 3 : 0;
     const auto x = static_cast<float>(i);
     for (int64_t j = 0; j < ny_; ++j) {
+      const uint8_t row = rows[static_cast<std::size_t>(j)];
+      const bool y_crossings = j + 1 < ny_ && !uniform(row, rows[static_cast<std::size_t>(j + 1)]);
+      const bool z_crossings = row == kRowMixed;
+      if (!y_crossings && !z_crossings) continue;
+      const std::size_t row_start = static_cast<std::size_t>(j * nz_);
+      const std::size_t nz = static_cast<std::size_t>(nz_);
       for (int64_t k = 0; k < nz_; ++k) {
         const std::size_t n = static_cast<std::size_t>(j * nz_ + k);
-        y_edges[n] = kNoVertex;
-        z_edges[n] = kNoVertex;
-        if (j + 1 < ny_ && signs[n] != signs[n + nz_]) {
+        if ((k & 7) == 0 && static_cast<std::size_t>(k) + 9 <= nz) {
+          // Eight points without a crossing y- or z-edge are skipped at once.
+          const std::size_t at = row_start + static_cast<std::size_t>(k);
+          const uint64_t y = y_crossings ? load_word(&signs[at]) ^ load_word(&signs[at + nz]) : 0;
+          const uint64_t z = z_crossings ? load_word(&signs[at]) ^ load_word(&signs[at + 1]) : 0;
+          if ((y | z) == 0) {
+            k += 7;
+            continue;
+          }
+        }
+        if (y_crossings && signs[n] != signs[n + nz_]) {
           y_edges[n] = tagged(tag, ordinal++);
           if (owned) {
             push_vertex(vertices, x,
@@ -138,7 +199,7 @@ class SlabMesher {
                         static_cast<float>(k));
           }
         }
-        if (k + 1 < nz_ && signs[n] != signs[n + 1]) {
+        if (z_crossings && k + 1 < nz_ && signs[n] != signs[n + 1]) {
           z_edges[n] = tagged(tag, ordinal++);
           if (owned) {
             push_vertex(vertices, x, static_cast<float>(j),
@@ -150,20 +211,27 @@ class SlabMesher {
   }
 
   void number_x_edges(int64_t i, const std::vector<uint8_t>& signs_a,
-                      const std::vector<uint8_t>& signs_b, std::vector<uint32_t>& x_edges) {
+                      const std::vector<uint8_t>& signs_b, const std::vector<uint8_t>& rows_a,
+                      const std::vector<uint8_t>& rows_b, std::vector<uint32_t>& x_edges) {
     const float* values_a = plane_values(i);
     const float* values_b = plane_values(i + 1);
     std::vector<float>& vertices = out_->edge_vertices;
     const auto x = static_cast<float>(i);
     for (int64_t j = 0; j < ny_; ++j) {
+      if (uniform(rows_a[static_cast<std::size_t>(j)], rows_b[static_cast<std::size_t>(j)])) {
+        continue;
+      }
       for (int64_t k = 0; k < nz_; ++k) {
         const std::size_t n = static_cast<std::size_t>(j * nz_ + k);
+        if ((k & 7) == 0 && k + 8 <= nz_ &&
+            (load_word(&signs_a[n]) ^ load_word(&signs_b[n])) == 0) {
+          k += 7;  // eight points without a crossing x-edge
+          continue;
+        }
         if (signs_a[n] != signs_b[n]) {
           x_edges[n] = tagged(kOwnedTag, vertices.size() / 3);
           push_vertex(vertices, x + crossing(values_a[n], values_b[n], level_),
                       static_cast<float>(j), static_cast<float>(k));
-        } else {
-          x_edges[n] = kNoVertex;
         }
       }
     }
@@ -179,47 +247,89 @@ class SlabMesher {
     const float* values_b = plane_values(i + 1);
     const std::size_t nz = static_cast<std::size_t>(nz_);
     for (int64_t j = 0; j + 1 < ny_; ++j) {
-      for (int64_t k = 0; k + 1 < nz_; ++k) {
-        const std::size_t n = static_cast<std::size_t>(j * nz_ + k);
-        const unsigned cell_case = p.signs_a[n] | (p.signs_b[n] << 1) | (p.signs_a[n + nz] << 2) |
-                                   (p.signs_b[n + nz] << 3) | (p.signs_a[n + 1] << 4) |
-                                   (p.signs_b[n + 1] << 5) | (p.signs_a[n + nz + 1] << 6) |
-                                   (p.signs_b[n + nz + 1] << 7);
-        if (cell_case == 0 || cell_case == 255) {
-          continue;
+      const auto row = static_cast<std::size_t>(j);
+      const uint8_t state = p.rows_a[row];
+      if (state != kRowMixed && p.rows_a[row + 1] == state && p.rows_b[row] == state &&
+          p.rows_b[row + 1] == state) {
+        continue;  // the four corner rows all outside (or all inside): no surface here
+      }
+      const std::size_t row_start = row * nz;
+      const std::size_t cells = nz - 1;
+      // Eight cells at a time: a byte per cell, set where its corners are not all on one side,
+      // from the four corner rows' sign bytes; a word of no such cell is skipped whole.
+      for (std::size_t k0 = 0; k0 < cells; k0 += 8) {
+        uint64_t active = ~uint64_t{0};
+        if (k0 + 9 <= nz) {
+          active = crossing_cells(p, row_start + k0, nz);
+          if (active == 0) continue;
         }
-        auto value = [&](unsigned corner) {
-          return ((corner & 1u) ? values_b : values_a)[n + corner_offset(corner)];
-        };
-        // Ambiguous faces: the asymptotic decider, from the face's own four values so that both
-        // cells sharing the face decide alike (the products commute, so corner order is moot).
-        unsigned joined = 0;
-        const auto faces = table_.ambiguous_faces(cell_case);
-        for (std::size_t f = 0; f < faces.size(); ++f) {
-          const mc::AmbiguousFace& face = faces[f];
-          const float inside_product =
-              (value(face.inside[0]) - level_) * (value(face.inside[1]) - level_);
-          const float outside_product =
-              (value(face.outside[0]) - level_) * (value(face.outside[1]) - level_);
-          if (inside_product > outside_product) {
-            joined |= 1u << f;
-          }
-        }
-        const mc::CellTriangulation tri = table_.triangulation(cell_case, joined);
-        const std::size_t centre_base = out_->centre_vertices.size() / 3;
-        for (const uint16_t loop : tri.centre_loops) {
-          add_centre(i, j, k, loop, value);
-        }
-        for (const uint8_t ref : tri.refs) {
-          uint32_t index;
-          if (ref >= mc::kCentreRef) {
-            index = tagged(kCentreTag, centre_base + (ref - mc::kCentreRef));
-          } else {
-            index = edge_vertex(ref, n, p);
-          }
-          out_->indices.push_back(index);
+        for (std::size_t k = k0; k < std::min(cells, k0 + 8); ++k) {
+          if (((active >> ((k - k0) * 8)) & 0xFF) == 0) continue;
+          emit_cell(i, j, static_cast<int64_t>(k), row_start + k, p, values_a, values_b);
         }
       }
+    }
+  }
+
+  static uint64_t load_word(const uint8_t* at) {
+    uint64_t word;
+    std::memcpy(&word, at, sizeof word);
+    return word;
+  }
+
+  // Byte c of the answer is non-zero when cell n + c (of the 8 from n, along k) has corners on
+  // both sides. Sign bytes are 0 or 1.
+  static uint64_t crossing_cells(const Planes& p, std::size_t n, std::size_t nz) {
+    const auto load = load_word;
+    const uint64_t a0 = load(p.signs_a + n), a1 = load(p.signs_a + n + nz),
+                   b0 = load(p.signs_b + n), b1 = load(p.signs_b + n + nz);
+    const uint64_t a0n = load(p.signs_a + n + 1), a1n = load(p.signs_a + n + nz + 1),
+                   b0n = load(p.signs_b + n + 1), b1n = load(p.signs_b + n + nz + 1);
+    const uint64_t any = a0 | a1 | b0 | b1 | a0n | a1n | b0n | b1n;
+    const uint64_t all = a0 & a1 & b0 & b1 & a0n & a1n & b0n & b1n;
+    return any & ~all;
+  }
+
+  void emit_cell(int64_t i, int64_t j, int64_t k, std::size_t n, const Planes& p,
+                 const float* values_a, const float* values_b) {
+    const std::size_t nz = static_cast<std::size_t>(nz_);
+    const unsigned cell_case = p.signs_a[n] | (p.signs_b[n] << 1) | (p.signs_a[n + nz] << 2) |
+                               (p.signs_b[n + nz] << 3) | (p.signs_a[n + 1] << 4) |
+                               (p.signs_b[n + 1] << 5) | (p.signs_a[n + nz + 1] << 6) |
+                               (p.signs_b[n + nz + 1] << 7);
+    if (cell_case == 0 || cell_case == 255) {
+      return;
+    }
+    auto value = [&](unsigned corner) {
+      return ((corner & 1u) ? values_b : values_a)[n + corner_offset(corner)];
+    };
+    // Ambiguous faces: the asymptotic decider, from the face's own four values so that both
+    // cells sharing the face decide alike (the products commute, so corner order is moot).
+    unsigned joined = 0;
+    const auto faces = table_.ambiguous_faces(cell_case);
+    for (std::size_t f = 0; f < faces.size(); ++f) {
+      const mc::AmbiguousFace& face = faces[f];
+      const float inside_product =
+          (value(face.inside[0]) - level_) * (value(face.inside[1]) - level_);
+      const float outside_product =
+          (value(face.outside[0]) - level_) * (value(face.outside[1]) - level_);
+      if (inside_product > outside_product) {
+        joined |= 1u << f;
+      }
+    }
+    const mc::CellTriangulation tri = table_.triangulation(cell_case, joined);
+    const std::size_t centre_base = out_->centre_vertices.size() / 3;
+    for (const uint16_t loop : tri.centre_loops) {
+      add_centre(i, j, k, loop, value);
+    }
+    for (const uint8_t ref : tri.refs) {
+      uint32_t index;
+      if (ref >= mc::kCentreRef) {
+        index = tagged(kCentreTag, centre_base + (ref - mc::kCentreRef));
+      } else {
+        index = edge_vertex(ref, n, p);
+      }
+      out_->indices.push_back(index);
     }
   }
 
@@ -238,9 +348,6 @@ class SlabMesher {
       default:  // z-edge: offsets along x (b0) and y (b1)
         index = (b0 ? p.z_b : p.z_a)[n + b1 * nz];
         break;
-    }
-    if (index == kNoVertex) {
-      throw internal_error("marching cubes: a cell refers to an edge without a crossing");
     }
     return index;
   }
@@ -276,13 +383,6 @@ class SlabMesher {
   SlabOutput* out_ = nullptr;
 };
 
-int resolve_threads(int requested) {
-  if (requested > 0) {
-    return requested;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 }  // namespace
 
 bool has_level_crossing(const GridView& grid, float level) {
@@ -298,39 +398,43 @@ bool has_level_crossing(const GridView& grid, float level) {
   return false;
 }
 
-Mesh marching_cubes(const GridView& grid, const MarchingCubesOptions& options) {
+Mesh marching_cubes(const GridView& grid, const MarchingCubesOptions& options, bool* over_limit) {
   validate_grid(grid);
   if (std::isnan(options.level)) {
     throw invalid_argument("marching cubes: the level is NaN");
   }
+  if (over_limit != nullptr) *over_limit = false;
   const int64_t layers = grid.dims[0] - 1;
-  const int threads = static_cast<int>(std::min<int64_t>(resolve_threads(options.threads), layers));
-  // Several slabs per thread balance the load (the surface often sits in a few layers); the
-  // output does not depend on how the layers are cut.
-  const int64_t slab_count = threads == 1 ? 1 : std::min<int64_t>(layers, int64_t{threads} * 4);
-  std::vector<SlabOutput> slabs(static_cast<std::size_t>(slab_count));
-  auto slab_begin = [&](int64_t s) { return s * layers / slab_count; };
-
-  std::atomic<int64_t> next_slab{0};
-  auto worker = [&] {
-    SlabMesher mesher(grid, options.level);
-    for (int64_t s = next_slab++; s < slab_count; s = next_slab++) {
-      SlabOutput& out = slabs[static_cast<std::size_t>(s)];
+  FaceBudget budget;
+  budget.limit = options.max_faces;
+  std::vector<SlabOutput> slabs;
+  mesh_parallel::with_threads(options.threads, [&] {
+    // Several slabs per thread balance the load (the surface often sits in a few layers); the
+    // output does not depend on how the layers are cut.
+    const int threads = mesh_parallel::concurrency();
+    const int64_t slab_count = threads == 1 ? 1 : std::min<int64_t>(layers, int64_t{threads} * 4);
+    slabs.resize(static_cast<std::size_t>(slab_count));
+    const auto slab_begin = [&](int64_t s) { return s * layers / slab_count; };
+    mesh_parallel::for_each_index(slabs.size(), [&](std::size_t s) {
+      SlabOutput& out = slabs[s];
+      const auto slab = static_cast<int64_t>(s);
       try {
-        mesher.run(slab_begin(s), slab_begin(s + 1), s + 1 == slab_count, out);
+        if (budget.exceeded.load(std::memory_order_relaxed)) return;
+        SlabMesher mesher(grid, options.level);
+        mesher.run(slab_begin(slab), slab_begin(slab + 1), slab + 1 == slab_count, out, budget);
       } catch (...) {
         out.error = std::current_exception();
       }
+    });
+  });
+  if (budget.exceeded.load()) {
+    // (NaN was checked in the part of the grid seen; the caller meshes another grid next.)
+    if (over_limit == nullptr) {
+      throw resource_exhausted("marching cubes: the surface has more than " +
+                               std::to_string(options.max_faces) + " faces (max_faces)");
     }
-  };
-  if (threads == 1) {
-    worker();
-  } else {
-    std::vector<std::jthread> pool;
-    pool.reserve(static_cast<std::size_t>(threads));
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back(worker);
-    }
+    *over_limit = true;
+    return Mesh{};
   }
 
   // Stitch: all edge vertices in grid order, then all centre vertices in cell order.

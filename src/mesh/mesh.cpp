@@ -64,4 +64,11 @@ BoundingBox bounding_box(const Mesh& mesh) {
   return box;
 }
 
+void translate_mesh(Mesh& mesh, const std::array<float, 3>& offset) {
+  if (offset == std::array<float, 3>{0, 0, 0}) return;
+  for (std::size_t n = 0; n + 2 < mesh.vertices.size(); n += 3) {
+    for (std::size_t axis = 0; axis < 3; ++axis) mesh.vertices[n + axis] += offset[axis];
+  }
+}
+
 }  // namespace cube3d

@@ -134,8 +134,11 @@ MeshFormat mesh_format_from_path(std::string_view path) {
   if (extension == "glb") {
     return MeshFormat::kGlb;
   }
+  if (extension == "c3dm") {
+    return MeshFormat::kCompact;
+  }
   throw invalid_argument("mesh path '" + std::string(path) +
-                         "' has no known extension: use .obj, .ply or .glb");
+                         "' has no known extension: use .obj, .ply, .glb or .c3dm");
 }
 
 std::string encode_obj(const Mesh& mesh, bool with_normals, const MeshMetadata& metadata) {
@@ -312,8 +315,16 @@ std::string encode_glb(const Mesh& mesh, const MeshMetadata& metadata) {
   return out;
 }
 
-std::string encode_mesh(const Mesh& mesh, MeshFormat format, const MeshMetadata& metadata) {
+std::string encode_compact(const Mesh& mesh, const CompactMeshOptions& options) {
+  const std::vector<float> normals = options.normals ? vertex_normals(mesh) : std::vector<float>{};
+  return encode_compact_mesh(mesh.vertices, mesh.indices, normals, options.positions);
+}
+
+std::string encode_mesh(const Mesh& mesh, MeshFormat format, const MeshMetadata& metadata,
+                        const CompactMeshOptions& compact) {
   switch (format) {
+    case MeshFormat::kCompact:
+      return encode_compact(mesh, compact);
     case MeshFormat::kObj:
       return encode_obj(mesh, /*with_normals=*/false, metadata);
     case MeshFormat::kPly:

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/json_string.h"
 #include "cube3d/core/utf8.h"
 
 namespace cube3d {
@@ -25,12 +26,6 @@ void check_double(const std::string& key, double value) {
   }
 }
 
-void append_hex4(std::string& out, unsigned value) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  out += "\\u";
-  for (int shift = 12; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
-}
-
 template <typename T>
 void append_number(std::string& out, T value) {
   char buffer[32];
@@ -46,69 +41,12 @@ void append_double(std::string& out, double value) {
   if (out.find_first_of(".e", start) == std::string::npos) out += ".0";
 }
 
-void append_string(std::string& out, const std::string& text, bool ensure_ascii) {
-  out += '"';
-  const auto escape_control = [&](unsigned char c) {
-    switch (c) {
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        append_hex4(out, c);
-    }
-  };
-  if (!ensure_ascii) {
-    for (const char c : text) {
-      const auto byte = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += c;
-      } else if (byte < 0x20 || byte == 0x7F) {
-        escape_control(byte);
-      } else {
-        out += c;  // UTF-8 (checked by add) goes through as it is
-      }
-    }
-  } else {
-    for (const char32_t cp : decode_utf8(text, "mesh metadata string")) {
-      if (cp == U'"' || cp == U'\\') {
-        out += '\\';
-        out += static_cast<char>(cp);
-      } else if (cp < 0x20 || cp == 0x7F) {
-        escape_control(static_cast<unsigned char>(cp));
-      } else if (cp < 0x80) {
-        out += static_cast<char>(cp);
-      } else if (cp < 0x10000) {
-        append_hex4(out, static_cast<unsigned>(cp));
-      } else {
-        // JSON's \u escapes are UTF-16 code units: a surrogate pair above the BMP.
-        const unsigned v = static_cast<unsigned>(cp) - 0x10000;
-        append_hex4(out, 0xD800 + (v >> 10));
-        append_hex4(out, 0xDC00 + (v & 0x3FF));
-      }
-    }
-  }
-  out += '"';
-}
-
 void append_value(std::string& out, const MeshMetadataValue& value, bool ensure_ascii) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
-          append_string(out, v, ensure_ascii);
+          append_json_string(out, v, ensure_ascii);
         } else if constexpr (std::is_same_v<T, bool>) {
           out += v ? "true" : "false";
         } else if constexpr (std::is_same_v<T, double>) {
@@ -169,7 +107,7 @@ std::string metadata_json(const MeshMetadata& metadata, bool ensure_ascii) {
   std::string out = "{";
   for (const MeshMetadataEntry& entry : metadata.entries()) {
     if (out.size() > 1) out += ',';
-    append_string(out, entry.key, ensure_ascii);
+    append_json_string(out, entry.key, ensure_ascii);
     out += ':';
     append_value(out, entry.value, ensure_ascii);
   }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+
+#include "parallel.h"
+#include "union_find.h"
 
 namespace cube3d {
 namespace {
@@ -97,75 +99,109 @@ EdgeReport edge_report(const Mesh& mesh) {
   return report;
 }
 
-std::vector<uint32_t> non_manifold_vertices(const Mesh& mesh) {
-  std::vector<uint32_t> bad;
-  const std::vector<DirectedEdge> edges = sorted_edges(mesh);
-  for (std::size_t begin = 0; begin < edges.size();) {
-    std::size_t end = begin + 1;
-    while (end < edges.size() && edges[end].low == edges[begin].low &&
-           edges[end].high == edges[begin].high) {
-      ++end;
-    }
-    if (end - begin > 2 || (end - begin == 2 && edges[begin].forward == edges[begin + 1].forward)) {
-      bad.push_back(edges[begin].low);
-      bad.push_back(edges[begin].high);
-    }
-    begin = end;
-  }
+namespace {
 
-  // Fans: the corners of a vertex, joined across each edge at the vertex that two faces share.
-  // Corner c = 3 f + k has vertex v, next n and previous p; the corner across edge (v, n) is the
-  // one of vertex v whose previous vertex is n.
-  const std::size_t corners = mesh.indices.size();
-  struct Key {
-    uint32_t vertex, previous, corner;
-    bool operator<(const Key& o) const {
-      return vertex != o.vertex       ? vertex < o.vertex
-             : previous != o.previous ? previous < o.previous
-                                      : corner < o.corner;
+// The vertex's corners are c[0..d): next and previous vertex of each. Its edges: a directed edge
+// that two faces run alike (a repeated next or a repeated previous) is an edge of three faces or
+// more, or of two misoriented ones; both its ends are bad. Its fans: corner a joins the corner
+// whose previous vertex is a's next (when exactly one is); more than one fan is a pinch.
+// `bad` gets the vertices found (repeats allowed).
+// Above this many corners a vertex is checked with sorts instead of pairwise comparisons.
+constexpr std::size_t kPairwiseCorners = 32;
+
+void check_vertex(uint32_t v, std::size_t d, const uint32_t* next, const uint32_t* prev,
+                  uint32_t* parent, std::vector<uint32_t>& bad) {
+  std::vector<std::pair<uint32_t, uint32_t>> by_prev;  // only for a vertex of many corners
+  if (d <= kPairwiseCorners) {
+    for (std::size_t i = 0; i < d; ++i) {
+      for (std::size_t j = i + 1; j < d; ++j) {
+        if (next[i] == next[j]) {
+          bad.push_back(v);
+          bad.push_back(next[i]);
+        }
+        if (prev[i] == prev[j]) {
+          bad.push_back(v);
+          bad.push_back(prev[i]);
+        }
+      }
     }
-  };
-  std::vector<Key> keys(corners);
-  for (std::size_t c = 0; c < corners; ++c) {
-    const std::size_t f = c / 3 * 3;
-    keys[c] = {mesh.indices[c], mesh.indices[f + (c + 2) % 3], static_cast<uint32_t>(c)};
+  } else {
+    for (const uint32_t* ends : {next, prev}) {
+      std::vector<uint32_t> sorted(ends, ends + d);
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t i = 1; i < d; ++i) {
+        if (sorted[i] == sorted[i - 1]) {
+          bad.push_back(v);
+          bad.push_back(sorted[i]);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < d; ++i) by_prev.emplace_back(prev[i], static_cast<uint32_t>(i));
+    std::sort(by_prev.begin(), by_prev.end());
   }
-  std::sort(keys.begin(), keys.end());
-  std::vector<uint32_t> parent(corners);
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t x) {
-    while (parent[x] != x) {
-      parent[x] = parent[parent[x]];
-      x = parent[x];
+  if (d < 2) return;
+  union_find::reset(parent, d);
+  for (std::size_t a = 0; a < d; ++a) {
+    std::size_t match = d, matches = 0;
+    if (d <= kPairwiseCorners) {
+      for (std::size_t b = 0; b < d; ++b) {
+        if (prev[b] == next[a]) {
+          match = b;
+          ++matches;
+        }
+      }
+    } else {
+      auto it = std::lower_bound(by_prev.begin(), by_prev.end(),
+                                 std::pair<uint32_t, uint32_t>{next[a], 0});
+      for (; it != by_prev.end() && it->first == next[a]; ++it, ++matches) match = it->second;
     }
-    return x;
-  };
-  for (std::size_t c = 0; c < corners; ++c) {
-    const std::size_t f = c / 3 * 3;
-    const uint32_t vertex = mesh.indices[c];
-    const uint32_t next = mesh.indices[f + (c + 1) % 3];
-    auto it = std::lower_bound(keys.begin(), keys.end(), Key{vertex, next, 0});
-    if (it != keys.end() && it->vertex == vertex && it->previous == next &&
-        (it + 1 == keys.end() || it[1].vertex != vertex || it[1].previous != next)) {
-      const uint32_t a = find(static_cast<uint32_t>(c));
-      const uint32_t b = find(it->corner);
-      parent[std::max(a, b)] = std::min(a, b);
+    if (matches == 1) {
+      union_find::join(parent, static_cast<uint32_t>(a), static_cast<uint32_t>(match));
     }
   }
-  // keys are grouped by vertex: a vertex with corners in two fans is a pinch.
-  for (std::size_t begin = 0; begin < corners;) {
-    std::size_t end = begin + 1;
-    const uint32_t root = find(keys[begin].corner);
-    bool pinched = false;
-    while (end < corners && keys[end].vertex == keys[begin].vertex) {
-      pinched |= find(keys[end].corner) != root;
-      ++end;
+  for (std::size_t i = 1; i < d; ++i) {
+    if (union_find::find(parent, static_cast<uint32_t>(i)) != 0) {
+      bad.push_back(v);
+      return;
     }
-    if (pinched) {
-      bad.push_back(keys[begin].vertex);
-    }
-    begin = end;
   }
+}
+
+}  // namespace
+
+std::vector<uint32_t> non_manifold_vertices(const Mesh& mesh) {
+  return non_manifold_vertices(mesh.indices, mesh.vertex_count());
+}
+
+std::vector<uint32_t> non_manifold_vertices(const std::vector<uint32_t>& idx,
+                                            std::size_t vertex_count) {
+  // Every vertex's corners (faces) grouped by a linear counting sort, then each vertex looked at
+  // alone (check_vertex), in parallel over fixed ranges of vertices. A vertex has a handful of
+  // corners, so the quadratic checks are a few dozen comparisons.
+  const mesh_parallel::Buckets corners =
+      mesh_parallel::bucket_by_key(idx.size(), vertex_count, [&](std::size_t c) { return idx[c]; });
+  const std::size_t chunks = mesh_parallel::chunk_count(vertex_count);
+  std::vector<std::vector<uint32_t>> found(chunks);
+  mesh_parallel::for_each_chunk(vertex_count, [&](std::size_t begin, std::size_t end) {
+    std::vector<uint32_t>& bad = found[begin / mesh_parallel::kChunk];
+    std::vector<uint32_t> next, prev, parent;
+    for (std::size_t vertex = begin; vertex < end; ++vertex) {
+      const std::size_t d = corners.size(vertex);
+      if (d == 0) continue;
+      next.resize(d);
+      prev.resize(d);
+      parent.resize(d);
+      const uint32_t* c = corners.begin(vertex);
+      for (std::size_t i = 0; i < d; ++i) {
+        const std::size_t face = c[i] / 3 * 3;
+        next[i] = idx[face + (c[i] + 1) % 3];
+        prev[i] = idx[face + (c[i] + 2) % 3];
+      }
+      check_vertex(static_cast<uint32_t>(vertex), d, next.data(), prev.data(), parent.data(), bad);
+    }
+  });
+  std::vector<uint32_t> bad;
+  for (const auto& part : found) bad.insert(bad.end(), part.begin(), part.end());
   std::sort(bad.begin(), bad.end());
   bad.erase(std::unique(bad.begin(), bad.end()), bad.end());
   return bad;
@@ -184,22 +220,12 @@ int64_t euler_characteristic(const Mesh& mesh) {
 std::vector<uint32_t> face_components(const Mesh& mesh, std::size_t* count) {
   // Union-find over vertices, then label faces by their first vertex's root.
   std::vector<uint32_t> parent(mesh.vertex_count());
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t v) {
-    while (parent[v] != v) {
-      parent[v] = parent[parent[v]];
-      v = parent[v];
-    }
-    return v;
-  };
+  union_find::reset(parent.data(), parent.size());
+  const auto find = [&](uint32_t v) { return union_find::find(parent.data(), v); };
   for (std::size_t f = 0; f + 2 < mesh.indices.size(); f += 3) {
     uint32_t root = find(mesh.indices[f]);
     for (int corner = 1; corner < 3; ++corner) {
-      const uint32_t other = find(mesh.indices[f + corner]);
-      if (other != root) {
-        parent[std::max(root, other)] = std::min(root, other);
-        root = std::min(root, other);
-      }
+      root = union_find::join(parent.data(), root, mesh.indices[f + corner]);
     }
   }
   std::vector<uint32_t> label_of_root(mesh.vertex_count(), UINT32_MAX);

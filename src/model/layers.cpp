@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "cube3d/core/error.h"
+
 namespace cube3d {
 
 at::Tensor Linear::operator()(const at::Tensor& x) const {
@@ -58,6 +60,16 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return rotated.to(x.scalar_type());
 }
 
+RopePairTables rope_pair_tables(const at::Tensor& cos, const at::Tensor& sin) {
+  return {at::stack({cos, cos}, -1).flatten(-2), at::stack({-sin, sin}, -1).flatten(-2)};
+}
+
+at::Tensor apply_rope_pairs(const at::Tensor& x, const RopePairTables& tables) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor swapped = xf.unflatten(-1, {x.size(-1) / 2, 2}).flip(-1).flatten(-2);
+  return (xf * tables.cos2 + swapped * tables.sin2).to(x.scalar_type());
+}
+
 at::Tensor rope_cis(const at::Tensor& cos, const at::Tensor& sin) { return at::complex(cos, sin); }
 
 at::Tensor apply_rope_complex(const at::Tensor& x, const at::Tensor& cis) {
@@ -81,7 +93,46 @@ at::Tensor split_heads(const at::Tensor& x, int64_t num_heads) {
 at::Tensor merge_heads(const at::Tensor& x) { return x.transpose(1, 2).flatten(2); }
 
 at::Tensor SwiGluMlp::operator()(const at::Tensor& x) const {
+  if (gate_up.weight.defined()) {
+    const std::vector<at::Tensor> halves = gate_up(x).chunk(2, -1);
+    return down(at::silu(halves[0]) * halves[1]);
+  }
   return down(at::silu(gate(x)) * up(x));
+}
+
+Linear pack_linears(const std::vector<Linear*>& parts, const std::string& what) {
+  if (parts.empty()) throw internal_error(what + ": nothing to pack");
+  const at::Tensor& first = parts.front()->weight;
+  at::TensorOptions bias_options;
+  bool any_bias = false;
+  for (const Linear* part : parts) {
+    const at::Tensor& w = part->weight;
+    if (w.dim() != 2 || w.size(1) != first.size(1) || w.scalar_type() != first.scalar_type() ||
+        w.device() != first.device()) {
+      throw internal_error(what + ": the linears to pack differ in input size, dtype or device");
+    }
+    if (part->bias.defined()) {
+      any_bias = true;
+      bias_options = part->bias.options();
+    }
+  }
+  std::vector<at::Tensor> weights, biases;
+  for (const Linear* part : parts) {
+    weights.push_back(part->weight);
+    if (any_bias) {
+      biases.push_back(part->bias.defined() ? part->bias
+                                            : at::zeros({part->out_features()}, bias_options));
+    }
+  }
+  Linear packed{at::cat(weights, 0), any_bias ? at::cat(biases, 0) : at::Tensor()};
+  int64_t row = 0;
+  for (Linear* part : parts) {
+    const int64_t rows = part->out_features();
+    part->weight = packed.weight.narrow(0, row, rows);
+    if (part->bias.defined()) part->bias = packed.bias.narrow(0, row, rows);
+    row += rows;
+  }
+  return packed;
 }
 
 at::Tensor GeluMlp::operator()(const at::Tensor& x) const { return down(at::gelu(up(x))); }

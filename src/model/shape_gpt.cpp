@@ -13,29 +13,61 @@ namespace {
 
 SwiGluMlp swiglu(const WeightLookup& t, const std::string& prefix) {
   return {t.linear(prefix + ".gate_proj"), t.linear(prefix + ".up_proj"),
-          t.linear(prefix + ".down_proj")};
+          t.linear(prefix + ".down_proj"), Linear{}};  // gate_up: packed later
 }
 
 PostAttentionWeights post(const WeightLookup& t, const std::string& prefix) {
   return {t.linear(prefix + ".c_proj"), swiglu(t, prefix + ".mlp")};
 }
 
-// q, k, v of one stream, heads split, q/k normalised (no RoPE yet). q undefined without query.
+// One stream's packed projection (PreAttentionWeights::qkv) of x [R, L, D], as heads
+// [R, n, L, hd] (views of one GEMM's output): `qk` the q and k heads [R, 2H, L, hd] (k alone,
+// [R, H, L, hd], without query), `v` [R, H, L, hd]; `out` the output itself [R, L, n * hd].
+struct Projection {
+  at::Tensor out, qk, v;
+};
+
+Projection project_heads(const Linear& qkv, const at::Tensor& x, int64_t heads) {
+  Projection p;
+  p.out = qkv(x);
+  const int64_t head_dim = qkv.weight.size(1) / heads;
+  const int64_t all_heads = p.out.size(-1) / head_dim;
+  const std::vector<at::Tensor> parts = p.out.unflatten(-1, {all_heads, head_dim})
+                                            .transpose(1, 2)
+                                            .split_with_sizes({all_heads - heads, heads}, 1);
+  p.qk = parts[0];
+  p.v = parts[1];
+  return p;
+}
+
+// The q/k RMSNorms of q and k heads [R, 2H, L, hd]. On the CPU one multiply by the per-head
+// weights qk_norm [2H, 1, hd] (elementwise the same as two norms); on CUDA each half through the
+// fused kernel with its own weight, as before the packing, then joined for one rotation.
+at::Tensor norm_qk(const at::Tensor& qk, const at::Tensor& q_norm, const at::Tensor& k_norm,
+                   const at::Tensor& qk_norm) {
+  if (!qk.is_cuda()) return rms_norm(qk, qk_norm, kQkNormEps);
+  const std::vector<at::Tensor> halves = qk.chunk(2, 1);
+  return at::cat({rms_norm(halves[0], q_norm, kQkNormEps), rms_norm(halves[1], k_norm, kQkNormEps)},
+                 1);
+}
+
+// q, k, v of one stream, heads split, q/k normalised (no RoPE yet): `qk` [R, 2H, L, hd] holds
+// q then k; without query it is k alone [R, H, L, hd].
 struct Qkv {
-  at::Tensor q, k, v;
+  at::Tensor qk, v;
 };
 
 Qkv pre_attention(const PreAttentionWeights& w, const at::Tensor& x, int64_t heads) {
-  Qkv out;
-  if (w.has_query()) {
-    const auto qk = w.c_qk(x).chunk(2, -1);
-    out.q = rms_norm(split_heads(qk[0], heads), w.q_norm, kQkNormEps);
-    out.k = rms_norm(split_heads(qk[1], heads), w.k_norm, kQkNormEps);
-  } else {
-    out.k = rms_norm(split_heads(w.c_k(x), heads), w.k_norm, kQkNormEps);
-  }
-  out.v = split_heads(w.c_v(x), heads);
-  return out;
+  const Projection p = project_heads(w.qkv, x, heads);
+  return {w.has_query() ? norm_qk(p.qk, w.q_norm, w.k_norm, w.qk_norm)
+                        : rms_norm(p.qk, w.k_norm, kQkNormEps),
+          p.v};
+}
+
+// [q ; k] heads [R, 2H, L, hd] -> q, k [R, H, L, hd] (views).
+std::pair<at::Tensor, at::Tensor> split_qk(const at::Tensor& qk) {
+  const std::vector<at::Tensor> halves = qk.chunk(2, 1);
+  return {halves[0], halves[1]};
 }
 
 at::Tensor post_attention(const PostAttentionWeights& w, const at::Tensor& x, const at::Tensor& a,
@@ -54,16 +86,22 @@ at::Tensor causal_mask(int64_t lq, int64_t lk, int64_t q_offset, const at::Devic
 
 // The rotation of one set of positions, gathered once per call and applied to the q and k of
 // every layer. On CUDA it is one complex multiply per use (fewer kernels); the CPU keeps the
-// written-out formula that the golden tests pin.
+// arithmetic of the written-out formula that the golden tests pin, with its tables interleaved
+// per pair once here (apply_rope_pairs: the same values in fewer operations per layer).
 struct Rotation {
-  at::Tensor cos, sin;  // broadcastable to [R, H, L, hd/2], float32
-  at::Tensor cis;       // cos + i sin, complex64, on CUDA only
+  at::Tensor cos, sin;   // broadcastable to [R, H, L, hd/2], float32
+  at::Tensor cis;        // cos + i sin, complex64, on CUDA only
+  RopePairTables pairs;  // on the CPU only
 
   Rotation(at::Tensor c, at::Tensor s) : cos(std::move(c)), sin(std::move(s)) {
-    if (cos.is_cuda()) cis = rope_cis(cos, sin);
+    if (cos.is_cuda()) {
+      cis = rope_cis(cos, sin);
+    } else {
+      pairs = rope_pair_tables(cos, sin);
+    }
   }
   at::Tensor operator()(const at::Tensor& x) const {
-    return cis.defined() ? apply_rope_complex(x, cis) : apply_rope(x, cos, sin);
+    return cis.defined() ? apply_rope_complex(x, cis) : apply_rope_pairs(x, pairs);
   }
 };
 
@@ -91,10 +129,76 @@ at::Tensor additive_mask(const at::Tensor& visible, at::ScalarType dtype) {
   return buffer.narrow(-1, 0, l).masked_fill_(visible, 0.0);
 }
 
-// Writes [R, H, 1, hd] into cache [R, H, Lmax, hd] at per-row slots [R] (int64).
-void write_slot(at::Tensor& cache, const at::Tensor& slots, const at::Tensor& value) {
-  const at::Tensor index = slots.view({-1, 1, 1, 1}).expand_as(value);
-  cache.scatter_(2, index, value);
+// The scatter index that writes [R, H, 1, hd] into a cache [R, H, Lmax, hd] at per-row slots
+// [R] (int64): made once per step, used by every layer's key and value writes.
+at::Tensor slot_index(const at::Tensor& slots, int64_t heads, int64_t head_dim) {
+  return slots.view({-1, 1, 1, 1}).expand({slots.size(0), heads, 1, head_dim});
+}
+
+// The names of a linear's tensors in `tensors` (weight, and bias when it has one).
+void add_linear_names(const TensorMap& tensors, const std::string& prefix,
+                      std::vector<std::string>& names) {
+  names.push_back(prefix + ".weight");
+  if (tensors.count(prefix + ".bias")) names.push_back(prefix + ".bias");
+}
+
+// [q_norm ; k_norm], one row per head: [2H, 1, hd], float32.
+at::Tensor joint_qk_norm(const at::Tensor& q_norm, const at::Tensor& k_norm, int64_t heads) {
+  const int64_t head_dim = q_norm.size(0);
+  return at::cat({q_norm.expand({heads, head_dim}), k_norm.expand({heads, head_dim})})
+      .unsqueeze(1)
+      .to(at::kFloat)
+      .contiguous();
+}
+
+// Packs every block's projections that read one input: [c_qk ; c_v] (or [c_k ; c_v]) and
+// [gate ; up]. After each block it drops the tensors they were made from, so each weight is held
+// once, and hands their names to `release` (a checkpoint's file pages go back): loading needs
+// one block's packed copies on top of the weights, not a second model.
+void pack_projections(const GptConfig& config, TensorMap& tensors, GptWeights& w,
+                      const std::function<void(const std::string&)>& release) {
+  const int64_t heads = config.n_head;
+  std::vector<std::string> packed;
+  // The block holds views of its packed tensors only: the map held the last references.
+  const auto drop_packed = [&] {
+    for (const std::string& name : packed) tensors.erase(name);
+    if (release) {
+      for (const std::string& name : packed) release(name);
+    }
+    packed.clear();
+  };
+  const auto pack_stream = [&](PreAttentionWeights& s, const std::string& prefix) {
+    const bool query = s.has_query();
+    Linear& first = query ? s.c_qk : s.c_k;
+    s.qkv = pack_linears({&first, &s.c_v}, "shape GPT " + prefix);
+    add_linear_names(tensors, prefix + (query ? ".c_qk" : ".c_k"), packed);
+    add_linear_names(tensors, prefix + ".c_v", packed);
+    if (query) s.qk_norm = joint_qk_norm(s.q_norm, s.k_norm, heads);
+  };
+  const auto pack_mlp = [&](SwiGluMlp& m, const std::string& prefix) {
+    m.gate_up = pack_linears({&m.gate, &m.up}, "shape GPT " + prefix);
+    add_linear_names(tensors, prefix + ".gate_proj", packed);
+    add_linear_names(tensors, prefix + ".up_proj", packed);
+  };
+  for (size_t i = 0; i < w.dual_blocks.size(); ++i) {
+    const std::string p = "transformer.dual_blocks." + std::to_string(i);
+    DualBlockWeights& b = w.dual_blocks[i];
+    pack_stream(b.pre_x, p + ".attn.pre_x");
+    pack_stream(b.pre_c, p + ".attn.pre_c");
+    pack_mlp(b.post_x.mlp, p + ".post_1.mlp");
+    if (b.post_c.mlp.gate.weight.defined()) pack_mlp(b.post_c.mlp, p + ".post_2.mlp");
+    drop_packed();
+  }
+  for (size_t i = 0; i < w.single_blocks.size(); ++i) {
+    const std::string p = "transformer.single_blocks." + std::to_string(i);
+    SingleBlockWeights& b = w.single_blocks[i];
+    b.qkv = pack_linears({&b.c_qk, &b.c_v}, "shape GPT " + p + ".attn");
+    add_linear_names(tensors, p + ".attn.c_qk", packed);
+    add_linear_names(tensors, p + ".attn.c_v", packed);
+    b.qk_norm = joint_qk_norm(b.q_norm, b.k_norm, heads);
+    pack_mlp(b.mlp, p + ".mlp");
+    drop_packed();
+  }
 }
 
 }  // namespace
@@ -109,8 +213,9 @@ std::string to_string(SingleStreamDecode mode) {
   return mode == SingleStreamDecode::kCausal ? "causal" : "reference";
 }
 
-GptWeights GptWeights::from_tensors(const GptConfig& config, const TensorMap& tensors,
-                                    const at::Tensor& codebook) {
+GptWeights GptWeights::from_tensors(const GptConfig& config, TensorMap tensors,
+                                    const at::Tensor& codebook,
+                                    const std::function<void(const std::string&)>& release) {
   const WeightLookup t(tensors, "shape GPT");
   GptWeights w;
   w.text_proj = t.linear("text_proj");
@@ -161,6 +266,7 @@ GptWeights GptWeights::from_tensors(const GptConfig& config, const TensorMap& te
     b.mlp = swiglu(t, p + ".mlp");
     w.single_blocks.push_back(std::move(b));
   }
+  pack_projections(config, tensors, w, release);
   return w;
 }
 
@@ -210,11 +316,16 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
     const Qkv qx = pre_attention(block.pre_x, layer_norm(x, eps), heads);
     const Qkv qc = pre_attention(block.pre_c, layer_norm(c, eps), heads);
     // Condition tokens all sit at RoPE position 0, where the rotation is the identity.
-    const at::Tensor kx = rotate(qx.k);
-    const at::Tensor qxr = rotate(qx.q);
+    const auto [qxr, kx] = split_qk(rotate(qx.qk));
     const bool cond_queries = block.pre_c.has_query();
-    const at::Tensor q = cond_queries ? at::cat({qc.q, qxr}, 2) : qxr;
-    const at::Tensor k = at::cat({qc.k, kx}, 2);
+    at::Tensor q = qxr;
+    at::Tensor kc = qc.qk;
+    if (cond_queries) {
+      const auto [qc_q, qc_k] = split_qk(qc.qk);
+      q = at::cat({qc_q, qxr}, 2);
+      kc = qc_k;
+    }
+    const at::Tensor k = at::cat({kc, kx}, 2);
     const at::Tensor v = at::cat({qc.v, qx.v}, 2);
     if (cache) {
       cache->keys[layer].narrow(2, 0, s + l).copy_(k);
@@ -231,11 +342,9 @@ at::Tensor ShapeGpt::forward(const at::Tensor& cond, const at::Tensor& shape_emb
     ++layer;
   }
   for (const auto& block : weights_.single_blocks) {
-    const at::Tensor h = layer_norm(x, eps);
-    const auto qk = block.c_qk(h).chunk(2, -1);
-    const at::Tensor q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
-    const at::Tensor k = rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps));
-    const at::Tensor v = split_heads(block.c_v(h), heads);
+    const Projection p = project_heads(block.qkv, layer_norm(x, eps), heads);
+    const auto [q, k] = split_qk(rotate(norm_qk(p.qk, block.q_norm, block.k_norm, block.qk_norm)));
+    const at::Tensor& v = p.v;
     if (cache) {
       cache->keys[layer].narrow(2, 0, l).copy_(k);
       cache->values[layer].narrow(2, 0, l).copy_(v);
@@ -267,19 +376,24 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
   const at::Tensor dual_mask = additive_mask(
       at::arange(dual_len, long_opts).unsqueeze(0).le(pos + s).view({-1, 1, 1, dual_len}), dtype);
   const at::Tensor dual_slots = positions + s;
+  // Every layer writes its new key and value at the same slots: one scatter index per step.
+  const int64_t head_dim = config_.head_dim();
+  const at::Tensor dual_index = slot_index(dual_slots, heads, head_dim);
+  const int64_t qk_width = 2 * config_.n_embd;
   for (const auto& block : weights_.dual_blocks) {
-    const at::Tensor h = layer_norm(x, eps);
+    const Projection p = project_heads(block.pre_x.qkv, layer_norm(x, eps), heads);
     at::Tensor q;
     if (fusions.qk_norm_rope_store) {
-      q = fusions.qk_norm_rope_store(block.pre_x.c_qk(h), block.pre_x.q_norm, block.pre_x.k_norm,
-                                     rotate.cos, rotate.sin, cache.keys[layer], dual_slots);
-      write_slot(cache.values[layer], dual_slots, split_heads(block.pre_x.c_v(h), heads));
+      q = fusions.qk_norm_rope_store(p.out.narrow(-1, 0, qk_width), block.pre_x.q_norm,
+                                     block.pre_x.k_norm, rotate.cos, rotate.sin, cache.keys[layer],
+                                     dual_slots);
     } else {
-      const Qkv qx = pre_attention(block.pre_x, h, heads);
-      q = rotate(qx.q);
-      write_slot(cache.keys[layer], dual_slots, rotate(qx.k));
-      write_slot(cache.values[layer], dual_slots, qx.v);
+      const auto [qr, kr] = split_qk(
+          rotate(norm_qk(p.qk, block.pre_x.q_norm, block.pre_x.k_norm, block.pre_x.qk_norm)));
+      q = qr;
+      cache.keys[layer].scatter_(2, dual_index, kr);
     }
+    cache.values[layer].scatter_(2, dual_index, p.v);
     const at::Tensor a =
         merge_heads(attention(q, cache.keys[layer], cache.values[layer], dual_mask));
     x = post_attention(block.post_x, x, a, eps);
@@ -295,19 +409,20 @@ at::Tensor ShapeGpt::decode_step(const at::Tensor& embeds, const at::Tensor& pos
         additive_mask((mode == SingleStreamDecode::kCausal ? key_index.le(pos) : key_index.eq(0))
                           .view({-1, 1, 1, single_len}),
                       dtype);
+    const at::Tensor single_index = slot_index(positions, heads, head_dim);
     for (const auto& block : weights_.single_blocks) {
-      const at::Tensor h = layer_norm(x, eps);
+      const Projection p = project_heads(block.qkv, layer_norm(x, eps), heads);
       at::Tensor q;
       if (fusions.qk_norm_rope_store) {
-        q = fusions.qk_norm_rope_store(block.c_qk(h), block.q_norm, block.k_norm, rotate.cos,
-                                       rotate.sin, cache.keys[layer], positions);
+        q = fusions.qk_norm_rope_store(p.out.narrow(-1, 0, qk_width), block.q_norm, block.k_norm,
+                                       rotate.cos, rotate.sin, cache.keys[layer], positions);
       } else {
-        const auto qk = block.c_qk(h).chunk(2, -1);
-        q = rotate(rms_norm(split_heads(qk[0], heads), block.q_norm, kQkNormEps));
-        write_slot(cache.keys[layer], positions,
-                   rotate(rms_norm(split_heads(qk[1], heads), block.k_norm, kQkNormEps)));
+        const auto [qr, kr] =
+            split_qk(rotate(norm_qk(p.qk, block.q_norm, block.k_norm, block.qk_norm)));
+        q = qr;
+        cache.keys[layer].scatter_(2, single_index, kr);
       }
-      write_slot(cache.values[layer], positions, split_heads(block.c_v(h), heads));
+      cache.values[layer].scatter_(2, single_index, p.v);
       const at::Tensor a =
           merge_heads(attention(q, cache.keys[layer], cache.values[layer], single_mask));
       x = x + block.c_proj(a);

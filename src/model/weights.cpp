@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
-#include "cube3d/core/safetensors.h"
+#include "cube3d/tensor_io/safetensors.h"
 
 namespace cube3d {
 namespace {
@@ -325,14 +325,31 @@ ModelWeights load_model_weights(const ModelConfig& config, const std::string& gp
     spdlog::info("generating random weights from seed {} ({})", seed, config.source);
     const auto start = std::chrono::steady_clock::now();
     ModelWeights weights{random_checkpoint(gpt_spec, seed, options),
-                         random_checkpoint(shape_spec, seed + 1, options)};
+                         random_checkpoint(shape_spec, seed + 1, options),
+                         {}};
     spdlog::info("random weights generated in {:.0f} ms",
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
     return weights;
   }
-  return {resolve_checkpoint(gpt_spec, safetensors_source(gpt_path), options),
-          resolve_checkpoint(shape_spec, safetensors_source(shape_path), options)};
+  const TensorSource gpt_source = safetensors_source(gpt_path);
+  ModelWeights weights{resolve_checkpoint(gpt_spec, gpt_source, options),
+                       resolve_checkpoint(shape_spec, safetensors_source(shape_path), options),
+                       {}};
+  // The model names tensors canonically; the file may store one under an alias (or several).
+  std::map<std::string, std::vector<std::string>> stored;
+  for (const auto& t : gpt_spec.tensors) {
+    for (const auto& name : t.names) {
+      if (gpt_source.shapes.count(name)) stored[t.name()].push_back(name);
+    }
+  }
+  weights.release_gpt = [release = gpt_source.release,
+                         stored = std::move(stored)](const std::string& name) {
+    const auto it = stored.find(name);
+    if (it == stored.end()) return;
+    for (const std::string& alias : it->second) release(alias);
+  };
+  return weights;
 }
 
 }  // namespace cube3d

@@ -20,6 +20,11 @@ MeshMetadata provenance_metadata(const Provenance& p) {
   }
   m.add("mesh_profile", std::string(to_string(p.mesh_profile)));
   if (p.target_face_count) m.add("target_face_count", *p.target_face_count);
+  if (p.pivot != MeshPivot::kModelOrigin) m.add("pivot", std::string(to_string(p.pivot)));
+  if (!p.lod_face_counts.empty()) {
+    m.add("lod_face_counts",
+          std::vector<double>(p.lod_face_counts.begin(), p.lod_face_counts.end()));
+  }
   m.add("model", p.model);
   if (!p.weights_digest.empty()) m.add("weights_digest", p.weights_digest);
   if (!p.server_version.empty()) m.add("server_version", p.server_version);

@@ -1,7 +1,11 @@
 #include "cube3d/pipeline/shape_pipeline.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -144,6 +148,16 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   }
   const MeshLimits& limits = request.limits;
   check_limits(limits);  // before the expensive part
+  // On a CUDA device this shape's device work (latents, occupancy query) goes to a stream of
+  // libtorch's pool, not the default stream the decode steps run on, so that the two overlap on
+  // the GPU instead of queueing behind each other. Everything it touches is made here (or is a
+  // weight, made before serving started), and its results come back to the CPU through copies
+  // on the same stream. On the CPU: nothing.
+  c10::OptionalStreamGuard side_stream;
+  if (engine_.device().is_cuda()) {
+    const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    side_stream.reset_stream(cuda.getStreamFromGlobalPool(engine_.device()));
+  }
   Shape shape;
   ShapeReport& report = shape.report;
   const at::Tensor latents = engine_.decode_latents(row);
@@ -170,6 +184,7 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   shape.mesh = grid_to_mesh(view, mesh_options, &report.mesh);
   report.marching_cubes_ms = report.mesh.marching_cubes_ms;
   report.postprocess_ms = report.mesh.postprocess_ms;
+  if (report.mesh.over_budget) shape.warnings.push_back(budget_warning(report.mesh, view.dims));
   if (limits.max_faces) {
     warn_face_limit(report.mesh, request, options_.mesh, shape.warnings);
     if (static_cast<int64_t>(shape.mesh.face_count()) > *limits.max_faces) {
@@ -188,17 +203,56 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   }
   check_stop("after meshing");
 
+  if (!request.lod_targets.empty()) {
+    const auto lod_start = SteadyClock::now();
+    // A profile's face limit caps every level's target, as it caps level 0's.
+    std::vector<size_t> targets = request.lod_targets;
+    if (limits.max_faces) {
+      for (size_t& t : targets) t = std::min(t, static_cast<size_t>(*limits.max_faces));
+    }
+    std::vector<Mesh> levels =
+        levels_of_detail(shape.mesh, targets, mesh_options.simplification, mesh_options.threads);
+    for (size_t i = 0; i < levels.size(); ++i) {
+      // A split of a spot the simplifier glued adds a vertex or two: checked like level 0.
+      if (limits.max_vertices &&
+          static_cast<int64_t>(levels[i].vertex_count()) > *limits.max_vertices) {
+        throw resource_exhausted("level of detail " + std::to_string(i + 1) + " has " +
+                                 std::to_string(levels[i].vertex_count()) + " vertices, over the " +
+                                 std::to_string(*limits.max_vertices) + " that " +
+                                 limits_allow(limits) + " (max_vertices)");
+      }
+      shape.lods.push_back({targets[i], std::move(levels[i]), {}});
+    }
+    report.lod_ms = ms_since(lod_start);
+    check_stop("after the levels of detail");
+  }
+  if (request.pivot != MeshPivot::kModelOrigin) {
+    const BoundingBox box = bounding_box(shape.mesh);
+    const std::array<float, 3> offset = pivot_offset(
+        request.pivot, {box.min[0], box.min[1], box.min[2]}, {box.max[0], box.max[1], box.max[2]});
+    translate_mesh(shape.mesh, offset);
+    for (ShapeLevel& level : shape.lods) translate_mesh(level.mesh, offset);
+  }
+
   if (request.format != MeshFormat::kRaw) {
     const auto encode_start = SteadyClock::now();
-    shape.encoded = encode_mesh(shape.mesh, request.format, request.metadata);
-    report.encode_ms = ms_since(encode_start);
-    if (limits.max_file_bytes &&
-        static_cast<int64_t>(shape.encoded.size()) > *limits.max_file_bytes) {
-      throw resource_exhausted(std::string(to_string(request.format)) + " file of " +
-                               std::to_string(shape.encoded.size()) + " bytes is over the " +
-                               std::to_string(*limits.max_file_bytes) + " bytes that " +
-                               limits_allow(limits) + " (max_file_bytes)");
+    const auto encode = [&](const Mesh& mesh, const MeshMetadata& metadata) {
+      std::string bytes = encode_mesh(mesh, request.format, metadata, request.compact);
+      if (limits.max_file_bytes && static_cast<int64_t>(bytes.size()) > *limits.max_file_bytes) {
+        throw resource_exhausted(std::string(to_string(request.format)) + " file of " +
+                                 std::to_string(bytes.size()) + " bytes is over the " +
+                                 std::to_string(*limits.max_file_bytes) + " bytes that " +
+                                 limits_allow(limits) + " (max_file_bytes)");
+      }
+      return bytes;
+    };
+    shape.encoded = encode(shape.mesh, request.metadata);
+    for (size_t i = 0; i < shape.lods.size(); ++i) {
+      MeshMetadata metadata = request.metadata;
+      if (!metadata.empty()) metadata.add("lod_level", static_cast<int64_t>(i + 1));
+      shape.lods[i].encoded = encode(shape.lods[i].mesh, metadata);
     }
+    report.encode_ms = ms_since(encode_start);
   }
   if (keep_field) shape.field = std::move(field.values);
   report.total_ms = ms_since(start);

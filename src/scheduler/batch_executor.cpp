@@ -12,12 +12,12 @@ Error static_only(const char* method) {
 
 }  // namespace
 
-void BatchExecutor::admit(const std::vector<std::shared_ptr<Job>>& /*jobs*/) {
+void BatchExecutor::admit(const std::vector<std::shared_ptr<Task>>& /*tasks*/) {
   throw static_only("admit");
 }
 
 void BatchExecutor::step() { throw static_only("step"); }
 
-std::vector<std::shared_ptr<Job>> BatchExecutor::clear_slots() { return {}; }
+std::vector<std::shared_ptr<Task>> BatchExecutor::clear_slots() { return {}; }
 
 }  // namespace cube3d

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cube3d/core/constants.h"
+#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/bucket_policy.h"
 
@@ -29,24 +30,24 @@ double milliseconds_between(SteadyClock::time_point from, SteadyClock::time_poin
 }
 
 // Outcome callbacks belong to the server; one that throws must not take the worker down.
-void fail_quietly(Job& job, const Error& error) {
+void fail_quietly(Task& task, const Error& error) {
   try {
-    job.fail(error);
+    task.fail(error);
   } catch (const std::exception& e) {
-    spdlog::error("scheduler: request {}: outcome callback threw: {}", job.request().request_id,
+    spdlog::error("scheduler: request {}: outcome callback threw: {}", task.request().request_id,
                   e.what());
   } catch (...) {
-    spdlog::error("scheduler: request {}: outcome callback threw", job.request().request_id);
+    spdlog::error("scheduler: request {}: outcome callback threw", task.request().request_id);
   }
 }
 
-void fail_unfinished(const std::vector<std::shared_ptr<Job>>& batch, const Error& error) {
-  for (const auto& job : batch) {
-    if (!job->finished()) fail_quietly(*job, error);
+void fail_unfinished(const std::vector<std::shared_ptr<Task>>& batch, const Error& error) {
+  for (const auto& task : batch) {
+    if (!task->finished()) fail_quietly(*task, error);
   }
 }
 
-// Called from a catch block: the error that the jobs hit by an executor failure get (a
+// Called from a catch block: the error that the tasks hit by an executor failure get (a
 // cube3d::Error keeps its code and message; anything else becomes INTERNAL), logged with `what`.
 Error executor_failure(const std::string& what) {
   try {
@@ -75,41 +76,33 @@ SchedulerConfig validated(SchedulerConfig config, const BatchExecutor& executor)
   return config;
 }
 
-std::string joined_ids(const std::vector<std::shared_ptr<Job>>& jobs) {
+std::string joined_ids(const std::vector<std::shared_ptr<Task>>& tasks) {
   std::string ids;
-  for (const auto& job : jobs) {
+  for (const auto& task : tasks) {
     if (!ids.empty()) ids += ',';
-    ids += job->request().request_id;
+    ids += task->request().request_id;
   }
   return ids;
 }
 
+constexpr EnumTable<BatchingMode, std::string_view, 2> kBatchingModeNames = {
+    {{BatchingMode::kContinuous, "continuous"}, {BatchingMode::kStatic, "static"}}};
+constexpr EnumTable<TaskPriority, std::string_view, 2> kPriorityNames = {
+    {{TaskPriority::kInteractive, "interactive"}, {TaskPriority::kBatch, "batch"}}};
+
 }  // namespace
 
+// The names are literals, so a name's data() is a C string.
 const char* to_string(BatchingMode mode) {
-  switch (mode) {
-    case BatchingMode::kContinuous:
-      return "continuous";
-    case BatchingMode::kStatic:
-      return "static";
-  }
-  return "?";
+  return lookup(kBatchingModeNames, mode).value_or("?").data();
 }
 
-const char* to_string(JobPriority priority) {
-  switch (priority) {
-    case JobPriority::kInteractive:
-      return "interactive";
-    case JobPriority::kBatch:
-      return "batch";
-  }
-  return "?";
+const char* to_string(TaskPriority priority) {
+  return lookup(kPriorityNames, priority).value_or("?").data();
 }
 
 BatchingMode parse_batching_mode(const std::string& text, const std::string& field) {
-  if (text == "continuous") return BatchingMode::kContinuous;
-  if (text == "static") return BatchingMode::kStatic;
-  throw invalid_argument(field + ": '" + text + "' is not one of continuous, static");
+  return parse_enum(kBatchingModeNames, text, field);
 }
 
 void validate_scheduler_config(const SchedulerConfig& config) {
@@ -153,15 +146,27 @@ Scheduler::Scheduler(SchedulerConfig config, BatchExecutor& executor, BatchObser
 
 Scheduler::~Scheduler() { stop(); }
 
-void Scheduler::submit(std::shared_ptr<Job> job) {
-  if (!job) throw internal_error("Scheduler::submit: null job");
-  const bool batch = job->request().priority == JobPriority::kBatch;
+void Scheduler::submit(std::shared_ptr<Task> task) {
+  if (!task) throw internal_error("Scheduler::submit: null task");
+  const bool batch = task->request().priority == TaskPriority::kBatch;
   {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (device_faulted_) throw unavailable(kDeviceFailedNotStarted);
     if (draining_ || stopping_) throw unavailable(kShuttingDown);
-    if (job->expired()) {
+    if (task->expired()) {
       throw deadline_exceeded("deadline already passed before the request was queued");
+    }
+    // A cancelled (or expired) queued task holds no place: the queue looks full only until they
+    // are dropped, which is done here rather than when the worker next wakes (a cancelled task
+    // of one key kept another key's request out with "queue full" for seconds).
+    const auto full = [&] {
+      return static_cast<int64_t>(queue_.size()) + admitting_ >= config_.max_queue_size ||
+             (batch && queued_batch_ >= effective_max_queued_batch(config_));
+    };
+    if (full() && reject_cancelled_and_expired(lock, SteadyClock::now())) {
+      // The lock was released while they were failed: everything is asked again.
+      if (device_faulted_) throw unavailable(kDeviceFailedNotStarted);
+      if (draining_ || stopping_) throw unavailable(kShuttingDown);
     }
     const auto waiting = static_cast<int64_t>(queue_.size()) + admitting_;
     if (waiting >= config_.max_queue_size) {
@@ -174,10 +179,10 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
     ++admitting_;  // holds the slot while kQueued is reported below
     if (batch) ++queued_batch_;
   }
-  // Reported before the worker can see the job, so that "queued" always comes before the
+  // Reported before the worker can see the task, so that "queued" always comes before the
   // executor's progress; outside the lock because the callback may write to a slow stream.
   try {
-    job->progress(JobProgress{JobStage::kQueued});
+    task->progress(TaskProgress{TaskStage::kQueued});
   } catch (...) {
     {
       const std::lock_guard lock(mutex_);
@@ -193,7 +198,7 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
     --admitting_;
     stopped_meanwhile = stopping_;
     if (!stopped_meanwhile) {
-      queue_.push_back(QueuedJob{job, SteadyClock::now()});
+      queue_.push_back(QueuedTask{task, SteadyClock::now()});
     } else if (batch) {
       --queued_batch_;
     }
@@ -201,7 +206,7 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
   work_done_.notify_all();
   if (stopped_meanwhile) {
     // Already accepted (it said "queued"), so it gets an outcome rather than an exception.
-    fail_quietly(*job, unavailable(kShuttingDown));
+    fail_quietly(*task, unavailable(kShuttingDown));
     return;
   }
   wake_worker_.notify_one();
@@ -214,7 +219,7 @@ void Scheduler::begin_drain() {
     draining_ = true;
     spdlog::info("scheduler: draining ({} queued, {} running)", queue_.size() + admitting_,
                  std::count_if(in_flight_.begin(), in_flight_.end(),
-                               [](const auto& job) { return !job->finished(); }));
+                               [](const auto& task) { return !task->finished(); }));
   }
   // The worker stops waiting for company: no more is coming.
   wake_worker_.notify_all();
@@ -250,10 +255,10 @@ int64_t Scheduler::queued_batch() const {
   return queued_batch_;
 }
 
-int64_t Scheduler::running_jobs() const {
+int64_t Scheduler::running_tasks() const {
   const std::lock_guard lock(mutex_);
   return std::count_if(in_flight_.begin(), in_flight_.end(),
-                       [](const auto& job) { return !job->finished(); });
+                       [](const auto& task) { return !task->finished(); });
 }
 
 bool Scheduler::draining() const {
@@ -274,15 +279,15 @@ void Scheduler::report_device_fault(const DeviceFault& fault,
 void Scheduler::enter_device_fault(const DeviceFault& fault,
                                    const std::vector<std::string>& request_ids) {
   bool first = false;
-  std::deque<QueuedJob> abandoned;
+  std::deque<QueuedTask> abandoned;
   {
     const std::lock_guard lock(mutex_);
     first = !device_faulted_;
     device_faulted_ = true;
     draining_ = true;  // the worker waits for no company, drain() finds nothing to wait for
     abandoned.swap(queue_);
-    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedJob& q) {
-      return q.job->request().priority == JobPriority::kBatch;
+    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedTask& q) {
+      return q.task->request().priority == TaskPriority::kBatch;
     });
     last_end_user_.clear();
   }
@@ -299,7 +304,7 @@ void Scheduler::enter_device_fault(const DeviceFault& fault,
                  request_ids.size(), fault.detail());
   }
   for (const auto& queued : abandoned) {
-    fail_quietly(*queued.job, unavailable(kDeviceFailedNotStarted));
+    fail_quietly(*queued.task, unavailable(kDeviceFailedNotStarted));
   }
   work_done_.notify_all();
   if (first && on_device_fault_) {
@@ -314,16 +319,16 @@ void Scheduler::enter_device_fault(const DeviceFault& fault,
 }
 
 void Scheduler::fail_on_device_fault(const DeviceFault& fault,
-                                     const std::vector<std::shared_ptr<Job>>& jobs) {
-  // Every job that holds device state is lost with the device: the admission's, the step's or
+                                     const std::vector<std::shared_ptr<Task>>& tasks) {
+  // Every task that holds device state is lost with the device: the admission's, the step's or
   // the batch's, and whatever else still holds a slot.
-  std::vector<std::shared_ptr<Job>> failed = jobs;
-  for (auto& job : clear_slots_quietly()) {
-    if (std::find(failed.begin(), failed.end(), job) == failed.end()) failed.push_back(job);
+  std::vector<std::shared_ptr<Task>> failed = tasks;
+  for (auto& task : clear_slots_quietly()) {
+    if (std::find(failed.begin(), failed.end(), task) == failed.end()) failed.push_back(task);
   }
   std::vector<std::string> ids;
-  for (const auto& job : failed) {
-    if (!job->finished()) ids.push_back(job->request().request_id);
+  for (const auto& task : failed) {
+    if (!task->finished()) ids.push_back(task->request().request_id);
   }
   // Stop admitting before answering: a client told INTERNAL that retries at once here is
   // refused rather than sent to the broken device.
@@ -334,73 +339,73 @@ void Scheduler::fail_on_device_fault(const DeviceFault& fault,
 bool Scheduler::idle_locked() const {
   return queue_.empty() && admitting_ == 0 && !executing_ &&
          std::all_of(in_flight_.begin(), in_flight_.end(),
-                     [](const auto& job) { return job->finished(); });
+                     [](const auto& task) { return task->finished(); });
 }
 
 void Scheduler::drop_cancelled_and_expired(SteadyClock::time_point now,
                                            std::vector<Rejected>& rejected) {
   const size_t rejected_before = rejected.size();
-  std::erase_if(queue_, [&](const QueuedJob& queued) {
+  std::erase_if(queue_, [&](const QueuedTask& queued) {
     std::optional<Error> error;
-    if (queued.job->cancelled()) {
+    if (queued.task->cancelled()) {
       error = cancelled("request cancelled while queued");
-    } else if (queued.job->expired(now)) {
+    } else if (queued.task->expired(now)) {
       const auto waited_ms = static_cast<int64_t>(milliseconds_between(queued.submitted, now));
       error = deadline_exceeded("deadline passed after " + std::to_string(waited_ms) +
                                 " ms in the queue");
     }
     if (!error) return false;
-    if (queued.job->request().priority == JobPriority::kBatch) --queued_batch_;
-    rejected.push_back({queued.job, std::move(*error)});
+    if (queued.task->request().priority == TaskPriority::kBatch) --queued_batch_;
+    rejected.push_back({queued.task, std::move(*error)});
     return true;
   });
   if (rejected.size() == rejected_before || last_end_user_.empty()) return;
-  // A client whose last queued jobs were dropped keeps no turn state (take_batch forgets a
-  // client when it takes its last job; this covers the other way out of the queue).
+  // A client whose last queued tasks were dropped keeps no turn state (take_batch forgets a
+  // client when it takes its last task; this covers the other way out of the queue).
   std::erase_if(last_end_user_, [&](const auto& entry) {
-    return std::none_of(queue_.begin(), queue_.end(), [&](const QueuedJob& queued) {
-      return queued.job->request().client == entry.first;
+    return std::none_of(queue_.begin(), queue_.end(), [&](const QueuedTask& queued) {
+      return queued.task->request().client == entry.first;
     });
   });
 }
 
-bool Scheduler::aged_or_interactive(const QueuedJob& queued, SteadyClock::time_point now) const {
-  return queued.job->request().priority == JobPriority::kInteractive ||
+bool Scheduler::aged_or_interactive(const QueuedTask& queued, SteadyClock::time_point now) const {
+  return queued.task->request().priority == TaskPriority::kInteractive ||
          now - queued.submitted >= std::chrono::milliseconds(config_.batch_max_wait_ms);
 }
 
-std::shared_ptr<Job> Scheduler::remove_from_queue(std::deque<QueuedJob>::iterator pick) {
-  std::shared_ptr<Job> job = std::move(pick->job);
+std::shared_ptr<Task> Scheduler::remove_from_queue(std::deque<QueuedTask>::iterator pick) {
+  std::shared_ptr<Task> task = std::move(pick->task);
   queue_.erase(pick);
-  if (job->request().priority == JobPriority::kBatch) --queued_batch_;
-  return job;
+  if (task->request().priority == TaskPriority::kBatch) --queued_batch_;
+  return task;
 }
 
-std::vector<std::shared_ptr<Job>> Scheduler::take_batch(int64_t count,
-                                                        SteadyClock::time_point now) {
-  // One job per pick, in the order of the class comment. Each pick scans the queue (a few
-  // hundred jobs at most) twice: once for the next client, once for that client's next end
-  // user and its oldest competing job.
-  std::vector<std::shared_ptr<Job>> batch;
+std::vector<std::shared_ptr<Task>> Scheduler::take_batch(int64_t count,
+                                                         SteadyClock::time_point now) {
+  // One task per pick, in the order of the class comment. Each pick scans the queue (a few
+  // hundred tasks at most) twice: once for the next client, once for that client's next end
+  // user and its oldest competing task.
+  std::vector<std::shared_ptr<Task>> batch;
   batch.reserve(static_cast<size_t>(count));
   // Aging is judged at `now` for the whole take, so only taking changes who competes.
   auto competing =
-      static_cast<int64_t>(std::count_if(queue_.begin(), queue_.end(), [&](const QueuedJob& q) {
+      static_cast<int64_t>(std::count_if(queue_.begin(), queue_.end(), [&](const QueuedTask& q) {
         return aged_or_interactive(q, now);
       }));
   while (static_cast<int64_t>(batch.size()) < count && !queue_.empty()) {
-    // With nothing interactive or aged waiting, the other batch jobs compete.
+    // With nothing interactive or aged waiting, the other batch tasks compete.
     const bool everyone = competing == 0;
-    const auto competes = [&](const QueuedJob& q) {
+    const auto competes = [&](const QueuedTask& q) {
       return everyone || aged_or_interactive(q, now);
     };
 
     // The client that follows last_client_ in name order, or (wrapping around) the first.
     const std::string* next_client = nullptr;
     const std::string* first_client = nullptr;
-    for (const QueuedJob& queued : queue_) {
+    for (const QueuedTask& queued : queue_) {
       if (!competes(queued)) continue;
-      const std::string& client = queued.job->request().client;
+      const std::string& client = queued.task->request().client;
       if (client > last_client_ && (next_client == nullptr || client < *next_client)) {
         next_client = &client;
       }
@@ -408,35 +413,35 @@ std::vector<std::shared_ptr<Job>> Scheduler::take_batch(int64_t count,
     }
     const std::string& client = next_client != nullptr ? *next_client : *first_client;
 
-    // Within it, the same turn-taking across end users, then its oldest competing job.
+    // Within it, the same turn-taking across end users, then its oldest competing task.
     const auto last_user_it = last_end_user_.find(client);
     const std::string& last_user =
         last_user_it != last_end_user_.end() ? last_user_it->second : kNoEndUser;
     auto next_pick = queue_.end();
     auto first_pick = queue_.end();
-    int64_t of_client = 0;  // queued jobs of this client, competing or not
+    int64_t of_client = 0;  // queued tasks of this client, competing or not
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      const JobRequest& request = it->job->request();
+      const TaskRequest& request = it->task->request();
       if (request.client != client) continue;
       ++of_client;
       if (!competes(*it)) continue;
       const std::string& user = request.end_user;
-      // Strict comparisons keep the oldest job of each end user (the queue is in arrival order).
+      // Strict comparisons keep the oldest task of each end user (the queue is in arrival order).
       if (user > last_user &&
-          (next_pick == queue_.end() || user < next_pick->job->request().end_user)) {
+          (next_pick == queue_.end() || user < next_pick->task->request().end_user)) {
         next_pick = it;
       }
-      if (first_pick == queue_.end() || user < first_pick->job->request().end_user) {
+      if (first_pick == queue_.end() || user < first_pick->task->request().end_user) {
         first_pick = it;
       }
     }
     const auto pick = next_pick != queue_.end() ? next_pick : first_pick;
     if (aged_or_interactive(*pick, now)) --competing;
 
-    // `client` and `user` live in queued jobs; a taken job lives on in `batch`.
-    const std::string& user = pick->job->request().end_user;
+    // `client` and `user` live in queued tasks; a taken task lives on in `batch`.
+    const std::string& user = pick->task->request().end_user;
     if (of_client == 1 || user.empty()) {
-      // Its last job, or no end user (the same as no entry): nothing to remember.
+      // Its last task, or no end user (the same as no entry): nothing to remember.
       if (last_user_it != last_end_user_.end()) last_end_user_.erase(last_user_it);
     } else if (last_user_it != last_end_user_.end()) {
       last_user_it->second = user;
@@ -455,9 +460,9 @@ bool Scheduler::reject_cancelled_and_expired(std::unique_lock<std::mutex>& lock,
   drop_cancelled_and_expired(now, rejected);
   if (rejected.empty()) return false;
   lock.unlock();
-  for (const auto& [job, error] : rejected) {
-    spdlog::debug("scheduler: request {} dropped: {}", job->request().request_id, error.what());
-    fail_quietly(*job, error);
+  for (const auto& [task, error] : rejected) {
+    spdlog::debug("scheduler: request {} dropped: {}", task->request().request_id, error.what());
+    fail_quietly(*task, error);
   }
   lock.lock();
   work_done_.notify_all();
@@ -473,15 +478,15 @@ bool Scheduler::waited_for_company(std::unique_lock<std::mutex>& lock,
   // Wait for company, but wake for the earliest deadline so that it fails promptly.
   const auto earliest_deadline =
       std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
-        return a.job->deadline() < b.job->deadline();
-      })->job->deadline();
+        return a.task->deadline() < b.task->deadline();
+      })->task->deadline();
   wake_worker_.wait_until(lock, std::min(dispatch_at, earliest_deadline));
   return true;
 }
 
-void Scheduler::add_in_flight(const std::vector<std::shared_ptr<Job>>& jobs) {
-  std::erase_if(in_flight_, [](const auto& job) { return job->finished(); });
-  in_flight_.insert(in_flight_.end(), jobs.begin(), jobs.end());
+void Scheduler::add_in_flight(const std::vector<std::shared_ptr<Task>>& tasks) {
+  std::erase_if(in_flight_, [](const auto& task) { return task->finished(); });
+  in_flight_.insert(in_flight_.end(), tasks.begin(), tasks.end());
 }
 
 void Scheduler::run_worker() {
@@ -509,7 +514,7 @@ void Scheduler::run_static_worker() {
     const auto batch = take_batch(std::min(bucket, waiting), now);
     add_in_flight(batch);
     executing_ = true;
-    spdlog::debug("scheduler: batch bucket={} jobs={} oldest_wait_ms={:.1f} still_queued={}",
+    spdlog::debug("scheduler: batch bucket={} tasks={} oldest_wait_ms={:.1f} still_queued={}",
                   bucket, batch.size(), oldest_wait_ms, queue_.size());
     lock.unlock();
     run_batch(batch, bucket);
@@ -529,10 +534,10 @@ void Scheduler::run_continuous_worker() {
     const auto now = SteadyClock::now();
     if (reject_cancelled_and_expired(lock, now)) continue;  // the queue may have changed
     const int64_t free = largest_bucket_ - active;
-    std::vector<std::shared_ptr<Job>> joining;
+    std::vector<std::shared_ptr<Task>> joining;
     if (!queue_.empty() && free > 0) {
       // Only a batch forming from nothing waits for company; with slots running, a waiting
-      // job joins at the next step, which is sooner than any company could make it.
+      // task joins at the next step, which is sooner than any company could make it.
       if (active == 0 && waited_for_company(lock, now)) continue;
       // Each join's prefill stalls the running rows, so joins between two steps are limited
       // while rows run; with none running there is nothing to stall.
@@ -549,10 +554,10 @@ void Scheduler::run_continuous_worker() {
 
     if (!joining.empty()) {
       if (spdlog::should_log(spdlog::level::debug)) {
-        spdlog::debug("scheduler: admitting jobs={} [{}] free_slots={} still_queued={}",
+        spdlog::debug("scheduler: admitting tasks={} [{}] free_slots={} still_queued={}",
                       joining.size(), joined_ids(joining), free, still_queued);
       }
-      admit_jobs(joining);
+      admit_tasks(joining);
       active = executor_.active_slots();
     }
     if (active > 0) {
@@ -565,19 +570,19 @@ void Scheduler::run_continuous_worker() {
     work_done_.notify_all();
   }
   lock.unlock();
-  // stop() delivers UNAVAILABLE to these (and to every other unfinished in-flight job) once
+  // stop() delivers UNAVAILABLE to these (and to every other unfinished in-flight task) once
   // this thread has been joined.
   clear_slots_quietly();
 }
 
-void Scheduler::admit_jobs(const std::vector<std::shared_ptr<Job>>& jobs) {
+void Scheduler::admit_tasks(const std::vector<std::shared_ptr<Task>>& tasks) {
   try {
-    executor_.admit(jobs);
+    executor_.admit(tasks);
   } catch (const DeviceFault& fault) {
-    fail_on_device_fault(fault, jobs);
+    fail_on_device_fault(fault, tasks);
   } catch (...) {
     // The executor admitted none of them; the running slots go on.
-    fail_unfinished(jobs, executor_failure("admitting " + std::to_string(jobs.size()) + " jobs"));
+    fail_unfinished(tasks, executor_failure("admitting " + std::to_string(tasks.size()) + " jobs"));
   }
 }
 
@@ -596,22 +601,22 @@ void Scheduler::step_slots() {
   fail_unfinished(clear_slots_quietly(), *error);
 }
 
-std::vector<std::shared_ptr<Job>> Scheduler::clear_slots_quietly() {
+std::vector<std::shared_ptr<Task>> Scheduler::clear_slots_quietly() {
   try {
     return executor_.clear_slots();
   } catch (...) {
-    // Nothing better to do: a throwing clear_slots breaks the executor's contract. The jobs
+    // Nothing better to do: a throwing clear_slots breaks the executor's contract. The tasks
     // keep their slots; stop() still fails whatever is unfinished.
     executor_failure("clearing the decode slots");
     return {};
   }
 }
 
-void Scheduler::run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_t bucket) {
-  const auto jobs_in_batch = static_cast<int64_t>(batch.size());
+void Scheduler::run_batch(const std::vector<std::shared_ptr<Task>>& batch, int64_t bucket) {
+  const auto tasks_in_batch = static_cast<int64_t>(batch.size());
   if (on_batch_) {
     try {
-      on_batch_(bucket, jobs_in_batch);
+      on_batch_(bucket, tasks_in_batch);
     } catch (const std::exception& e) {
       spdlog::warn("scheduler: batch observer threw: {}", e.what());
     }
@@ -622,49 +627,49 @@ void Scheduler::run_batch(const std::vector<std::shared_ptr<Job>>& batch, int64_
     fail_on_device_fault(fault, batch);
   } catch (...) {
     fail_unfinished(batch, executor_failure("batch (bucket " + std::to_string(bucket) + ", " +
-                                            std::to_string(jobs_in_batch) + " jobs)"));
+                                            std::to_string(tasks_in_batch) + " jobs)"));
   }
 }
 
 void Scheduler::stop() {
   const std::lock_guard stop_lock(stop_mutex_);
   // Static: the running batch (if any) is asked to stop early; the join below waits for it to
-  // return. Continuous: the worker returns after the admit/step in progress, so the jobs are
+  // return. Continuous: the worker returns after the admit/step in progress, so the tasks are
   // cancelled only after the join; cancelled now, that step would fail its rows CANCELLED (the
   // client's doing) instead of UNAVAILABLE (the server's, which clients retry).
   const bool cancel_before_join = config_.mode == BatchingMode::kStatic;
-  std::deque<QueuedJob> abandoned;
-  std::vector<std::shared_ptr<Job>> running;
+  std::deque<QueuedTask> abandoned;
+  std::vector<std::shared_ptr<Task>> running;
   {
     const std::lock_guard lock(mutex_);
     draining_ = true;
     stopping_ = true;
     abandoned.swap(queue_);
-    // Jobs still being admitted take themselves out of the count when they see stopping_.
-    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedJob& q) {
-      return q.job->request().priority == JobPriority::kBatch;
+    // Tasks still being admitted take themselves out of the count when they see stopping_.
+    queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedTask& q) {
+      return q.task->request().priority == TaskPriority::kBatch;
     });
     last_end_user_.clear();
     if (cancel_before_join) running = in_flight_;
   }
   wake_worker_.notify_all();
   work_done_.notify_all();
-  for (const auto& queued : abandoned) fail_quietly(*queued.job, unavailable(kShuttingDown));
-  for (const auto& job : running) job->cancel();
+  for (const auto& queued : abandoned) fail_quietly(*queued.task, unavailable(kShuttingDown));
+  for (const auto& task : running) task->cancel();
   if (worker_.joinable()) worker_.join();
 
-  std::vector<std::shared_ptr<Job>> left_running;
+  std::vector<std::shared_ptr<Task>> left_running;
   {
     const std::lock_guard lock(mutex_);
     left_running.swap(in_flight_);
   }
-  // An executor that stopped early may leave a cancelled job without an outcome, and a
-  // continuous worker leaves its cleared slots' jobs without one; every accepted job gets
+  // An executor that stopped early may leave a cancelled task without an outcome, and a
+  // continuous worker leaves its cleared slots' tasks without one; every accepted task gets
   // exactly one.
   fail_unfinished(left_running, unavailable(kShutDownWhileRunning));
-  // Jobs past their slots may still be meshing on the executor's threads: stop that work.
+  // Tasks past their slots may still be meshing on the executor's threads: stop that work.
   if (!cancel_before_join) {
-    for (const auto& job : left_running) job->cancel();
+    for (const auto& task : left_running) task->cancel();
   }
 }
 

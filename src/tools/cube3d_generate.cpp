@@ -1,10 +1,10 @@
-// cube3d-generate: offline text-to-shape generation with the engine (ARCHITECTURE.md contract).
-// Prints the shape tokens and timings; optionally writes them, a safetensors dump of every
-// intermediate the golden tests compare, and (with the mesh stage) a mesh, with the provenance
-// metadata (pipeline/provenance.h) of the run in it, and a still image of it (mesh_preview.h).
-// Batch mode (--prompts-file F --out-dir D [--shard I/N]): every prompt of F that the shard owns
-// to one mesh file in D named by a digest of what changes it, with a manifest of JSON lines
-// (tools/prompt_file.h, batch_shard.h, output_name.h, batch_output.h).
+// cube3d-generate: offline text-to-shape generation with the engine (docs/architecture.md
+// contract). Prints the shape tokens and timings; optionally writes them, a safetensors dump of
+// every intermediate the golden tests compare, and (with the mesh stage) a mesh, with the
+// provenance metadata (pipeline/provenance.h) of the run in it, and a still image of it
+// (mesh_preview.h). Batch mode (--prompts-file F --out-dir D [--shard I/N]): every prompt of F that
+// the shard owns to one mesh file in D named by a digest of what changes it, with a manifest of
+// JSON lines (tools/prompt_file.h, batch_shard.h, output_name.h, batch_output.h).
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cube3d/cli/cli_args.h"
+#include "cube3d/cli/sampling_flags.h"
 #include "cube3d/cli/version.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/core/constants.h"
@@ -34,13 +35,13 @@
 #include "cube3d/core/logging.h"
 #include "cube3d/core/mesh_profile.h"
 #include "cube3d/core/model_config.h"
-#include "cube3d/core/safetensors.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/mesh_io.h"
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/pipeline/provenance.h"
 #include "cube3d/pipeline/shape_pipeline.h"
+#include "cube3d/tensor_io/safetensors.h"
 #include "cube3d/tools/batch_output.h"
 #include "cube3d/tools/batch_shard.h"
 #include "cube3d/tools/output_name.h"
@@ -48,6 +49,12 @@
 
 namespace cube3d {
 namespace {
+
+// --max-marching-cubes-faces, the library's default when absent.
+std::size_t mesh_budget(const CliArgs& args) {
+  return static_cast<std::size_t>(args.get_uint(
+      "--max-marching-cubes-faces", static_cast<uint64_t>(kDefaultMaxMarchingCubesFaces)));
+}
 
 CliArgs make_args() {
   CliArgs args("cube3d-generate",
@@ -68,11 +75,11 @@ CliArgs make_args() {
       .option("--text-embeddings", 1,
               "safetensors with clip_hidden_cond, clip_hidden_uncond [1, 77, Dt], optional "
               "bbox_xyz [1, 3]",
-              "F")
-      .option("--guidance-scale", 1, "classifier-free guidance scale (default 3.0; 0 = off)", "G")
-      .option("--top-p", 1, "nucleus sampling mass in (0, 1] (default: greedy)", "P")
-      .option("--seed", 1, "random seed of top-p sampling (default 0)", "N")
-      .option("--bbox", 3, "bounding box size, normalised so its largest side is 1.925 (v0.5)", "X")
+              "F");
+  add_sampling_flags(args,
+                     {.guidance_scale = "classifier-free guidance scale (default 3.0; 0 = off)",
+                      .seed = "random seed of top-p sampling (default 0)"});
+  args.option("--bbox", 3, "bounding box size, normalised so its largest side is 1.925 (v0.5)", "X")
       .option("--single-stream-decode", 1, "causal (default) | reference (official KV path)", "M")
       .option("--no-kv-cache", 0, "recompute the whole sequence every step (training semantics)")
       .option("--resolution-base", 1, "occupancy grid of 2^R + 1 points per axis (default 8)", "R")
@@ -90,7 +97,8 @@ CliArgs make_args() {
               "write {tokens, prefill_ms, decode_ms, tpot_ms, shape_decode_ms, occupancy_points, "
               "...}",
               "F")
-      .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb)", "F")
+      .option("--mesh-out", 1, "write the mesh (.obj | .ply | .glb | .c3dm: docs/mesh-encoding.md)",
+              "F")
       .option("--occupancy", 1,
               "hierarchical (default: coarse-to-fine near the surface) | dense (every grid "
               "point, as the official code)",
@@ -104,6 +112,10 @@ CliArgs make_args() {
       .option("--no-postprocess", 0, "with --mesh-out or --preview: the raw marching-cubes mesh")
       .option("--target-faces", 1,
               "with --mesh-out or --preview: decimation target (default max(10000, 10%))", "N")
+      .option("--max-marching-cubes-faces", 1,
+              "the mesh stage's budget: a surface of more marching-cubes faces is extracted one "
+              "level coarser (or more), with a warning (default 600000; 0: none)",
+              "N")
       .option("--mesh-profile", 1,
               "with --mesh-out or --preview: none (default) | roblox (at most 20,000 triangles "
               "and 60,000 vertices, a file of at most 20 MB: decimated to fit, refused if it "
@@ -246,7 +258,7 @@ Json item_params(const BatchItem& item, const std::string& model) {
           {"bounding_box", box},
           {"resolution_base", k.resolution_base},
           {"format", to_string(k.format)},
-          {"target_faces", k.target_faces ? Json(*k.target_faces) : Json(nullptr)},
+          {"target_faces", k.target_face_count ? Json(*k.target_face_count) : Json(nullptr)},
           {"mesh_profile", to_string(k.mesh_profile)},
           {"postprocess", k.postprocess},
           {"occupancy", k.occupancy},
@@ -276,6 +288,50 @@ EngineOptions engine_options_from(const CliArgs& args, bool load_text_encoder) {
   return options;
 }
 
+// --guidance-scale, --top-p and --seed, checked, as both modes read them (in batch mode they are
+// the run's defaults, which a prompt line may override).
+struct Sampling {
+  double guidance_scale = kDefaultGuidanceScale;
+  std::optional<double> top_p;  // none: greedy
+  uint64_t seed = 0;
+};
+
+Sampling sampling_from(const CliArgs& args) {
+  Sampling sampling;
+  sampling.guidance_scale = args.get_double("--guidance-scale", kDefaultGuidanceScale);
+  // (get_double has refused NaN and infinities already.)
+  if (sampling.guidance_scale < 0) throw invalid_argument("--guidance-scale must be >= 0");
+  if (args.has("--top-p")) {
+    const double p = args.get_double("--top-p", 1.0);
+    if (!(p > 0 && p <= 1)) throw invalid_argument("--top-p must be in (0, 1]");
+    sampling.top_p = p;
+  }
+  sampling.seed = args.get_uint("--seed", 0);
+  return sampling;
+}
+
+// --bbox, checked against the model and normalised (normalised_box); none without --bbox.
+std::optional<std::array<float, 3>> bounding_box_from(const CliArgs& args,
+                                                      const ModelConfig& config) {
+  if (!args.has("--bbox")) return std::nullopt;
+  if (!config.gpt.use_bbox) {
+    throw invalid_argument("--bbox: the model " + config.source +
+                           " has no bounding-box input (gpt_model.use_bbox is false)");
+  }
+  std::array<float, 3> sides{};
+  const std::vector<std::string> values = args.get_all("--bbox");  // three: the parser checks
+  for (size_t i = 0; i < sides.size(); ++i) {
+    char* end = nullptr;
+    const double x = std::strtod(values[i].c_str(), &end);
+    if (values[i].empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
+      throw invalid_argument("--bbox: each side must be a positive number, got '" + values[i] +
+                             "'");
+    }
+    sides[i] = static_cast<float>(x);
+  }
+  return normalised_box(sides);
+}
+
 int run_batch(const CliArgs& args) {
   for (const char* flag : kSinglePromptFlags) {
     if (args.has(flag)) {
@@ -291,7 +347,7 @@ int run_batch(const CliArgs& args) {
                           env_value("JOB_COMPLETION_INDEX"), env_value("CUBE3D_SHARD_COUNT"));
   const std::string format_name = args.get("--format", "glb");
   const std::optional<MeshFormat> format = mesh_format_from_name(format_name);
-  if (!format || *format == MeshFormat::kRaw) {
+  if (!format || *format == MeshFormat::kRaw || *format == MeshFormat::kCompact) {
     throw invalid_argument("--format: '" + format_name + "' is not glb, obj or ply");
   }
   const std::string profile_name = args.get("--mesh-profile", "none");
@@ -299,17 +355,7 @@ int run_batch(const CliArgs& args) {
   if (!mesh_profile) {
     throw invalid_argument("--mesh-profile: '" + profile_name + "' is not none or roblox");
   }
-  const double guidance_scale = args.get_double("--guidance-scale", kDefaultGuidanceScale);
-  if (!std::isfinite(guidance_scale) || guidance_scale < 0) {
-    throw invalid_argument("--guidance-scale must be >= 0");
-  }
-  std::optional<double> top_p;
-  if (args.has("--top-p")) {
-    const double p = args.get_double("--top-p", 1.0);
-    if (!(p > 0 && p <= 1)) throw invalid_argument("--top-p must be in (0, 1]");
-    top_p = p;
-  }
-  const uint64_t seed = args.get_uint("--seed", 0);
+  const Sampling sampling = sampling_from(args);
   GenerationOptions gen_options;
   gen_options.single_stream_decode =
       parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
@@ -324,30 +370,13 @@ int run_batch(const CliArgs& args) {
   shape_options.occupancy.sampling.hierarchical =
       parse_occupancy_mode(args.get("--occupancy", "hierarchical"), "--occupancy");
   shape_options.mesh.postprocess = !args.has("--no-postprocess");
+  shape_options.mesh.max_marching_cubes_faces = mesh_budget(args);
 
   EngineOptions engine_options = engine_options_from(args, true);
 
   const std::string config_path = args.get("--model-config");
   const ModelConfig config = load_model_config(config_path);
-  std::optional<std::array<float, 3>> default_box;
-  if (args.has("--bbox")) {
-    if (!config.gpt.use_bbox) {
-      throw invalid_argument("--bbox: the model " + config.source +
-                             " has no bounding-box input (gpt_model.use_bbox is false)");
-    }
-    std::array<float, 3> sides{};
-    const std::vector<std::string> values = args.get_all("--bbox");
-    for (size_t i = 0; i < 3; ++i) {
-      char* end = nullptr;
-      const double x = std::strtod(values[i].c_str(), &end);
-      if (values[i].empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
-        throw invalid_argument("--bbox: each side must be a positive number, got '" + values[i] +
-                               "'");
-      }
-      sides[i] = static_cast<float>(x);
-    }
-    default_box = normalised_box(sides);
-  }
+  const std::optional<std::array<float, 3>> default_box = bounding_box_from(args, config);
 
   const std::string prompts_path = args.get("--prompts-file");
   const std::string content = read_file(prompts_path, "prompts file", int64_t{1} << 30);
@@ -374,9 +403,9 @@ int run_batch(const CliArgs& args) {
     }
     const PromptOverrides& o = line.overrides;
     item.prompt.prompt = line.prompt;
-    item.prompt.guidance_scale = o.guidance_scale.value_or(guidance_scale);
-    item.prompt.top_p = o.top_p ? o.top_p : top_p;
-    item.prompt.seed = o.seed.value_or(seed);
+    item.prompt.guidance_scale = o.guidance_scale.value_or(sampling.guidance_scale);
+    item.prompt.top_p = o.top_p ? o.top_p : sampling.top_p;
+    item.prompt.seed = o.seed.value_or(sampling.seed);
     item.prompt.bounding_box = default_box;
     if (o.bounding_box) {
       if (!config.gpt.use_bbox) {
@@ -402,7 +431,7 @@ int run_batch(const CliArgs& args) {
     k.bounding_box = item.prompt.bounding_box;
     k.resolution_base = item.shape.resolution_base;
     k.format = *format;
-    k.target_faces = faces;
+    k.target_face_count = faces;
     k.mesh_profile = *mesh_profile;
     k.postprocess = shape_options.mesh.postprocess;
     k.occupancy = occupancy_mode_name(shape_options.occupancy.sampling);
@@ -547,11 +576,7 @@ int run_batch(const CliArgs& args) {
 
 int run(int argc, char** argv) {
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::fputs(args.help().c_str(), stdout);
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
   setup_logging(args.get("--log-level", "warn"));
   if (args.has("--prompts-file")) return run_batch(args);
   for (const char* flag : kBatchFlags) {
@@ -573,14 +598,10 @@ int run(int argc, char** argv) {
   EngineOptions engine_options = engine_options_from(args, args.has("--prompt"));
 
   GenerationRequest request;
-  request.guidance_scale = args.get_double("--guidance-scale", 3.0);
-  if (request.guidance_scale < 0) throw invalid_argument("--guidance-scale must be >= 0");
-  if (args.has("--top-p")) {
-    const double p = args.get_double("--top-p", 1.0);
-    if (!(p > 0 && p <= 1)) throw invalid_argument("--top-p must be in (0, 1]");
-    request.top_p = p;
-  }
-  request.seed = args.get_uint("--seed", 0);
+  const Sampling sampling = sampling_from(args);
+  request.guidance_scale = sampling.guidance_scale;
+  request.top_p = sampling.top_p;
+  request.seed = sampling.seed;
   GenerationOptions gen_options;
   gen_options.single_stream_decode =
       parse_single_stream_decode(args.get("--single-stream-decode", "causal"));
@@ -621,25 +642,8 @@ int run(int argc, char** argv) {
         "give --prompt (with --clip-model for real weights) or "
         "--text-embeddings F.safetensors");
   }
-  std::optional<std::array<float, 3>> bounding_box;
-  if (args.has("--bbox")) {
-    if (!config.gpt.use_bbox) {
-      throw invalid_argument("--bbox: the model " + config.source +
-                             " has no bounding-box input (gpt_model.use_bbox is false)");
-    }
-    std::vector<float> box;
-    for (const auto& v : args.get_all("--bbox")) {
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
-        throw invalid_argument("--bbox: each side must be a positive number, got '" + v + "'");
-      }
-      box.push_back(static_cast<float>(x));
-    }
-    const float longest = std::max({box[0], box[1], box[2]});
-    bounding_box = std::array<float, 3>{box[0] / longest * kBoundingBoxLongestSide,
-                                        box[1] / longest * kBoundingBoxLongestSide,
-                                        box[2] / longest * kBoundingBoxLongestSide};
+  const std::optional<std::array<float, 3>> bounding_box = bounding_box_from(args, config);
+  if (bounding_box) {
     request.bbox =
         at::tensor({(*bounding_box)[0], (*bounding_box)[1], (*bounding_box)[2]}, at::kFloat);
   }
@@ -653,6 +657,7 @@ int run(int argc, char** argv) {
   // --mesh-out writes.)
   const bool meshing = args.has("--mesh-out") || preview.has_value();
   shape_options.mesh.postprocess = meshing && !args.has("--no-postprocess");
+  shape_options.mesh.max_marching_cubes_faces = mesh_budget(args);
   ShapePipeline pipeline(*engine, shape_options);
   GenerationResult result;
   if (args.has("--prompt")) {

@@ -1,6 +1,6 @@
-// cube3d-tokenize: CLIP input ids for prompts (ARCHITECTURE.md contract). Reads one JSON string
-// per line from stdin and prints, for each, the 77 padded input ids separated by single spaces.
-// JSON lines keep prompts with newlines, tabs or any other character unambiguous.
+// cube3d-tokenize: CLIP input ids for prompts (docs/architecture.md contract). Reads one JSON
+// string per line from stdin and prints, for each, the 77 padded input ids separated by single
+// spaces. JSON lines keep prompts with newlines, tabs or any other character unambiguous.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,11 +28,7 @@ CliArgs make_args() {
 
 int run(int argc, char** argv) {
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
   const ClipTokenizer tokenizer =
       ClipTokenizer::load(resolve_clip_vocab(args.has("--vocab") ? args.get("--vocab") : ""));
 

@@ -44,19 +44,8 @@ std::string output_key_material(const OutputKey& k) {
   CanonicalFields c;
   c.field("cube3d-batch-output", "v1");
   c.field("model", k.model);
-  c.field("prompt", k.prompt);
-  c.real("guidance_scale", k.guidance_scale);
-  c.field("top_p", k.top_p ? "set" : "greedy");
-  if (k.top_p) c.real("top_p_value", *k.top_p);
-  c.number("seed", k.seed);
-  c.field("bounding_box", k.bounding_box ? "set" : "none");
-  if (k.bounding_box) {
-    for (const float side : *k.bounding_box) c.real32("side", side);
-  }
-  c.number("resolution_base", static_cast<uint64_t>(k.resolution_base));
-  c.field("format", to_string(k.format));
-  c.field("target_faces", k.target_faces ? std::to_string(*k.target_faces) : "-");
-  c.field("mesh_profile", to_string(k.mesh_profile));
+  // "target_faces": the tag these names were published with (a rerun skips what it made).
+  add_shape_fields(c, k, "target_faces");
   c.number("postprocess", k.postprocess ? 1 : 0);
   c.field("occupancy", k.occupancy);
   c.field("single_stream_decode", k.single_stream_decode);

@@ -4,6 +4,7 @@
 
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cube3d/cli/version.h"
@@ -196,6 +197,16 @@ TEST(CliArgs, VersionNamesTheToolVersionAndRevision) {
   }
 }
 
+// run_tool on "tool", with `flag` when it is not empty: its exit code and what it printed on
+// stdout.
+std::pair<int, std::string> run_captured(int (*body)(int, char**), std::string flag = "") {
+  std::string name = "tool";
+  char* argv[] = {name.data(), flag.empty() ? nullptr : flag.data(), nullptr};
+  ::testing::internal::CaptureStdout();
+  const int code = run_tool("tool", body, flag.empty() ? 1 : 2, argv);
+  return {code, ::testing::internal::GetCapturedStdout()};
+}
+
 int version_body(int argc, char** argv) {
   CliArgs args = make();
   args.parse(argc, argv);
@@ -204,13 +215,20 @@ int version_body(int argc, char** argv) {
 
 TEST(CliArgs, RunToolPrintsTheVersionAndExitsZero) {
   // ... which run_tool prints to stdout, exit code 0: no tool needs code of its own for it.
-  char name[] = "tool";
-  char flag[] = "--version";
-  char* argv[] = {name, flag, nullptr};
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_tool("tool", version_body, 2, argv), 0);
-  EXPECT_EQ(::testing::internal::GetCapturedStdout(), make().version() + "\n");
-  EXPECT_EQ(run_tool("tool", version_body, 1, argv), 5);
+  EXPECT_EQ(run_captured(version_body, "--version"),
+            (std::pair<int, std::string>{0, make().version() + "\n"}));
+  EXPECT_EQ(run_captured(version_body).first, 5);
+}
+
+int help_body(int argc, char** argv) {
+  CliArgs args = make();
+  args.parse_answering_help(argc, argv);
+  return 6;
+}
+
+TEST(CliArgs, ParseAnsweringHelpPrintsTheHelpThroughRunTool) {
+  EXPECT_EQ(run_captured(help_body, "-h"), (std::pair<int, std::string>{0, make().help()}));
+  EXPECT_EQ(run_captured(help_body).first, 6);  // no --help: the tool runs
 }
 
 int failing_body(int, char**) { throw not_found("x.yaml: no such file"); }

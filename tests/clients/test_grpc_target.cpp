@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cube3d/core/error.h"
 #include "expect_error.h"
@@ -13,12 +15,12 @@ namespace cube3d {
 namespace test_grpc_target {
 
 TEST(GrpcTarget, OneAddressIsTheTargetAsGiven) {
-  EXPECT_EQ(grpc_target("localhost:50051"), "localhost:50051");
-  EXPECT_EQ(grpc_target("  10.0.0.7:50051 "), "10.0.0.7:50051");
-  EXPECT_EQ(grpc_target("[::1]:50051"), "[::1]:50051");
-  EXPECT_EQ(grpc_target("unix:/run/cube3d.sock"), "unix:/run/cube3d.sock");
-  EXPECT_EQ(grpc_target("dns:///cube3d-headless.cube3d.svc:50051"),
-            "dns:///cube3d-headless.cube3d.svc:50051");
+  for (const std::string target : {"localhost:50051", "[::1]:50051", "unix:/run/cube3d.sock",
+                                   "dns:///cube3d-headless.cube3d.svc:50051"}) {
+    SCOPED_TRACE(target);
+    EXPECT_EQ(grpc_target(target), target);
+  }
+  EXPECT_EQ(grpc_target("  10.0.0.7:50051 "), "10.0.0.7:50051");  // trimmed
 }
 
 TEST(GrpcTarget, SeveralAddressesAreOneStaticListOfOneFamily) {
@@ -33,26 +35,23 @@ TEST(GrpcTarget, SeveralAddressesAreOneStaticListOfOneFamily) {
 }
 
 TEST(GrpcTarget, WhatIsNotAnAddressIsRefusedNamingTheFlagAndTheEntry) {
-  testing::expect_error([&] { (void)grpc_target(""); }, ErrorCode::kInvalidArgument,
-                        "--server: empty address");
-  testing::expect_error([&] { (void)grpc_target("http://localhost:50051"); },
-                        ErrorCode::kInvalidArgument, "not a URL");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,https://x:2"); },
-                        ErrorCode::kInvalidArgument, "not a URL");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,,127.0.0.1:2"); },
-                        ErrorCode::kInvalidArgument, "an empty entry");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,127.0.0.1"); },
-                        ErrorCode::kInvalidArgument, "'127.0.0.1' needs :PORT");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,127.0.0.1:99999"); },
-                        ErrorCode::kInvalidArgument, "port in 1..65535");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,::1:5"); },
-                        ErrorCode::kInvalidArgument, "IPv6 address goes in [ ]");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,unix:/x"); },
-                        ErrorCode::kInvalidArgument, "HOST:PORT entries only");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,no-such-host.invalid:5"); },
-                        ErrorCode::kInvalidArgument, "cannot resolve 'no-such-host.invalid'");
-  testing::expect_error([&] { (void)grpc_target("127.0.0.1:1,[::1]:2"); },
-                        ErrorCode::kInvalidArgument, "one family");
+  // Each --server value with a part of the message that refuses it.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"", "--server: empty address"},
+      {"http://localhost:50051", "not a URL"},
+      {"127.0.0.1:1,https://x:2", "not a URL"},
+      {"127.0.0.1:1,,127.0.0.1:2", "an empty entry"},
+      {"127.0.0.1:1,127.0.0.1", "'127.0.0.1' needs :PORT"},
+      {"127.0.0.1:1,127.0.0.1:99999", "port in 1..65535"},
+      {"127.0.0.1:1,::1:5", "IPv6 address goes in [ ]"},
+      {"127.0.0.1:1,unix:/x", "HOST:PORT entries only"},
+      {"127.0.0.1:1,no-such-host.invalid:5", "cannot resolve 'no-such-host.invalid'"},
+      {"127.0.0.1:1,[::1]:2", "one family"},
+  };
+  for (const auto& [server, message] : refused) {
+    SCOPED_TRACE(server);
+    testing::expect_error([&] { (void)grpc_target(server); }, ErrorCode::kInvalidArgument, message);
+  }
   testing::expect_error([&] { (void)grpc_target("a:1,b", "--servers"); },
                         ErrorCode::kInvalidArgument, "--servers a:1,b");
 }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "clients/loopback_listener.h"
 #include "cube3d/core/error.h"
 
 namespace cube3d {
@@ -71,46 +72,28 @@ class Reply {
 
 using Handler = std::function<void(const http::request<http::string_body>&, Reply&)>;
 
+// A handler that answers with `events` (name, data) in one stream, ended by its last chunk.
+Handler streaming(std::vector<std::pair<std::string, std::string>> events) {
+  return [events = std::move(events)](const auto&, Reply& reply) {
+    reply.stream_head();
+    for (const auto& [name, data] : events) reply.event(name, data);
+    reply.end_stream();
+  };
+}
+
 // Accepts connections on 127.0.0.1 (a thread each) and answers every request with `handler`.
 class ScriptedServer {
  public:
-  explicit ScriptedServer(Handler handler)
-      : handler_(std::move(handler)),
-        acceptor_(io_, tcp::endpoint(net::ip::address_v4::loopback(), 0)) {
-    port_ = acceptor_.local_endpoint().port();
-    accept_thread_ = std::thread([this] { accept_loop(); });
-  }
-  ~ScriptedServer() {
-    stopping_ = true;
-    {
-      // Wake the blocking accept with a connection of our own.
-      tcp::socket wake(io_);
-      boost::system::error_code ignored;
-      wake.connect(tcp::endpoint(net::ip::address_v4::loopback(), port_), ignored);
-    }
-    accept_thread_.join();
-    for (auto& t : connections_) t.join();
-  }
+  explicit ScriptedServer(Handler handler) : handler_(std::move(handler)) {}
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  int connections() const { return connections_accepted_.load(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(listener_.port()); }
+  int connections() const { return listener_.accepted(); }
   std::vector<http::request<http::string_body>> requests() const {
     const std::lock_guard lock(mutex_);
     return requests_;
   }
 
  private:
-  void accept_loop() {
-    for (;;) {
-      tcp::socket socket(io_);
-      boost::system::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (stopping_ || ec) return;
-      ++connections_accepted_;
-      connections_.emplace_back([this, s = std::move(socket)]() mutable { serve(s); });
-    }
-  }
-
   void serve(tcp::socket& socket) {
     socket.set_option(tcp::no_delay(true));
     beast::flat_buffer buffer;
@@ -135,15 +118,10 @@ class ScriptedServer {
   }
 
   const Handler handler_;
-  net::io_context io_;
-  tcp::acceptor acceptor_;
-  int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> connections_accepted_{0};
   mutable std::mutex mutex_;
   std::vector<http::request<http::string_body>> requests_;
-  std::thread accept_thread_;
-  std::vector<std::thread> connections_;  // only the accept thread adds, before the join
+  // Last: its threads are joined before the rest goes.
+  testing::LoopbackListener listener_{[this](tcp::socket socket) { serve(socket); }};
 };
 
 constexpr const char* kQueued = R"({"stage":"STAGE_QUEUED","tokensDone":0})";
@@ -176,6 +154,11 @@ v1::GenerateMeshRequest sample_request() {
   r.set_seed(7);
   r.set_resolution_base(4);
   return r;
+}
+
+// What one request to `server` records, sent by a sender of its own.
+RequestRecord send_one(const ScriptedServer& server) {
+  return sender_for(server.address())->send(sample_request(), SteadyClock::now());
 }
 
 TEST(HttpSenderTest, SendsTheRequestAsJsonWithItsHeaders) {
@@ -221,11 +204,8 @@ TEST(HttpSenderTest, AStreamWithAResultIsOkWithItsQueueTime) {
 }
 
 TEST(HttpSenderTest, TheResultsCacheStatusIsRecorded) {
-  ScriptedServer server([](const auto&, Reply& reply) {
-    reply.stream_head();
-    reply.event("result", R"({"requestId":"r","cacheStatus":"CACHE_STATUS_COALESCED"})");
-    reply.end_stream();
-  });
+  ScriptedServer server(
+      streaming({{"result", R"({"requestId":"r","cacheStatus":"CACHE_STATUS_COALESCED"})"}}));
   v1::GenerateMeshRequest request = sample_request();
   request.set_bypass_cache(true);
   const RequestRecord record = sender_for(server.address())->send(request, SteadyClock::now());
@@ -246,16 +226,14 @@ TEST(HttpSenderTest, WithoutTheFieldTheXCacheHeaderCounts) {
     reply.event("result", kResult);
     reply.end_stream();
   });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   EXPECT_EQ(record.cache, CacheStatus::kHit);
 }
 
 TEST(HttpSenderTest, NoFieldNoHeaderIsUnknown) {
   ScriptedServer server(answer_ok);
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   EXPECT_EQ(record.cache, CacheStatus::kUnknown);
 }
@@ -271,8 +249,7 @@ TEST(HttpSenderTest, TtftIsTakenWhenTheDecodingEventArrives) {
     reply.event("result", kResult);
     reply.end_stream();
   });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   ASSERT_TRUE(record.ttft_ms.has_value());
   EXPECT_GE(*record.ttft_ms, 150.0);
@@ -282,14 +259,8 @@ TEST(HttpSenderTest, TtftIsTakenWhenTheDecodingEventArrives) {
 }
 
 TEST(HttpSenderTest, NoDecodingEventNoTtft) {
-  ScriptedServer server([](const auto&, Reply& reply) {
-    reply.stream_head();
-    reply.event("progress", kQueued);
-    reply.event("result", kResult);
-    reply.end_stream();
-  });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  ScriptedServer server(streaming({{"progress", kQueued}, {"result", kResult}}));
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   EXPECT_FALSE(record.ttft_ms.has_value());
 }
@@ -302,8 +273,7 @@ TEST(HttpSenderTest, EventsSplitAcrossChunksAndCrLf) {
     for (size_t pos = 0; pos < body.size(); pos += 5) reply.chunk(body.substr(pos, 5));
     reply.end_stream();
   });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   EXPECT_TRUE(record.ttft_ms.has_value());
   EXPECT_DOUBLE_EQ(record.queue_ms.value_or(-1), 12.5);
@@ -316,22 +286,16 @@ TEST(HttpSenderTest, AnEventStreamOfKnownLengthIsReadToo) {
     reply.raw("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " +
               std::to_string(body.size()) + "\r\n\r\n" + body);
   });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "OK");
   EXPECT_TRUE(record.ttft_ms.has_value());
 }
 
 TEST(HttpSenderTest, AnErrorEventCountsAsItsStatus) {
-  ScriptedServer server([](const auto&, Reply& reply) {
-    reply.stream_head();
-    reply.event("progress", kQueued);
-    reply.event("error",
-                R"({"error":{"code":504,"status":"DEADLINE_EXCEEDED","message":"deadline"}})");
-    reply.end_stream();
-  });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  ScriptedServer server(streaming(
+      {{"progress", kQueued},
+       {"error", R"({"error":{"code":504,"status":"DEADLINE_EXCEEDED","message":"deadline"}})"}}));
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "DEADLINE_EXCEEDED");
   EXPECT_FALSE(record.queue_ms.has_value());
 }
@@ -363,30 +327,19 @@ TEST(HttpSenderTest, APlainErrorStatusCountsAsItsBodysStatus) {
 
 TEST(HttpSenderTest, AnErrorStatusWithoutABodyCountsByTheHttpStatus) {
   ScriptedServer server([](const auto&, Reply& reply) { reply.plain(503, "Unavailable", ""); });
-  EXPECT_EQ(sender_for(server.address())->send(sample_request(), SteadyClock::now()).status,
-            "UNAVAILABLE");
+  EXPECT_EQ(send_one(server).status, "UNAVAILABLE");
 }
 
 TEST(HttpSenderTest, AStreamWithoutAResultIsNoResult) {
-  ScriptedServer server([](const auto&, Reply& reply) {
-    reply.stream_head();
-    reply.event("progress", kDecoding);
-    reply.end_stream();
-  });
-  const RequestRecord record =
-      sender_for(server.address())->send(sample_request(), SteadyClock::now());
+  ScriptedServer server(streaming({{"progress", kDecoding}}));
+  const RequestRecord record = send_one(server);
   EXPECT_EQ(record.status, "NO_RESULT");
   EXPECT_TRUE(record.ttft_ms.has_value());
 }
 
 TEST(HttpSenderTest, AResultThatIsNoResponseIsInternal) {
-  ScriptedServer server([](const auto&, Reply& reply) {
-    reply.stream_head();
-    reply.event("result", R"({"timings": "soon"})");
-    reply.end_stream();
-  });
-  EXPECT_EQ(sender_for(server.address())->send(sample_request(), SteadyClock::now()).status,
-            "INTERNAL");
+  ScriptedServer server(streaming({{"result", R"({"timings": "soon"})"}}));
+  EXPECT_EQ(send_one(server).status, "INTERNAL");
 }
 
 TEST(HttpSenderTest, AConnectionDroppedMidStreamIsUnavailable) {
@@ -405,7 +358,7 @@ TEST(HttpSenderTest, AResultBeforeTheConnectionDropsIsOk) {
     reply.event("result", kResult);
     reply.close_after();  // no last chunk
   });
-  EXPECT_EQ(sender_for(server.address())->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(send_one(server).status, "OK");
 }
 
 TEST(HttpSenderTest, KeepsOneConnectionForItsRequests) {
@@ -417,7 +370,7 @@ TEST(HttpSenderTest, KeepsOneConnectionForItsRequests) {
   EXPECT_EQ(server.connections(), 1);
   EXPECT_EQ(server.requests().size(), 5u);
   // Another sender, another connection.
-  EXPECT_EQ(sender_for(server.address())->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(send_one(server).status, "OK");
   EXPECT_EQ(server.connections(), 2);
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,24 +20,22 @@ namespace test_load_report {
 
 RequestRecord ok_record(uint64_t index, double send_s, double ttft_ms, double e2e_ms,
                         double queue_ms, CacheStatus cache = CacheStatus::kUnknown) {
-  RequestRecord r;
-  r.cache = cache;
-  r.index = index;
-  r.send_offset_s = send_s;
-  r.status = "OK";
-  r.ttft_ms = ttft_ms;
-  r.e2e_ms = e2e_ms;
-  r.queue_ms = queue_ms;
-  return r;
+  return {.index = index,
+          .send_offset_s = send_s,
+          .status = "OK",
+          .ttft_ms = ttft_ms,
+          .e2e_ms = e2e_ms,
+          .queue_ms = queue_ms,
+          .cache = cache};
 }
 
 RequestRecord failed_record(uint64_t index, double send_s, const std::string& code, double e2e_ms) {
-  RequestRecord r;
-  r.index = index;
-  r.send_offset_s = send_s;
-  r.status = code;
-  r.e2e_ms = e2e_ms;
-  return r;
+  return {.index = index,
+          .send_offset_s = send_s,
+          .status = code,
+          .ttft_ms = std::nullopt,  // a failed request has no first token
+          .e2e_ms = e2e_ms,
+          .queue_ms = std::nullopt};
 }
 
 // --- percentiles -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "expect_error.h"
 
 namespace cube3d {
 namespace test_prompt_mix {
@@ -64,13 +65,8 @@ TEST(PromptMixParseTest, BadFormsNameTheFlag) {
                               "ZIPF:3"};
   for (const char* bad : kBad) {
     SCOPED_TRACE(bad);
-    try {
-      parse_prompt_mix(bad);
-      ADD_FAILURE() << "accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("--prompt-mix"), std::string::npos) << e.what();
-    }
+    testing::expect_error([&] { parse_prompt_mix(bad); }, ErrorCode::kInvalidArgument,
+                          "--prompt-mix");
   }
 }
 

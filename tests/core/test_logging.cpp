@@ -83,6 +83,14 @@ class LoggingTest : public ::testing::Test {
     return parsed;
   }
 
+  // The JSON line of one message logged in JSON inside a scope with these fields.
+  nlohmann::json json_line_in_scope(const LogFields& fields) {
+    use(LogFormat::kJson);
+    const LogContext scope(fields);
+    spdlog::info("m");
+    return one_json_line();
+  }
+
   std::ostringstream out_;
 };
 
@@ -289,20 +297,14 @@ TEST_F(LoggingTest, SettersUpdateTheInnermostScopeOnly) {
 }
 
 TEST_F(LoggingTest, InvalidTraceparentIsIgnored) {
-  use(LogFormat::kJson);
-  const LogContext scope({.request_id = "r", .traceparent = "00-XYZ"});
-  spdlog::info("m");
-  const auto line = one_json_line();
+  const auto line = json_line_in_scope({.request_id = "r", .traceparent = "00-XYZ"});
   EXPECT_EQ(line["request_id"], "r");
   EXPECT_FALSE(line.contains("trace_id"));
   EXPECT_FALSE(line.contains("span_id"));
 }
 
 TEST_F(LoggingTest, ContextFieldsAreEscaped) {
-  use(LogFormat::kJson);
-  const LogContext scope({.request_id = "a\"}\n{\xff", .api_key = "k\\"});
-  spdlog::info("m");
-  const auto line = one_json_line();
+  const auto line = json_line_in_scope({.request_id = "a\"}\n{\xff", .api_key = "k\\"});
   EXPECT_EQ(line["request_id"], "a\"}\n{\xEF\xBF\xBD");
   EXPECT_EQ(line["api_key"], "k\\");
 }

@@ -12,6 +12,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/model_config.h"
+#include "expect_error.h"
 
 namespace cube3d {
 namespace test_model_config {
@@ -290,13 +291,8 @@ TEST(ModelConfigParse, ValidateAcceptsLoadedConfig) {
 TEST(ModelConfigParse, ValidateChecksConfigsBuiltInCode) {
   ModelConfig config = parse_model_config(valid_yaml(), "");
   config.gpt.n_head = 0;
-  try {
-    validate_model_config(config);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("gpt_model.n_head"), std::string::npos) << e.what();
-  }
+  testing::expect_error([&] { validate_model_config(config); }, ErrorCode::kInvalidArgument,
+                        "gpt_model.n_head");
 }
 
 // --- errors: keys -------------------------------------------------------------------------

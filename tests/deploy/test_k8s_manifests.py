@@ -9,20 +9,23 @@
     InferenceService's pod spec, a ServiceMonitor's label selector) validated against those
     types' schemas;
   * the pieces agree with each other and with the server: probes and Services reach declared
-    container ports that the ConfigMap's server.yaml listens on (all interfaces, plaintext for the
-    gRPC probes); Service, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor select
-    the right objects; the HPA's metrics are ones the server exports and the prometheus-adapter
-    rules serve; terminationGracePeriodSeconds covers the preStop delay, drain_grace_seconds and
-    the server's own wind-down; the ConfigMap is mounted where CUBE3D_CONFIG points; the CUDA
-    overlay asks for a GPU and runs on it; every container runs as non-root, read-only, without
+    container ports that the server's config listens on (all interfaces, plaintext for the gRPC
+    probes); Service, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor select the
+    right objects; the HPA's metrics are ones the server exports and the prometheus-adapter rules
+    serve; terminationGracePeriodSeconds covers the preStop delay, drain_grace_seconds and the
+    server's own wind-down; CUBE3D_CONFIG points at a mounted ConfigMap's key or at a file the
+    image installs; the CUDA overlay asks for a GPU and runs on it; every container runs as non-root, read-only, without
     capabilities; the alerts use exported metrics and the scraped job's name;
-  * the ConfigMaps' server.yaml files, with the flags and CUBE3D_* variables the pods add, are
-    configs cube3d-server accepts (--print-config), and its effective config is the one these
-    checks read;
-  * the real-model pieces: the copies of models/*.yaml and scripts/*.py under deploy/k8s (and the
-    ConfigMaps made of them) equal the originals byte for byte; the weights the servers and the
-    batch Job read are on a read-only claim, at the paths where the fetch Job (fetch_models.py
-    from a ConfigMap, in a pinned Python image with pinned packages, HF_TOKEN from an optional
+  * the servers' config files (a ConfigMap's server.yaml, or a server YAML the image installs),
+    with the flags and CUBE3D_* variables the pods add, are configs cube3d-server accepts
+    (--print-config), and its effective config is the one these checks read;
+  * the real-model pieces: one copy of each script and model YAML: no file under deploy/k8s (nor
+    a rendered ConfigMap's key) is a copy of a file of scripts/ or models/; the real-model servers
+    read their release's server YAML from the image, and the fetch Job's initContainer copies
+    fetch_models.py and the YAMLs it reads out of the server image, each from a path the image's
+    install rules (cmake/Cube3dInstall.cmake) fill from the checkout; the weights the servers and
+    the batch Job read are on a read-only claim, at the paths where the fetch Job
+    (fetch_models.py in a pinned Python image with pinned packages, HF_TOKEN from an optional
     Secret) writes them;
   * the Jobs: a TTL, a deadline, restart and pod failure policies that retry crashes and
     evictions but not bad input; the catalog batch is an Indexed Job whose CUBE3D_SHARD_COUNT is
@@ -36,10 +39,12 @@ Needs kubectl (KUBECTL to use another) and kubernetes-validate, both from script
 CUBE3D_BIN_DIR (or CUBE3D_SERVER, the binary) for the --print-config check, skipped without
 either.
 """
+import fnmatch
 import importlib.resources
 import json
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import unittest
@@ -75,6 +80,11 @@ DEFAULT_CONFIG_PATH = "/etc/cube3d/server.yaml"
 IMAGE_DEMO_MODEL = "/opt/cube3d/share/cube3d/models/demo.yaml"
 # models/ of the checkout, installed into the image (cmake/Cube3dInstall.cmake).
 IMAGE_MODELS_DIR = "/opt/cube3d/share/cube3d/models"
+# Where docker/Dockerfile and docker/Dockerfile.cuda install the build (cmake --install --prefix),
+# and the install rules that put the checkout's files there.
+IMAGE_PREFIX = "/opt/cube3d"
+INSTALL_RULES = os.path.join(SOURCE, "cmake", "Cube3dInstall.cmake")
+IMAGE_DOCKERFILES = ("Dockerfile", "Dockerfile.cuda")
 # Images other than the project's: pinned to a full version (and optionally a digest).
 THIRD_PARTY_IMAGES = (re.compile(r"^python:\d+\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$"),)
 # What fetch_models.py puts in DIR, by the server key that reads it.
@@ -189,7 +199,7 @@ def setUpModule():
     roots = kustomization_roots()
     for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve",
                    "weights", "overlays/cuda-v0.5", "overlays/cpu-v0.5", "examples/batch/demo",
-                   "examples/batch/cuda-v0.5", "examples/batch/collect"):
+                   "examples/batch/cuda-v0.5", "examples/batch/collect", "examples/redis"):
         if needed not in roots:
             raise AssertionError(f"deploy/k8s/{needed}/kustomization.yaml is missing")
     for root in roots:
@@ -259,6 +269,15 @@ def name_of(obj):
 
 def selector_matches(match_labels, labels):
     return bool(match_labels) and all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def stateful_set_of(objects, service):
+    """The StatefulSet whose pods `service` selects, or None."""
+    for sts in of_kind(objects, "StatefulSet"):
+        labels = sts["spec"]["template"]["metadata"].get("labels") or {}
+        if selector_matches(service["spec"].get("selector"), labels):
+            return sts
+    return None
 
 
 def label_selector_matches(selector, labels):
@@ -368,8 +387,9 @@ def config_map_data(objects, name):
 
 def server_config_file(objects, pod):
     """(path of the config file in the container, ConfigMap name, key, text) for the pod's
-    server: where CUBE3D_CONFIG (or --config) points and what is mounted there. Fails with the
-    reason when the file is not a ConfigMap's key."""
+    server: where CUBE3D_CONFIG (or --config) points and what is mounted there; or, where nothing
+    is mounted there, (path, None, path, text) of a file the image installs (image_files(): its
+    text is the checkout's original). Fails with the reason when the file is neither."""
     path = DEFAULT_CONFIG_PATH
     env = pod.env("CUBE3D_CONFIG")
     if env is not None:
@@ -387,7 +407,13 @@ def server_config_file(objects, pod):
     mounts = sorted((m for m in pod.server.get("volumeMounts") or [] if holds(m)),
                     key=lambda m: len(m["mountPath"]), reverse=True)
     if not mounts:
-        raise AssertionError(f"{pod.where}: nothing is mounted where the config is read ({path})")
+        original = image_files().get(path)
+        if original is None:
+            raise AssertionError(f"{pod.where}: nothing is mounted where the config is read "
+                                 f"({path}), and the image installs no such file "
+                                 f"({os.path.relpath(INSTALL_RULES, SOURCE)})")
+        with open(original) as f:
+            return path, None, path, f.read()
     mount = mounts[0]
     volumes = {v["name"]: v for v in pod.spec.get("volumes") or []}
     volume = volumes.get(mount["name"])
@@ -412,6 +438,11 @@ def server_config_file(objects, pod):
         raise AssertionError(f"{pod.where}: {path} is not a key of ConfigMap {cm_name} "
                              f"(keys: {sorted(data)})")
     return path, cm_name, key, data[key]
+
+
+def config_source(cm_name, key):
+    """Where a server_config_file() came from, for messages."""
+    return f"ConfigMap {cm_name}'s {key}" if cm_name else f"the image's {key}"
 
 
 def server_overrides(pod):
@@ -651,15 +682,86 @@ def claim_path(pod, container, path):
     return volume["persistentVolumeClaim"]["claimName"], rel, mount, volume
 
 
-# The files that must stay copies of the checkout's: name -> the original.
-def originals():
+# The checkout's folders whose files the manifests take from the image, never as copies.
+ORIGINAL_FOLDERS = ("scripts", "models")
+
+
+def original_contents():
+    """{bytes: path relative to SOURCE} of the files of ORIGINAL_FOLDERS (empty ones left out)."""
     out = {}
-    for folder in ("models", "scripts"):
-        for name in os.listdir(os.path.join(SOURCE, folder)):
-            path = os.path.join(SOURCE, folder, name)
-            if os.path.isfile(path):
-                out[name] = path
+    for folder in ORIGINAL_FOLDERS:
+        for dirpath, dirnames, files in os.walk(os.path.join(SOURCE, folder)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    content = f.read()
+                if content:
+                    out.setdefault(content, os.path.relpath(path, SOURCE))
     return out
+
+
+def cmake_words(text):
+    """An install() call's arguments: CMake's words, quotes removed (no nested calls here)."""
+    return [a or b for a, b in re.findall(r'"([^"]*)"|([^\s"]+)', text)]
+
+
+_IMAGE_FILES = {}
+
+
+def image_files():
+    """{path in the image: path in the checkout} of every file that
+    cmake/Cube3dInstall.cmake installs from the checkout (install(DIRECTORY ${CMAKE_SOURCE_DIR}/X
+    ...) and install(FILES ${CMAKE_SOURCE_DIR}/X ...)), under IMAGE_PREFIX."""
+    if _IMAGE_FILES:
+        return _IMAGE_FILES
+    with open(INSTALL_RULES) as f:
+        text = "\n".join(line.split("#", 1)[0] for line in f.read().splitlines())
+    source_var = "${CMAKE_SOURCE_DIR}/"
+    for kind, body in re.findall(r"\binstall\(\s*(DIRECTORY|FILES)\b([^)]*)\)", text):
+        words = cmake_words(body)
+        if "DESTINATION" not in words:
+            continue
+        at = words.index("DESTINATION")
+        sources, destination = words[:at], words[at + 1]
+        patterns = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "PATTERN"]
+        for src in sources:
+            if not src.startswith(source_var):
+                continue  # a build product (the vocabulary), not a file of the checkout
+            local = os.path.join(SOURCE, src[len(source_var):])
+            if kind == "FILES":
+                _IMAGE_FILES[f"{IMAGE_PREFIX}/{destination}/{os.path.basename(local)}"] = local
+                continue
+            # DIRECTORY a/ installs a's contents into DESTINATION, DIRECTORY a installs a itself.
+            into = destination if src.endswith("/") else \
+                f"{destination}/{os.path.basename(local.rstrip('/'))}"
+            for dirpath, _, files in os.walk(local):
+                for name in files:
+                    if patterns and not any(fnmatch.fnmatch(name, p) for p in patterns):
+                        continue
+                    rel = os.path.relpath(os.path.join(dirpath, name), local)
+                    _IMAGE_FILES[f"{IMAGE_PREFIX}/{into}/{rel}"] = os.path.join(dirpath, name)
+    return _IMAGE_FILES
+
+
+def copy_command(container):
+    """(sources, destination) when the container runs `cp -R|-r|-a SRC... DEST` (as its command,
+    or a line of `sh -c SCRIPT`), else None."""
+    words = list(container.get("command") or []) + list(container.get("args") or [])
+    lines = [words]
+    if words[:2] == ["sh", "-c"] and len(words) > 2:
+        lines = [shlex.split(line) for line in words[2].splitlines()]
+    for line in lines:
+        if line and os.path.basename(line[0]) == "cp":
+            options = [w for w in line[1:] if w.startswith("-")]
+            paths = [w for w in line[1:] if not w.startswith("-")]
+            if len(paths) >= 2 and any(o in ("-R", "-r", "-a") for o in options):
+                return paths[:-1], paths[-1]
+    return None
+
+
+def image_tag(image):
+    return image.rpartition(":")[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -677,6 +779,17 @@ class K8sManifestsTest(unittest.TestCase):
         """The servers' pods."""
         return [(root, objects, pod) for root, objects in RENDERED.items()
                 for pod in pods(objects)]
+
+    def each_pod_config(self):
+        """The servers' pods, each with its server's effective config: (root, pod, config),
+        read pod by pod."""
+        for root, objects, pod in self.each_pod():
+            yield root, pod, server_config(objects, pod)
+
+    def each_deployment_root(self):
+        """The roots that run the server as a Deployment."""
+        return [(root, objects) for root, objects in RENDERED.items()
+                if of_kind(objects, "Deployment")]
 
     def each_workload(self):
         """Every pod template: the servers', the Jobs', bare Pods'."""
@@ -832,11 +945,17 @@ class K8sManifestsTest(unittest.TestCase):
                                  f"(named one of {SERVER_CONTAINERS})")
             path, cm_name, key, text = server_config_file(objects, pod)
             self.assertTrue(path.startswith("/"), path)
-            # Generated with a content hash, so a config change rolls the pods.
-            self.assertRegex(cm_name, r"-[a-z0-9]{10}$",
-                             f"{root}: ConfigMap {cm_name} has no content hash: a config change "
-                             f"would not roll the pods (use configMapGenerator)")
-            self.assertIsInstance(yaml.safe_load(text), dict, f"{root}: {cm_name}/{key}")
+            if cm_name is None:
+                # A file of the image (server_config_file checked that it installs it): it
+                # changes with the image's tag, which rolls the pods.
+                self.assertIn(path, image_files(), f"{root}: {pod.where}")
+            else:
+                # Generated with a content hash, so a config change rolls the pods.
+                self.assertRegex(cm_name, r"-[a-z0-9]{10}$",
+                                 f"{root}: ConfigMap {cm_name} has no content hash: a config "
+                                 f"change would not roll the pods (use configMapGenerator)")
+            self.assertIsInstance(yaml.safe_load(text), dict,
+                                  f"{root}: {config_source(cm_name, key)}")
 
     def test_volumes_reference_rendered_configmaps(self):
         # Claims may come from another kustomization (the weights' from deploy/k8s/weights).
@@ -863,8 +982,7 @@ class K8sManifestsTest(unittest.TestCase):
             self.assertLessEqual(mounts, {v["name"] for v in pod.spec.get("volumes") or []})
 
     def test_config_listens_where_the_pod_expects(self):
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        for root, pod, config in self.each_pod_config():
             named, numbers = pod.container_ports()
             host, grpc_port = split_address(config_value(config, "listen"))
             self.assertIn(host, ("0.0.0.0", "::"),
@@ -899,8 +1017,8 @@ class K8sManifestsTest(unittest.TestCase):
                             f"ConfigMap mount, not the image")
 
     def test_server_accepts_the_configs(self):
-        """cube3d-server --print-config on each ConfigMap's server.yaml (the image's demo model
-        path stands for the checkout's models/demo.yaml here)."""
+        """cube3d-server --print-config on each server's config file, a ConfigMap's server.yaml or
+        the image's server YAML (the image's models/ stands for the checkout's here)."""
         if os.environ.get("CUBE3D_SERVER"):
             server = os.environ["CUBE3D_SERVER"]
         elif os.environ.get("CUBE3D_BIN_DIR"):
@@ -910,15 +1028,20 @@ class K8sManifestsTest(unittest.TestCase):
         self.assertTrue(os.access(server, os.X_OK), f"{server} is not built")
         checked = {}
         for root, objects, pod in self.each_pod():
-            _, cm_name, key, text = server_config_file(objects, pod)
+            config_path, cm_name, key, text = server_config_file(objects, pod)
             overrides = server_overrides(pod)
             if (text, tuple(overrides)) in checked:
                 continue
-            checked[(text, tuple(overrides))] = cm_name
+            checked[(text, tuple(overrides))] = config_source(cm_name, key)
             with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, key)
-                with open(path, "w") as f:
-                    f.write(text)
+                if cm_name is None:
+                    # The image's file is the checkout's: read there, its relative paths resolve
+                    # as in the image's models/.
+                    path = image_files()[config_path]
+                else:
+                    path = os.path.join(tmp, key)
+                    with open(path, "w") as f:
+                        f.write(text)
                 # The pod's flags and variables as the server gets them, with the paths in the
                 # container mapped here: the image's models/ to the checkout's, a claim's files
                 # to empty stand-ins (the config check looks for them, not into them).
@@ -939,8 +1062,8 @@ class K8sManifestsTest(unittest.TestCase):
                 out = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env,
                                      stdin=subprocess.DEVNULL)
                 self.assertEqual(out.returncode, 0,
-                                 f"{root}: cube3d-server rejects ConfigMap {cm_name}'s {key} with "
-                                 f"the pod's flags {overrides}:\n{out.stderr.strip()}")
+                                 f"{root}: cube3d-server rejects "
+                                 f"{config_source(cm_name, key)} with the pod's flags {overrides}:\n{out.stderr.strip()}")
                 # The server's effective config is the one these checks read.
                 effective = yaml.safe_load(out.stdout)
                 ours = server_config(objects, pod)
@@ -982,8 +1105,7 @@ class K8sManifestsTest(unittest.TestCase):
         """Behind a Service, new replicas get traffic from connected gRPC clients only when
         connections age out: an age limit well below the HPA's scale-up cadence, a grace above
         the longest request (so aging never cuts one)."""
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        for root, pod, config in self.each_pod_config():
             grpc_section = config.get("grpc") or {}
             age = grpc_section.get("max_connection_age_ms", 30 * 60_000)
             grace = grpc_section.get("max_connection_age_grace_ms", 6 * 60_000)
@@ -999,8 +1121,10 @@ class K8sManifestsTest(unittest.TestCase):
     # -- probes, shutdown, security -----------------------------------------------------------
 
     def test_probes(self):
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        """Every probe asks a port the server listens on; readiness follows the model's state,
+        liveness does not (a draining pod is not restarted), and the startup probe allows a
+        model load, within the Deployment's progress deadline."""
+        for root, pod, config in self.each_pod_config():
             _, grpc_port = split_address(config_value(config, "listen"))
             probes = probes_of(pod.server)
             for kind, probe in probes.items():
@@ -1042,8 +1166,7 @@ class K8sManifestsTest(unittest.TestCase):
                                    f"budget {budget}: a slow load fails the rollout")
 
     def test_termination_grace_covers_the_drain(self):
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        for root, pod, config in self.each_pod_config():
             drain = config_value(config, "drain_grace_seconds")
             pre_stop = prestop_seconds(pod.server)
             grace = pod.spec.get("terminationGracePeriodSeconds", 30)
@@ -1108,7 +1231,9 @@ class K8sManifestsTest(unittest.TestCase):
 
     def test_services_reach_the_pods(self):
         for root, objects in self.each_root():
-            services = of_kind(objects, "Service")
+            # The server's Services; a backing store's (examples/redis: its StatefulSet's) are
+            # checked by that store's own test.
+            services = [s for s in of_kind(objects, "Service") if not stateful_set_of(objects, s)]
             if not of_kind(objects, "Deployment"):
                 self.assertFalse(services, f"{root}: Services without a Deployment")
                 continue
@@ -1139,11 +1264,57 @@ class K8sManifestsTest(unittest.TestCase):
                         self.assertEqual(port["name"], "grpc", where)
                 self.assertIn("grpc", {p["name"] for p in svc["spec"]["ports"]}, where)
 
+    def test_redis_example_wiring(self):
+        """examples/redis: the servers use the Redis rendered beside them (jobs.store redis,
+        cache.redis, redis.url naming its Service and port), and that Redis is a pinned image
+        that runs restricted, bounds its memory with volatile-lru and is reachable from the
+        server's pods only."""
+        root = "examples/redis"
+        self.assertIn(root, RENDERED)
+        objects = RENDERED[root]
+        pod = self.deployment_pod(root, objects)
+        config = server_config(objects, pod)
+        self.assertEqual((config.get("jobs") or {}).get("store"), "redis")
+        self.assertIs((config.get("cache") or {}).get("redis"), True)
+        url = (config.get("redis") or {}).get("url", "")
+        m = re.fullmatch(r"redis://([a-z0-9.-]+):(\d+)", url)
+        self.assertTrue(m, f"{root}: redis.url {url!r}")
+        host, port = m.group(1), int(m.group(2))
+        services = {s["metadata"]["name"]: s for s in of_kind(objects, "Service")}
+        self.assertIn(host.split(".")[0], services, f"{root}: redis.url names no Service")
+        service = services[host.split(".")[0]]
+        sts = stateful_set_of(objects, service)
+        self.assertIsNotNone(sts, f"{root}: {name_of(service)} selects no Redis")
+        self.assertIn(port, [p["port"] for p in service["spec"]["ports"]])
+        spec = sts["spec"]["template"]["spec"]
+        (redis,) = spec["containers"]
+        self.assertRegex(redis["image"], r"^redis:\d+\.\d+\.\d+-[a-z]+$",
+                         f"{root}: the Redis image must be pinned to a full version")
+        self.assertGreaterEqual(int(redis["image"].split(":")[1].split(".")[0]), 7)
+        command = redis.get("command", []) + redis.get("args", [])
+        self.assertEqual(flag_value(command, "--maxmemory-policy"), "volatile-lru", command)
+        self.assertIsNotNone(flag_value(command, "--maxmemory"), command)
+        pod_security = spec.get("securityContext") or {}
+        container_security = redis.get("securityContext") or {}
+        self.assertTrue(pod_security.get("runAsNonRoot"))
+        self.assertEqual((pod_security.get("seccompProfile") or {}).get("type"), "RuntimeDefault")
+        self.assertIs(container_security.get("allowPrivilegeEscalation"), False)
+        self.assertIs(container_security.get("readOnlyRootFilesystem"), True)
+        self.assertEqual((container_security.get("capabilities") or {}).get("drop"), ["ALL"])
+        policies = [n for n in of_kind(objects, "NetworkPolicy")
+                    if label_selector_matches(n["spec"]["podSelector"],
+                                              sts["spec"]["template"]["metadata"]["labels"])]
+        self.assertEqual(len(policies), 1, f"{root}: one NetworkPolicy guards the Redis")
+        sources = [peer for rule in policies[0]["spec"].get("ingress", [])
+                   for peer in rule.get("from", [])]
+        self.assertTrue(sources)
+        for peer in sources:
+            self.assertTrue(label_selector_matches(peer.get("podSelector") or {}, pod.labels),
+                            f"{root}: the Redis admits pods other than the server's: {peer}")
+
     def test_pdb_selects_the_pods(self):
-        for root, objects in self.each_root():
+        for root, objects in self.each_deployment_root():
             pdbs = of_kind(objects, "PodDisruptionBudget")
-            if not of_kind(objects, "Deployment"):
-                continue
             pod = self.deployment_pod(root, objects)
             self.assertEqual(len(pdbs), 1, f"{root}: one PodDisruptionBudget")
             pdb = pdbs[0]["spec"]
@@ -1198,10 +1369,8 @@ class K8sManifestsTest(unittest.TestCase):
                                     f"up before the HPA adds any")
 
     def test_servicemonitor_scrapes_the_metrics_port(self):
-        for root, objects in self.each_root():
+        for root, objects in self.each_deployment_root():
             monitors = of_kind(objects, "ServiceMonitor")
-            if not of_kind(objects, "Deployment"):
-                continue
             self.assertEqual(len(monitors), 1, f"{root}: one ServiceMonitor")
             sm = monitors[0]
             pod = self.deployment_pod(root, objects)
@@ -1230,8 +1399,7 @@ class K8sManifestsTest(unittest.TestCase):
 
     def test_cuda_overlay_runs_on_a_gpu(self):
         budgets = {}
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        for root, pod, config in self.each_pod_config():
             resources = pod.server.get("resources") or {}
             gpus = {k: str(resources.get(k, {}).get("nvidia.com/gpu", "0"))
                     for k in ("requests", "limits")}
@@ -1259,9 +1427,7 @@ class K8sManifestsTest(unittest.TestCase):
                            "bigger budget than the CPU one")
 
     def test_spread_and_namespace(self):
-        for root, objects in self.each_root():
-            if not of_kind(objects, "Deployment"):
-                continue
+        for root, objects in self.each_deployment_root():
             pod = self.deployment_pod(root, objects)
             spread = pod.spec.get("topologySpreadConstraints") or []
             anti = ((pod.spec.get("affinity") or {}).get("podAntiAffinity") or {})
@@ -1279,44 +1445,84 @@ class K8sManifestsTest(unittest.TestCase):
 
     # -- the real weights ---------------------------------------------------------------------
 
-    def test_copies_equal_the_originals(self):
-        """kustomize reads no file outside a kustomization's folder, so deploy/k8s holds copies
-        of models/*.yaml and scripts/*.py: each must be the original byte for byte, and so must
-        every ConfigMap key made of one."""
-        known = originals()
-        copies = []
+    def test_no_copies_of_scripts_or_models(self):
+        """One copy of each script and model YAML: no file under deploy/k8s, and no key of a
+        ConfigMap any kustomization renders, is byte for byte a file of scripts/ or models/ (the
+        manifests take those from the image: test_fetch_job,
+        test_real_model_servers_read_the_release_config_from_the_image)."""
+        known = original_contents()
+        self.assertTrue(any(p.startswith("scripts/") for p in known.values()))
+        self.assertTrue(any(p.startswith("models/") for p in known.values()))
         for folder, _, files in os.walk(K8S_DIR):
             for name in files:
-                if name in known:
-                    copies.append(os.path.join(folder, name))
-                    with open(os.path.join(folder, name), "rb") as a, open(known[name], "rb") as b:
-                        self.assertTrue(a.read() == b.read(),
-                                        f"{os.path.relpath(os.path.join(folder, name), SOURCE)} "
-                                        f"differs from {os.path.relpath(known[name], SOURCE)}: "
-                                        f"copy it again (cp {os.path.relpath(known[name], SOURCE)}"
-                                        f" {os.path.relpath(folder, SOURCE)}/)")
-        names = {os.path.basename(c) for c in copies}
-        for needed in ("fetch_models.py", "make_random_checkpoint.py", "cube3d-v0.5.yaml",
-                       "cube3d-v0.5-server.yaml"):
-            self.assertIn(needed, names, f"no copy of {needed} under deploy/k8s")
+                path = os.path.join(folder, name)
+                with open(path, "rb") as f:
+                    content = f.read()
+                if content in known:  # (assertNotIn would print the whole file)
+                    self.fail(f"{os.path.relpath(path, SOURCE)} is a copy of {known[content]}: "
+                              f"take the file from the image (it installs "
+                              f"{', '.join(f + '/' for f in ORIGINAL_FOLDERS)} under "
+                              f"{IMAGE_PREFIX}/share/cube3d/), not from a second copy")
         for root, objects in self.each_root():
             for cm in of_kind(objects, "ConfigMap"):
                 for key, text in (cm.get("data") or {}).items():
-                    if key in known:
-                        with open(known[key]) as f:
-                            self.assertEqual(text, f.read(), f"{root}: ConfigMap "
-                                             f"{cm['metadata']['name']}'s {key} is not "
-                                             f"{os.path.relpath(known[key], SOURCE)}")
-            # A real-model server serves its release's config file as it is.
+                    if text.encode() in known:
+                        self.fail(f"{root}: ConfigMap {cm['metadata']['name']}'s {key} is a copy "
+                                  f"of {known[text.encode()]}")
+
+    def test_image_installs_the_real_model_files(self):
+        """The files the manifests take from the image are installed there from the checkout:
+        both Dockerfiles install the build under IMAGE_PREFIX, and the install rules put models/
+        (every model and server YAML) and the fetch tool in share/cube3d/."""
+        for dockerfile in IMAGE_DOCKERFILES:
+            with open(os.path.join(SOURCE, "docker", dockerfile)) as f:
+                prefix = r"cmake --install \S+ --prefix " + re.escape(IMAGE_PREFIX) + r"\b"
+                self.assertRegex(f.read(), prefix,
+                                 f"docker/{dockerfile} does not install into {IMAGE_PREFIX}")
+        installed = image_files()
+        for name in os.listdir(os.path.join(SOURCE, "models")):
+            if name.endswith(".yaml"):
+                self.assertEqual(installed.get(f"{IMAGE_MODELS_DIR}/{name}"),
+                                 os.path.join(SOURCE, "models", name),
+                                 f"models/{name} is not installed in {IMAGE_MODELS_DIR}")
+        self.assertIn(IMAGE_DEMO_MODEL, installed)
+        for name in ("fetch_models.py", "make_random_checkpoint.py"):
+            self.assertEqual(installed.get(f"{IMAGE_PREFIX}/share/cube3d/scripts/{name}"),
+                             os.path.join(SOURCE, "scripts", name),
+                             f"scripts/{name} is not installed beside {IMAGE_MODELS_DIR} "
+                             f"(fetch_models.py reads ../models/ of its own folder)")
+
+    def test_real_model_servers_read_the_release_config_from_the_image(self):
+        """A real-model overlay (overlays/*-vX.Y) serves its release's server YAML as the image
+        installs it (models/cube3d-vX.Y-server.yaml, unchanged: the pod's flags go on top), with
+        nothing mounted over it and no server ConfigMap left unread beside it."""
+        installed = image_files()
+        seen = set()
+        for root, objects in self.each_root():
             release = re.search(r"-(v\d+\.\d+)$", root)
-            if release and root.startswith("overlays/"):
-                for pod in pods(objects):
-                    _, cm_name, key, text = server_config_file(objects, pod)
-                    original = os.path.join(SOURCE, "models",
-                                            f"cube3d-{release.group(1)}-server.yaml")
-                    with open(original) as f:
-                        self.assertEqual(text, f.read(), f"{root}: ConfigMap {cm_name}'s {key} "
-                                         f"is not {os.path.relpath(original, SOURCE)}")
+            if not (release and root.startswith("overlays/")):
+                continue
+            seen.add(root)
+            name = f"cube3d-{release.group(1)}-server.yaml"
+            original = os.path.join(SOURCE, "models", name)
+            self.assertTrue(os.path.isfile(original), f"{root}: no models/{name}")
+            mounted = set()
+            for pod in pods(objects):
+                path, cm_name, key, text = server_config_file(objects, pod)
+                self.assertEqual(path, f"{IMAGE_MODELS_DIR}/{name}",
+                                 f"{root}: {pod.where} reads {config_source(cm_name, key)}, not "
+                                 f"the image's {name}")
+                self.assertIsNone(cm_name, f"{root}: {path} is mounted over")
+                self.assertEqual(installed.get(path), original,
+                                 f"{root}: the image does not install models/{name} at {path}")
+                mounted |= {v["configMap"]["name"] for v in pod.spec.get("volumes") or []
+                            if "configMap" in v}
+            for cm in of_kind(objects, "ConfigMap"):
+                self.assertIn(cm["metadata"]["name"], mounted,
+                              f"{root}: ConfigMap {cm['metadata']['name']} is rendered but no pod "
+                              f"reads it (the overlay's server config, which the image's file "
+                              f"replaces?)")
+        self.assertTrue({"overlays/cuda-v0.5", "overlays/cpu-v0.5"} <= seen, seen)
 
     def assert_reads_fetched_weights(self, root, pod, container, files, model_config):
         """`files` ({server key: path in the container}) are where a fetch Job puts them: on a
@@ -1355,8 +1561,7 @@ class K8sManifestsTest(unittest.TestCase):
 
     def test_real_model_servers_read_the_fetched_weights(self):
         seen = set()
-        for root, objects, pod in self.each_pod():
-            config = server_config(objects, pod)
+        for root, pod, config in self.each_pod_config():
             model = config.get("model") or {}
             if model.get("config") == IMAGE_DEMO_MODEL:
                 continue
@@ -1381,21 +1586,61 @@ class K8sManifestsTest(unittest.TestCase):
             found = claim_path(pod, c, directory)
             self.assertIsNotNone(found, f"{where}: DIR {directory} is not on a claim")
             self.assertFalse(found[2].get("readOnly"), f"{where}: the claim is read-only")
-            # The tool and what it reads beside itself: <root>/scripts/, <root>/models/.
+            # The tool and what it reads beside itself: <root>/scripts/, <root>/models/, on a
+            # volume that initContainers fill from the server image, at paths it installs.
             script = fetch_script_path(c)
             mount, volume = pod.mount_of(c, script)
-            self.assertTrue(volume is not None and "configMap" in volume,
-                            f"{where}: {script} is not on a ConfigMap volume")
-            data = config_map_data(RENDERED[root], volume["configMap"]["name"])
-            items = {i["path"]: i["key"] for i in volume["configMap"].get("items") or []} or \
-                {k: k for k in data}
+            self.assertTrue(volume is not None and "emptyDir" in volume,
+                            f"{where}: {script} is not on an emptyDir (filled from the server "
+                            f"image by an initContainer)")
+            self.assertIs(mount.get("readOnly"), True, f"{where}: mount the tool read-only")
             tool_root = os.path.dirname(os.path.dirname(os.path.relpath(script,
                                                                         mount["mountPath"])))
+            installed = image_files()
+            base_image = self.deployment_pod("base", RENDERED["base"]).server["image"]
+            copied = {}  # path in the volume -> path in the image
+            fillers = [ic for ic in pod.spec.get("initContainers") or []
+                       if any(m["name"] == volume["name"] for m in ic.get("volumeMounts") or [])]
+            self.assertTrue(fillers, f"{where}: no initContainer fills volume {volume['name']}")
+            for ic in fillers:
+                repo, _, tag = ic["image"].rpartition(":")
+                self.assertEqual(repo, IMAGE_REPOSITORY,
+                                 f"{where}: initContainer {ic['name']} runs {ic['image']}, not "
+                                 f"the server image")
+                self.assertEqual(tag, image_tag(base_image),
+                                 f"{where}: initContainer {ic['name']} runs {ic['image']}, the "
+                                 f"base's Deployment {base_image}: the tool and YAMLs are the "
+                                 f"release's (set the same tag in both images: entries)")
+                copy = copy_command(ic)
+                self.assertIsNotNone(copy, f"{where}: initContainer {ic['name']} runs no "
+                                     f"`cp -R SRC... DEST`")
+                sources, destination = copy
+                ic_mount = next(m for m in ic["volumeMounts"] if m["name"] == volume["name"])
+                self.assertFalse(ic_mount.get("readOnly"), where)
+                into = os.path.relpath(destination, ic_mount["mountPath"])
+                self.assertFalse(into.startswith(".."), f"{where}: cp writes to {destination}, "
+                                 f"not into volume {volume['name']}")
+                self.assertTrue(len(sources) > 1 or into == ".",
+                                f"{where}: cp {sources} {destination}: copy into an existing "
+                                f"folder (the volume's root), or the layout depends on it")
+                for src in sources:
+                    src = src.rstrip("/")
+                    self.assertTrue(any(p.startswith(src + "/") for p in installed),
+                                    f"{where}: initContainer {ic['name']} copies {src}, which the "
+                                    f"image's install rules do not fill")
+                    for image_path in installed:
+                        if image_path.startswith(src + "/"):
+                            copied[os.path.normpath(os.path.join(
+                                into, os.path.basename(src),
+                                os.path.relpath(image_path, src)))] = image_path
             for needed in ("scripts/fetch_models.py", "scripts/make_random_checkpoint.py",
                            f"models/cube3d-{version}.yaml", f"models/cube3d-{version}-server.yaml"):
                 at = os.path.normpath(os.path.join(tool_root, needed))
-                self.assertIn(at, items, f"{where}: fetch_models.py needs {needed} beside it")
-                self.assertIn(items[at], data, where)
+                self.assertIn(at, copied, f"{where}: fetch_models.py needs {needed} beside it "
+                              f"({at} of volume {volume['name']}); no initContainer copies it "
+                              f"there from a file the image installs")
+                self.assertEqual(installed[copied[at]], os.path.join(SOURCE, needed),
+                                 f"{where}: {at} is the image's {copied[at]}, not {needed}")
             # Python and its packages, pinned.
             image = c["image"]
             self.assertTrue(any(p.match(image) for p in THIRD_PARTY_IMAGES),

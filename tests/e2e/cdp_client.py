@@ -47,6 +47,10 @@ CHROMIUM_FLAGS = [
 ]
 
 
+# What Connection._wait_locked's find() returns while what it looks for has not come.
+_NOT_YET = object()
+
+
 class CdpError(AssertionError):
     """A DevTools command failed, timed out, or the browser went away (an AssertionError, so a
     test reports it as a failure, not an error of the test itself)."""
@@ -99,14 +103,9 @@ class Connection:
         self.ws.send(json.dumps({"id": call_id, "method": method, "params": params or {}}))
         deadline = time.monotonic() + timeout
         with self._cond:
-            while call_id not in self._answers:
-                if self._closed:
-                    raise CdpError(f"{method}: the DevTools connection closed ({self._closed})")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise CdpError(f"{method}: no answer within {timeout} s")
-                self._cond.wait(left)
-            answer = self._answers.pop(call_id)
+            answer = self._wait_locked(lambda: self._answers.pop(call_id, _NOT_YET), deadline,
+                                       f"{method}: the DevTools connection closed",
+                                       f"{method}: no answer within {timeout} s")
         if "error" in answer:
             raise CdpError(f"{method}: {answer['error'].get('message')} "
                            f"({answer['error'].get('data', '')})")
@@ -126,17 +125,32 @@ class Connection:
         which predicate(params) holds; raises CdpError after `timeout` seconds."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+
+        def find():
+            for e in self._events[since:]:
+                if e["method"] == method and predicate(e.get("params", {})):
+                    return e.get("params", {})
+            return _NOT_YET
+
         with self._cond:
-            while True:
-                for e in self._events[since:]:
-                    if e["method"] == method and predicate(e.get("params", {})):
-                        return e.get("params", {})
-                if self._closed:
-                    raise CdpError(f"waiting for {method}: the connection closed ({self._closed})")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise CdpError(f"no {method} event within {timeout} s")
-                self._cond.wait(left)
+            return self._wait_locked(find, deadline,
+                                     f"waiting for {method}: the connection closed",
+                                     f"no {method} event within {timeout} s")
+
+    def _wait_locked(self, find, deadline, closed, late):
+        """With self._cond held: find()'s answer once it has one (not _NOT_YET), waiting for the
+        reader thread between tries; CdpError("CLOSED (why)") when the connection closes first,
+        CdpError(LATE) at `deadline` (time.monotonic())."""
+        while True:
+            found = find()
+            if found is not _NOT_YET:
+                return found
+            if self._closed:
+                raise CdpError(f"{closed} ({self._closed})")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CdpError(late)
+            self._cond.wait(left)
 
     def event_count(self):
         with self._cond:

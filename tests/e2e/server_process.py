@@ -219,6 +219,19 @@ def metric_value(samples, name, **labels):
     return sum(values) if values else None
 
 
+def poll_metrics(scrape, predicate, timeout):
+    """Calls scrape() (parsed samples) every 0.2 s until predicate(samples) holds or `timeout`
+    seconds have passed: (whether it held, the last samples)."""
+    deadline = time.monotonic() + timeout
+    samples = []
+    while time.monotonic() < deadline:
+        samples = scrape()
+        if predicate(samples):
+            return True, samples
+        time.sleep(0.2)
+    return False, samples
+
+
 def http_call(port, method, path, body=None, headers=None, timeout=RPC_TIMEOUT_S):
     """One request on its own connection: (status, headers, body bytes). A dict body is sent as
     JSON."""
@@ -244,6 +257,20 @@ def keys_yaml(entries):
         for k, v in extra.items():
             lines.append(f"    {k}: {v}")
     return "\n".join(lines) + "\n"
+
+
+def write_slow_model(folder, n_embd=768, n_layer=8):
+    """models/demo.yaml made wider (random weights still), so that the server takes a while to
+    load it (the defaults: about a second), written to FOLDER/slow.yaml; returns its path."""
+    with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
+        model_yaml = f.read()
+    for key, value in (("n_embd", str(n_embd)), ("n_layer", str(n_layer)), ("width", "512"),
+                       ("num_decoder_layers", "8")):
+        model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
+    model_path = os.path.join(folder, "slow.yaml")
+    with open(model_path, "w") as f:
+        f.write(model_yaml)
+    return model_path
 
 
 # --- the server process ------------------------------------------------------------------------
@@ -294,7 +321,12 @@ class ServerProcess:
         ports = free_ports(3 if self.http_enabled else 2)
         self.port, self.metrics_port = ports[0], ports[1]
         self.http_port = ports[2] if self.http_enabled else None
-        self.log_path = os.path.join(self.log_dir, f"server-{self.port}-{attempt}.log")
+        self.spawn(f"server-{self.port}-{attempt}.log")
+
+    def spawn(self, log_name):
+        """Starts the process on the ports picked (port, metrics_port, http_port), logging to
+        log_dir/log_name, and opens the channel."""
+        self.log_path = os.path.join(self.log_dir, log_name)
         args = [SERVER_BIN, "--config", self.config or DEMO_CONFIG,
                 "--listen", f"{HOST}:{self.port}",
                 "--metrics-listen", f"{HOST}:{self.metrics_port}"]
@@ -433,6 +465,31 @@ class ServerProcess:
         return "\n".join(text[-lines:])
 
 
+class ReplicaProcess(ServerProcess):
+    """A server that can come back on the ports it had (restart(): a pod restarted behind its
+    Service)."""
+
+    def launch(self, attempt=0):
+        if self.port is None:
+            return super().launch(attempt)
+        self.spawn(f"server-{self.port}-restart.log")
+
+    def restart(self):
+        """Starts the process again on the same ports and waits for SERVING (a port the killed
+        process held may take a moment to bind: retried)."""
+        for _ in range(10):
+            self.launch()
+            try:
+                self.wait_serving()
+                return
+            except AssertionError:
+                if not self.port_clash():
+                    raise
+                self.kill()
+                time.sleep(0.5)
+        raise AssertionError("the replica could not have its ports back")
+
+
 class TlsServerProcess(ServerProcess):
     """A ServerProcess whose gRPC port speaks TLS only (tls.cert_file, tls.key_file): its own
     channel, hence its health checks, goes over TLS too, expecting the certificate to name
@@ -484,27 +541,21 @@ class ServerTestCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # What a class starts is undone by class cleanups (addClassCleanup), which unittest runs
+        # after tearDownClass and also when setUpClass fails, here or in a subclass's part after
+        # super().setUpClass(): a subclass registers its own (a second server, a browser) the
+        # same way and needs no try/except of its own.
         cls._tmp = tempfile.TemporaryDirectory(prefix=cls.TMP_PREFIX)
+        cls.addClassCleanup(cls._tmp.cleanup)
         cls.ok_requests = 0
         cls._count_lock = threading.Lock()
-        server = None
-        try:
-            server = cls.make_server(cls._tmp.name)
-            cls.server = server
-            server.start()
-        except BaseException:
-            if server is not None:
-                server.kill()
-            cls._tmp.cleanup()
-            raise
+        cls.server = cls.make_server(cls._tmp.name)
+        cls.addClassCleanup(cls.server.kill)
+        cls.server.start()
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            cls.server.stop()
-        finally:
-            cls.server.kill()
-            cls._tmp.cleanup()
+        cls.server.stop()
 
     def run(self, result=None):
         # Print the server's log when this test fails or errors.
@@ -557,16 +608,16 @@ class ServerTestCase(unittest.TestCase):
         self.assertEqual(self.server.health(), "SERVING")
         self.assert_mesh(self.generate(make_request("a mug, after the trouble")))
 
+    def scrape_metrics(self):
+        """The scrape wait_for_metrics polls: the server's metrics port."""
+        return self.server.metrics()
+
     def wait_for_metrics(self, predicate, what, timeout=30, explain=None):
         """Polls /metrics until predicate(samples) holds. explain(samples), when given, says
         what differed: it ends the failure's message (the part of a long CI log kept)."""
-        deadline = time.monotonic() + timeout
-        samples = []
-        while time.monotonic() < deadline:
-            samples = self.server.metrics()
-            if predicate(samples):
-                return samples
-            time.sleep(0.2)
+        held, samples = poll_metrics(self.scrape_metrics, predicate, timeout)
+        if held:
+            return samples
         self.fail(f"metrics never showed {what} within {timeout} s; last scrape:\n" +
                   "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")) +
                   (f"\n{explain(samples)}" if explain else ""))
@@ -584,6 +635,7 @@ class KeyedServerTestCase(ServerTestCase):
     @classmethod
     def setUpClass(cls):
         cls.keys_dir = tempfile.TemporaryDirectory(prefix="cube3d-e2e-keys-")
+        cls.addClassCleanup(cls.keys_dir.cleanup)
         cls.keys_path = os.path.join(cls.keys_dir.name, "keys.yaml")
         with open(cls.keys_path, "w") as f:
             f.write(keys_yaml(cls.KEYS))
@@ -594,15 +646,4 @@ class KeyedServerTestCase(ServerTestCase):
                 f.write(cls.DENYLIST)
             cls.SERVER_ARGS = cls.SERVER_ARGS + [
                 "--set", f"policy.prompt_denylist_file={cls.denylist_path}"]
-        try:
-            super().setUpClass()
-        except BaseException:
-            cls.keys_dir.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.keys_dir.cleanup()
+        super().setUpClass()

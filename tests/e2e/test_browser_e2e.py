@@ -97,22 +97,9 @@ class BrowserTestCase(KeyedServerTestCase):
             raise AssertionError(f"{CHROMIUM} is missing: run scripts/setup.sh (it installs "
                                  f"Debian's chromium and libjs-three for this test)")
         super().setUpClass()
-        try:
-            cls.browser = Chromium(window=VIEWPORT)
-            cls.browser.start()
-        except BaseException:
-            if cls.browser is not None:
-                cls.browser.kill()
-            super().tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            if cls.browser is not None:
-                cls.browser.kill()
-        finally:
-            super().tearDownClass()
+        cls.browser = Chromium(window=VIEWPORT)
+        cls.addClassCleanup(cls.browser.kill)
+        cls.browser.start()
 
     def setUp(self):
         self.page = self.new_tab()

@@ -12,6 +12,7 @@ faces than the Roblox limit (resolution 7). Every wait is bounded; the server's 
 when a test fails.
 """
 import glob
+import http.client
 import json
 import os
 import re
@@ -24,8 +25,8 @@ import pygltflib
 from google.protobuf import json_format
 
 import server_process as e2e
-from server_process import (RES, KeyedServerTestCase, ServerProcess, ServerTestCase,
-                            make_request, metric_value)
+from server_process import (RES, KeyedServerTestCase, ServerProcess, ServerTestCase, auth,
+                            bearer, make_request, metric_value)
 
 GENERATE = "/v1/meshes:generate"
 CONCURRENT = 20
@@ -35,17 +36,8 @@ BIG_RES = 7  # about 30,000 faces for a target of 30,000 on the demo model: over
 PROVENANCE_KEYS = ("prompt", "seed", "guidance_scale", "resolution_base", "mesh_profile", "model",
                    "weights_digest", "server_version", "request_id")
 
-
-def setUpModule():
-    e2e.setUpModule()
-
-
-def tearDownModule():
-    e2e.tearDownModule()
-
-
-bearer = e2e.bearer
-auth = e2e.auth
+setUpModule = e2e.setUpModule
+tearDownModule = e2e.tearDownModule
 
 
 def status_name(response):
@@ -223,13 +215,34 @@ class CacheTest(KeyedServerTestCase, CacheTestCase):
         self.assertEqual(headers["X-Cache"], "hit")
         self.assertEqual(hit, miss)
         self.assertNotEqual(headers["X-Request-Id"], first_id)
-        for value in ("no-cache", "no-store", "max-age=0, no-cache"):
+        # RFC 9111 directives: case-insensitive tokens of a list (not substrings).
+        for value in ("no-cache", "no-store", "max-age=0, no-cache", "No-Cache", "NO-STORE"):
             status, headers, fresh = self.server.http(
                 "POST", GENERATE, {**body, "requestId": first_id},
                 {**glb, "Cache-Control": value})
             self.assertEqual(status, 200, fresh)
             self.assertEqual(headers["X-Cache"], "bypass", value)
             self.assertEqual(fresh, miss, value)
+        for value in ("no-cachex", 'ext="no-cache"', "max-age=0"):
+            status, headers, cached = self.server.http(
+                "POST", GENERATE, body, {**glb, "Cache-Control": value})
+            self.assertEqual(headers["X-Cache"], "hit", value)
+        # The list goes on across field lines: a second Cache-Control line counts too.
+        conn = http.client.HTTPConnection(e2e.HOST, self.server.http_port, timeout=120)
+        try:
+            payload = json.dumps(body).encode()
+            conn.putrequest("POST", GENERATE)
+            for name, value in (*glb.items(), ("Content-Type", "application/json"),
+                                ("Cache-Control", "max-age=0"), ("Cache-Control", "no-store"),
+                                ("Content-Length", str(len(payload)))):
+                conn.putheader(name, value)
+            conn.endheaders(payload)
+            response = conn.getresponse()
+            response.read()
+            self.assertEqual(response.status, 200)
+            self.assertEqual(response.getheader("X-Cache"), "bypass")
+        finally:
+            conn.close()
         # bypassCache in the body is the same as the header.
         status, headers, fresh = self.server.http(
             "POST", GENERATE, {**body, "requestId": first_id, "bypassCache": True}, glb)
@@ -294,17 +307,24 @@ class CacheTest(KeyedServerTestCase, CacheTestCase):
         self.assertFalse(plain.effective.HasField("top_p"))
         self.assertFalse(plain.effective.HasField("target_face_count"))
 
-    def test_obj_and_ply_provenance(self):
-        prompt = "a provenance \"lamp\"\nwith ümlauts"
-        obj = self.gen(make_request(prompt, seed=77, format=e2e.pb.MESH_FORMAT_OBJ,
-                                    request_id="prov-obj-1"))
-        self.assert_mesh(obj, e2e.pb.MESH_FORMAT_OBJ)
-        meta = obj_metadata(obj.encoded)
+    def assert_text_provenance(self, prompt, fmt, request_id, read_metadata):
+        """Generates `prompt` (seed 77) as `fmt` and checks the provenance that read_metadata
+        finds in the file: every key, and the prompt, seed and request id. Returns the response
+        and the provenance."""
+        response = self.gen(make_request(prompt, seed=77, format=fmt, request_id=request_id))
+        self.assert_mesh(response, fmt)
+        meta = read_metadata(response.encoded)
         for key in PROVENANCE_KEYS:
             self.assertIn(key, meta)
         self.assertEqual(meta["prompt"], prompt)
         self.assertEqual(meta["seed"], 77)
-        self.assertEqual(meta["request_id"], "prov-obj-1")
+        self.assertEqual(meta["request_id"], request_id)
+        return response, meta
+
+    def test_obj_and_ply_provenance(self):
+        prompt = "a provenance \"lamp\"\nwith ümlauts"
+        obj, meta = self.assert_text_provenance(prompt, e2e.pb.MESH_FORMAT_OBJ, "prov-obj-1",
+                                                obj_metadata)
         self.assertEqual(meta["mesh_profile"], "none")
         self.assertEqual(meta["weights_digest"], obj.effective.weights_digest)
         self.assertNotIn("top_p", meta)
@@ -312,15 +332,7 @@ class CacheTest(KeyedServerTestCase, CacheTestCase):
         head = obj.encoded[:obj.encoded.index(b"\nv ")]
         head.decode("ascii")
         self.assertFalse(any(line and not line.startswith(b"#") for line in head.split(b"\n")))
-        ply = self.gen(make_request(prompt, seed=77, format=e2e.pb.MESH_FORMAT_PLY,
-                                    request_id="prov-ply-1"))
-        self.assert_mesh(ply, e2e.pb.MESH_FORMAT_PLY)
-        meta = ply_metadata(ply.encoded)
-        for key in PROVENANCE_KEYS:
-            self.assertIn(key, meta)
-        self.assertEqual(meta["prompt"], prompt)
-        self.assertEqual(meta["seed"], 77)
-        self.assertEqual(meta["request_id"], "prov-ply-1")
+        self.assert_text_provenance(prompt, e2e.pb.MESH_FORMAT_PLY, "prov-ply-1", ply_metadata)
 
     def test_roblox_profile_clamps_the_face_target(self):
         # The face target over the limit is clamped, on a mesh that has more faces than it.
@@ -448,6 +460,55 @@ class DiskCacheTest(CacheTestCase):
         hit = self.generate(make_request("a disk cached anvil", seed=12, request_id="disk-4"))
         self.assertEqual(status_name(hit), "CACHE_STATUS_HIT")
         self.assertEqual(hit.encoded, first.encoded)
+
+    def test_3_a_named_pipe_in_an_entrys_place_hangs_nothing(self):
+        # No memory tier: every repeat reads its entry from disk.
+        self.restart(["--set", f"cache.dir={self.cache_dir}", "--set", "cache.max_bytes=0",
+                      "--set", "drain_grace_seconds=5"])
+        before = set(self.entries())
+        first = self.generate(make_request("a piped anvil", seed=3, request_id="pipe-1"))
+        [path] = set(self.wait_entries(len(before) + 1)) - before
+        # The file shows a moment before the cache lets go of its unwritten copy, which would
+        # answer the repeat from memory: wait until the entry is counted on disk.
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_cache_entries", tier="disk") or 0) >= len(before) + 1,
+            "the entry counted on disk")
+        os.unlink(path)
+        os.mkfifo(path)
+        # The repeat reads the pipe's place: refused as corrupt, recomputed, answered in time.
+        start = time.monotonic()
+        again = self.generate(make_request("a piped anvil", seed=3, request_id="pipe-1"),
+                              timeout=60)
+        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(status_name(again), "CACHE_STATUS_MISS")
+        self.assertEqual(again.encoded, first.encoded)
+        other = self.generate(make_request("another prompt after the pipe", seed=4), timeout=60)
+        self.assertEqual(status_name(other), "CACHE_STATUS_MISS")
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_cache_corrupt_entries_total") or 0) >= 1,
+            "the pipe counted as a corrupt entry")
+        self.assertRegex(self.server.log(), r"a named pipe, not a regular file; deleted it")
+        # SIGTERM: out within the drain grace (5 s here) and the cache's own budget.
+        start = time.monotonic()
+        self.server.stop()
+        self.assertLess(time.monotonic() - start, 5 + 10)
+
+    def test_4_an_unusable_cache_dir_turns_the_disk_tier_off(self):
+        blocker = os.path.join(os.path.dirname(self.cache_dir), "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a folder")
+        unusable = os.path.join(blocker, "cache")
+        self.restart(["--set", f"cache.dir={unusable}"])
+        self.assertEqual(self.server.health(), "SERVING")
+        answer = self.generate(make_request("served without a disk tier", seed=5))
+        self.assertEqual(status_name(answer), "CACHE_STATUS_MISS")
+        hit = self.generate(make_request("served without a disk tier", seed=5))
+        self.assertEqual(status_name(hit), "CACHE_STATUS_HIT")  # from memory
+        samples = self.server.metrics()
+        self.assertEqual(metric_value(samples, "cube3d_cache_disk_tier_up"), 0)
+        log = self.server.log()
+        self.assertIn(f"cache.dir: cannot create {unusable}", log)
+        self.assertIn("the disk tier is off", log)
 
     def test_2_cache_off_and_the_roblox_default_profile(self):
         self.restart(["--set", "cache.enabled=false", "--set", "defaults.mesh_profile=roblox"])

@@ -14,6 +14,7 @@ that every refusal holds for many seconds after the requests that lead to it (a 
 over a minute), and orders are asserted with wide margins; every wait is bounded.
 """
 import base64
+import http.client
 import json
 import os
 import re
@@ -325,6 +326,59 @@ class GatewayTest(KeyedServerTestCase):
         self.assertNotIn("2b8d61f0", log, "an end user's id was logged")
         self.assertRegex(log, PSEUDONYM_RE)
 
+    def test_an_empty_or_repeated_end_user_id_is_refused(self):
+        s = self.server
+        request = make_request("an unnamed user")
+        # Empty: not "no end user" (which would escape the per-user limits).
+        code, details, _ = call(s, request, "key-game", "")
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("empty", details)
+        status, grpc_status, message = http_error(
+            self.post({"prompt": "an unnamed user", "resolutionBase": RES}, "key-game", ""))
+        self.assertEqual((status, grpc_status), (400, "INVALID_ARGUMENT"), message)
+        self.assertIn("empty", message)
+        # Twice (a client's own first, then the one a proxy appends): refused whichever is valid.
+        try:
+            s.stub().GenerateMesh(request, timeout=120, metadata=md("key-game") + (
+                ("end-user-id", "player-1"), ("end-user-id", "player-2")))
+            self.fail("a repeated end-user-id was accepted")
+        except grpc.RpcError as e:
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT, e.details())
+            self.assertIn("sent 2 times", e.details())
+        conn = http.client.HTTPConnection(e2e.HOST, s.http_port, timeout=120)
+        try:
+            body = json.dumps({"prompt": "an unnamed user", "resolutionBase": RES}).encode()
+            conn.putrequest("POST", GENERATE)
+            for name, value in (*auth("key-game").items(), ("Content-Type", "application/json"),
+                                ("X-End-User-Id", "player-1"), ("X-End-User-Id", "player-2"),
+                                ("Content-Length", str(len(body)))):
+                conn.putheader(name, value)
+            conn.endheaders(body)
+            response = conn.getresponse()
+            answer = response.read()
+            self.assertEqual(response.status, 400, answer)
+            error = json.loads(answer)["error"]
+            self.assertEqual(error["status"], "INVALID_ARGUMENT")
+            self.assertIn("sent 2 times", error["message"])
+            self.assertIn("X-End-User-Id", error["message"])
+        finally:
+            conn.close()
+
+    def test_the_api_ports_metrics_name_no_key(self):
+        # Some per-key traffic first, so that the per-key series exist.
+        self.assert_ok(call(self.server, make_request("a metric chair"), "key-game", "player-m"))
+        status, _, body = self.server.http("GET", "/metrics")
+        self.assertEqual(status, 200, body)
+        text = body.decode()
+        self.assertIn("cube3d_requests_total", text)  # the rest is there
+        self.assertNotIn("cube3d_key_", text)
+        self.assertNotIn("cube3d_prompt_refusals_total", text)
+        self.assertNotRegex(text, r'\bkey="')
+        self.assertNotIn("\"game\"", text)  # no key's name, in any family
+        # The metrics listener (for Prometheus) keeps them.
+        samples = self.server.metrics()
+        self.assertTrue(any(n.startswith("cube3d_key_") for n, _, _ in samples))
+
     # -- 3. usage --
 
     def test_usage_equals_what_the_clients_were_served(self):
@@ -432,7 +486,15 @@ class GatewayTest(KeyedServerTestCase):
         before = s.metrics()
         refused = ["A FORBIDDEN   Thing", "forbidden&#32;thing", "&lt;forbidden thing&gt;",
                    "forbidden&amp;#32;thing", "a forbidden\u00a0thing, please",
-                   "\tForbidden\nTHING  "]
+                   "\tForbidden\nTHING  ",
+                   # Look-alike text: fullwidth, zero-width, Cyrillic, math bold, accents, spelt
+                   # out, digits for letters (prompt_folding.h).
+                   "\uff46\uff4f\uff52\uff42\uff49\uff44\uff44\uff45\uff4e thing",
+                   "forbid\u200bden th\u00ading", "f\u043erbidden thing",
+                   "\U0001d41f\U0001d428\U0001d42b\U0001d41b\U0001d422\U0001d41d"
+                   "\U0001d41d\U0001d41e\U0001d427 thing",
+                   "fo\u0301rbidden thi\u0308ng", "f o r b i d d e n thing",
+                   "f0rbidd3n th1ng"]
         for prompt in refused:
             code, details, _ = call(s, make_request(prompt), "key-policy")
             self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, prompt)

@@ -27,7 +27,8 @@ from google.protobuf import json_format
 import server_process as e2e
 from server_process import (DEMO_CONFIG, HOST, JSON_HEADERS, RES, RPC_TIMEOUT_S, SERVER_BIN,
                             SOURCE, STARTUP_TIMEOUT_S, STOP_TIMEOUT_S, TOKENS, ServerProcess,
-                            ServerTestCase, free_ports, metric_value, parse_metrics)
+                            ServerTestCase, free_ports, metric_value, parse_metrics,
+                            write_slow_model)
 
 GENERATE = "/v1/meshes:generate"
 STREAM = "/v1/meshes:generateStream"
@@ -120,16 +121,9 @@ class HttpTestCase(ServerTestCase):
         self.assertEqual(headers["Content-Type"], "application/json")
         return json_format.Parse(body, e2e.pb.GenerateMeshResponse())
 
-    def wait_for_metrics(self, predicate, what, timeout=30):
-        deadline = time.monotonic() + timeout
-        samples = []
-        while time.monotonic() < deadline:
-            samples = self.server.http_metrics()
-            if predicate(samples):
-                return samples
-            time.sleep(0.2)
-        self.fail(f"metrics never showed {what} within {timeout} s; last scrape:\n" +
-                  "\n".join(f"{n}{l} {v}" for n, l, v in samples if n.startswith("cube3d_")))
+    def scrape_metrics(self):
+        """wait_for_metrics polls the gateway's /metrics."""
+        return self.server.http_metrics()
 
 
 # --- the demo server with the gateway ----------------------------------------------------------
@@ -331,10 +325,13 @@ class HttpGatewayTest(HttpTestCase):
         samples = self.wait_for_metrics(
             lambda s: (metric_value(s, "cube3d_requests_total", code="OK") or 0) >= 1,
             "cube3d_requests_total{code=\"OK\"} >= 1")
-        # The same registry as the metrics port.
+        # The same registry as the metrics port, less the per-key series (which name the keys
+        # and each key's traffic: the metrics listener's alone).
         names = {n for n, _, _ in samples if n.startswith("cube3d_")}
-        self.assertEqual(names, {n for n, _, _ in self.server.metrics()
-                                 if n.startswith("cube3d_")})
+        full = [(n, labels) for n, labels, _ in self.server.metrics() if n.startswith("cube3d_")]
+        per_key = {n for n, labels in full if "key" in labels}
+        self.assertEqual(names, {n for n, _ in full} - per_key)
+        self.assertFalse(any("key" in labels for _, labels, _ in samples))
 
 
 class HttpQueueLimitTest(HttpTestCase):
@@ -463,14 +460,7 @@ class HttpLifecycleTest(unittest.TestCase):
             # A wider random-weight model than the demo (as test_server_e2e's
             # test_health_not_serving_while_loading), so that loading takes a while to see;
             # the gateway listens before the model loads.
-            with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
-                model_yaml = f.read()
-            for key, value in (("n_embd", "768"), ("n_layer", "8"), ("width", "512"),
-                               ("num_decoder_layers", "8")):
-                model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
-            model_path = os.path.join(tmp, "slow.yaml")
-            with open(model_path, "w") as f:
-                f.write(model_yaml)
+            model_path = write_slow_model(tmp)
             server = ServerProcess(["--batch-buckets", "1", "--set", f"model.config={model_path}"],
                                    tmp, http=True)
             # Launched, not started: the test watches /readyz from the first moment.
@@ -564,6 +554,42 @@ class HttpLifecycleTest(unittest.TestCase):
                 cwd=SOURCE)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn(f"{tmp}/build/three.min.js: no such file (http.three_js_dir", proc.stderr)
+
+
+class MeshBudgetHttpTest(HttpTestCase):
+    """The mesh stage's budget end to end: a surface over mesh.max_marching_cubes_faces is
+    extracted coarser, and both doors' answers carry the warning that names the limit; the
+    metrics count it, and every mesh's wait for a mesh thread is observed."""
+
+    BUDGET = 60  # the demo model's random blobs have hundreds of faces at resolution 4
+    SERVER_ARGS = ["--set", f"mesh.max_marching_cubes_faces={BUDGET}"]
+
+    def budget_warnings(self, warnings):
+        return [w for w in warnings if f"max_marching_cubes_faces {self.BUDGET}" in w]
+
+    def test_both_doors_carry_the_budget_warning(self):
+        grpc_answer = self.generate(e2e.make_request("a wooden chair, over budget"))
+        self.assertGreater(grpc_answer.face_count, 0)
+        self.assertEqual(len(self.budget_warnings(grpc_answer.warnings)), 1,
+                         list(grpc_answer.warnings))
+        answer = self.assert_ok_json(self.server.http(
+            "POST", GENERATE,
+            {**CHAIR, "prompt": "a stool, over budget", "format": "MESH_FORMAT_RAW"}))
+        self.assertGreater(answer.face_count, 0)
+        warning = self.budget_warnings(answer.warnings)
+        self.assertEqual(len(warning), 1, list(answer.warnings))
+        self.assertRegex(warning[0], r"more than 60 marching-cubes faces")
+        # The mesh file's route says it in X-Warning.
+        status, headers, body = self.server.http(
+            "POST", GENERATE, {**CHAIR, "prompt": "a bench, over budget"},
+            {"Accept": "model/gltf-binary"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(self.budget_warnings(headers.get_all("X-Warning") or [])), 1,
+                         headers.get_all("X-Warning"))
+        self.wait_for_metrics(
+            lambda s: (metric_value(s, "cube3d_mesh_budget_exceeded_total") or 0) >= 3
+            and (metric_value(s, "cube3d_mesh_wait_seconds_count") or 0) >= 3,
+            "three meshes over budget, each mesh's wait observed")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import pygltflib
 from google.protobuf import json_format
 
 import server_process as e2e
-from server_process import (RES, KeyedServerTestCase, ServerTestCase, make_request,
-                            metric_value, rpc_code)
+from server_process import (RES, KeyedServerTestCase, ServerTestCase, auth, bearer,
+                            make_request, metric_value, rpc_code)
 
 JOBS = "/v1/jobs"
 GENERATE = "/v1/meshes:generate"
@@ -31,17 +31,8 @@ SLOW_RES = 8   # seconds of meshing: a job surely open when it is cancelled
 ID_RE = r"^[0-9a-f]{40}$"
 TAG_DIGITS = 8  # a job id's first digits: the server run's tag
 
-
-def setUpModule():
-    e2e.setUpModule()
-
-
-def tearDownModule():
-    e2e.tearDownModule()
-
-
-bearer = e2e.bearer
-auth = e2e.auth
+setUpModule = e2e.setUpModule
+tearDownModule = e2e.tearDownModule
 
 
 def cpu_seconds(pid):
@@ -136,6 +127,16 @@ class JobsTestCase(ServerTestCase):
         self.assertEqual(error["status"], grpc_status)
         self.assertTrue(error["message"])
         return error["message"]
+
+    def assert_job_not_found(self, job_id, code, details, why):
+        """(code, details), a gRPC lookup's answer for job_id, is NOT_FOUND naming the id and
+        `why`; the gateway's GET answers 404 with the same message."""
+        self.assertEqual(code, grpc.StatusCode.NOT_FOUND, details)
+        self.assertIn(job_id, details)
+        self.assertIn(why, details)
+        message = self.assert_http_error(self.http_json("GET", f"{JOBS}/{job_id}"), 404,
+                                         "NOT_FOUND")
+        self.assertEqual(message, details)
 
     # -- metrics --
 
@@ -462,9 +463,11 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
             code, details = rpc_code(lambda: self.submit(make_request("one too many"), "key-c"))
             self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
             self.assertIn("max_jobs_per_key", details)
-            self.assert_http_error(self.http_json("POST", JOBS, {"prompt": "one too many",
-                                                                 "resolutionBase": RES}, "key-c"),
-                                   429, "RESOURCE_EXHAUSTED")
+            refused = self.http_json("POST", JOBS, {"prompt": "one too many",
+                                                    "resolutionBase": RES}, "key-c")
+            self.assert_http_error(refused, 429, "RESOURCE_EXHAUSTED")
+            # Every 429 says when to come back.
+            self.assertGreaterEqual(int(refused[1]["Retry-After"]), 1, refused[1])
             other = self.submit(make_request("another key's slow job", resolution_base=SLOW_RES),
                                 "key-b")
             self.assertEqual(self.cancel_job(other.id, "key-b").state,
@@ -498,12 +501,7 @@ class JobsLifetimeTest(JobsTestCase):
             self.assertLess(time.monotonic(), deadline, "the job never expired")
             time.sleep(0.1)
         self.assertGreaterEqual(time.time() * 1000, done.expires_unix_ms - 50)
-        self.assertEqual(code, grpc.StatusCode.NOT_FOUND, details)
-        self.assertIn(job.id, details)
-        self.assertIn("expired", details)
-        message = self.assert_http_error(self.http_json("GET", f"{JOBS}/{job.id}"), 404,
-                                         "NOT_FOUND")
-        self.assertEqual(message, details)
+        self.assert_job_not_found(job.id, code, details, "expired")
         self.assert_http_error(self.http_json("GET", f"{JOBS}/{job.id}/mesh"), 404, "NOT_FOUND")
         code, _ = rpc_code(lambda: self.cancel_job(job.id))
         self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
@@ -537,12 +535,7 @@ class JobsLifetimeTest(JobsTestCase):
         self.server.stop()
         self.server.start()
         code, details = rpc_code(lambda: self.get_job(job.id))
-        self.assertEqual(code, grpc.StatusCode.NOT_FOUND, details)
-        self.assertIn(job.id, details)
-        self.assertIn("restart", details)
-        message = self.assert_http_error(self.http_json("GET", f"{JOBS}/{job.id}"), 404,
-                                         "NOT_FOUND")
-        self.assertEqual(message, details)
+        self.assert_job_not_found(job.id, code, details, "restart")
         # The new run's own ids have another tag; its jobs work.
         fresh = self.submit(make_request("a job after the restart"))
         self.assertNotEqual(fresh.id[:TAG_DIGITS], job.id[:TAG_DIGITS])

@@ -89,17 +89,24 @@ class LoadgenTest(e2e.ServerTestCase):
         # The server's queue time is part of what the client waited.
         self.assertLessEqual(lat["queue"]["max"], lat["e2e"]["max"])
 
+    def assert_config(self, report, **expected):
+        """The report's config has these values."""
+        for key, value in expected.items():
+            self.assertEqual(report["config"][key], value)
+
+    def assert_all_ok(self, report, rows, n):
+        """n requests sent, every one answered OK, with consistent latencies."""
+        self.assertEqual(report["requests"], {"sent": n, "ok": n, "failed": 0, "errors": {},
+                          "retried": 0, "extra_attempts": 0})
+        self.assert_latencies_consistent(report, rows, n)
+
     def test_closed_loop(self):
         report, rows = self.loadgen("--concurrency", "2", "--requests", "6", "--warmup", "1",
                                     "--seed", "1000")
-        self.assertEqual(report["config"]["mode"], "closed")
-        self.assertEqual(report["config"]["concurrency"], 2)
-        self.assertEqual(report["config"]["warmup"], 1)
-        self.assertEqual(report["config"]["server"], self.server.address)
-        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {},
-                          "retried": 0, "extra_attempts": 0})
+        self.assert_config(report, mode="closed", concurrency=2, warmup=1,
+                           server=self.server.address)
         self.assertEqual([int(r["index"]) for r in rows], list(range(6)))
-        self.assert_latencies_consistent(report, rows, 6)
+        self.assert_all_ok(report, rows, 6)
         self.assertGreater(report["wall_s"], 0)
         self.assertAlmostEqual(report["throughput_ok_rps"], 6 / report["wall_s"], places=6)
         self.assertIn("linear", report["percentile_method"])
@@ -107,12 +114,8 @@ class LoadgenTest(e2e.ServerTestCase):
     def test_open_loop(self):
         report, rows = self.loadgen("--rate", "2", "--requests", "6", "--arrival-seed", "5",
                                     "--seed", "2000")
-        self.assertEqual(report["config"]["mode"], "open")
-        self.assertEqual(report["config"]["rate_rps"], 2)
-        self.assertEqual(report["config"]["arrival_seed"], 5)
-        self.assertEqual(report["requests"], {"sent": 6, "ok": 6, "failed": 0, "errors": {},
-                          "retried": 0, "extra_attempts": 0})
-        self.assert_latencies_consistent(report, rows, 6)
+        self.assert_config(report, mode="open", rate_rps=2, arrival_seed=5)
+        self.assert_all_ok(report, rows, 6)
         # Sent on the schedule, in order, whatever the server's answers took.
         offsets = [float(r["send_offset_s"]) for r in rows]
         self.assertEqual(offsets, sorted(offsets))

@@ -42,38 +42,8 @@ def clean_env():
             if k.lower() not in ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")}
 
 
-class Replica(e2e.ServerProcess):
+class Replica(e2e.ReplicaProcess):
     """A server that comes back on the ports it had (a pod restarted behind its Service)."""
-
-    def launch(self, attempt=0):
-        if self.port is None:
-            return super().launch(attempt)
-        args = [e2e.SERVER_BIN, "--config", e2e.DEMO_CONFIG,
-                "--listen", f"{e2e.HOST}:{self.port}",
-                "--metrics-listen", f"{e2e.HOST}:{self.metrics_port}",
-                "--log-level", "info", "--set", "cache.enabled=false", *self.extra_args]
-        self.log_path = os.path.join(self.log_dir, f"server-{self.port}-restart.log")
-        self.returncode = None
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=e2e.SOURCE)
-        self.close_channel()
-        self.channel = self.open_channel()
-
-    def restart(self):
-        """Starts the process again on the same ports and waits for SERVING (a port the killed
-        process held may take a moment to bind: retried)."""
-        for _ in range(10):
-            self.launch()
-            try:
-                self.wait_serving()
-                return
-            except AssertionError:
-                if not self.port_clash():
-                    raise
-                self.kill()
-                time.sleep(0.5)
-        raise AssertionError("the replica could not have its ports back")
 
     def requests_ok(self):
         return metric_value(self.metrics(), "cube3d_requests_total",
@@ -89,23 +59,15 @@ class Replica(e2e.ServerProcess):
 class ReplicasTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # Undone by class cleanups: after the tests, or when a start fails.
         cls.tmp = tempfile.TemporaryDirectory(prefix="cube3d-replicas-e2e-")
+        cls.addClassCleanup(cls.tmp.cleanup)
         cls.a = Replica([], cls.tmp.name)
         cls.b = Replica([], cls.tmp.name)
-        try:
-            cls.a.start()
-            cls.b.start()
-        except BaseException:
-            cls.a.kill()
-            cls.b.kill()
-            cls.tmp.cleanup()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        for server in (cls.a, cls.b):
-            server.kill()
-        cls.tmp.cleanup()
+        for replica in (cls.a, cls.b):
+            cls.addClassCleanup(replica.kill)
+        cls.a.start()
+        cls.b.start()
 
     def servers(self):
         return f"{e2e.HOST}:{self.a.port},{e2e.HOST}:{self.b.port}"

@@ -15,8 +15,9 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_process as base  # noqa: E402
-from server_process import (SOURCE, STARTUP_TIMEOUT_S, KeyedServerTestCase,  # noqa: E402
-                            ServerProcess, TlsServerProcess, keys_yaml, make_request, rpc_code)
+from server_process import (STARTUP_TIMEOUT_S, KeyedServerTestCase,  # noqa: E402
+                            ServerProcess, TlsServerProcess, keys_yaml, make_request, rpc_code,
+                            write_slow_model)
 
 
 def setUpModule():
@@ -372,15 +373,7 @@ class SignalsDuringStartUpTest(unittest.TestCase):
     def test_sigterm_while_the_model_loads_exits_promptly(self):
         with tempfile.TemporaryDirectory(prefix="cube3d-e2e-") as tmp:
             # A model slow enough to load that the signal lands during loading.
-            with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
-                model_yaml = f.read()
-            import re
-            for key, value in (("n_embd", "1024"), ("n_layer", "12"), ("width", "512"),
-                               ("num_decoder_layers", "8")):
-                model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
-            model_path = os.path.join(tmp, "slow.yaml")
-            with open(model_path, "w") as f:
-                f.write(model_yaml)
+            model_path = write_slow_model(tmp, n_embd=1024, n_layer=12)
             server = ServerProcess(["--set", f"model.config={model_path}"], tmp)
             # Launched, not started: the signal must land while it loads.
             server.launch()

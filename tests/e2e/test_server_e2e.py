@@ -28,7 +28,7 @@ import server_process as e2e
 from server_process import (BIN_DIR, CHANNEL_OPTIONS, CLIENT_BIN, DEMO_CONFIG, HOST, RES,
                             RPC_TIMEOUT_S, SERVER_BIN, SOURCE, STARTUP_TIMEOUT_S, STOP_TIMEOUT_S,
                             TOKENS, VOCAB, ServerProcess, ServerTestCase, TlsServerProcess,
-                            free_ports, make_request, metric_value, rpc_code)
+                            free_ports, make_request, metric_value, rpc_code, write_slow_model)
 
 # The generated modules under the names the tests use; server_process.setUpModule makes them.
 pb = pb_grpc = health_pb = health_grpc = refl_pb = None
@@ -920,19 +920,14 @@ class OccupancyTest(ServerTestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.dense = ServerProcess(["--set", "mesh.occupancy=dense"], cls._tmp.name)
-        try:
-            cls.dense.start()
-        except BaseException:
-            cls.dense.kill()
-            super().tearDownClass()
-            raise
+        cls.addClassCleanup(cls.dense.kill)
+        cls.dense.start()
 
     @classmethod
     def tearDownClass(cls):
         try:
             cls.dense.stop()
         finally:
-            cls.dense.kill()
             super().tearDownClass()
 
     def run(self, result=None):
@@ -1070,47 +1065,42 @@ class OccupancyTest(ServerTestCase):
 
     def wait_for_metrics_of(self, server, predicate, what, timeout=30):
         """wait_for_metrics for `server` rather than the class's server."""
-        deadline = time.monotonic() + timeout
-        samples = []
-        while time.monotonic() < deadline:
-            samples = server.metrics()
-            if predicate(samples):
-                return samples
-            time.sleep(0.2)
-        self.fail(f"metrics never showed {what} within {timeout} s")
+        held, samples = e2e.poll_metrics(server.metrics, predicate, timeout)
+        if not held:
+            self.fail(f"metrics never showed {what} within {timeout} s")
+        return samples
 
 
 # --- configuration and start-up, known bugs -------------------------------------------------------
 
+def print_config(*args):
+    """cube3d-server --config DEMO_CONFIG ARGS --print-config, run to its end."""
+    return subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, *args, "--print-config"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
 class StartupTest(unittest.TestCase):
     def test_print_config_applies_flags(self):
-        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--batch-buckets", "1,2",
-                               "--max-queue-delay-ms", "7", "--set", "limits.max_prompt_bytes=99",
-                               "--print-config"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = print_config("--batch-buckets", "1,2", "--max-queue-delay-ms", "7",
+                            "--set", "limits.max_prompt_bytes=99")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("max_prompt_bytes: 99", proc.stdout)
         self.assertIn("max_queue_delay_ms: 7", proc.stdout)
 
     def test_bad_config_override_names_the_key(self):
-        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--set",
-                               "batching.max_queue_sise=3", "--print-config"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = print_config("--set", "batching.max_queue_sise=3")
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("max_queue_sise", proc.stderr)
 
     def test_occupancy_keys(self):
-        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--print-config"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = print_config()
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn('occupancy: "hierarchical"', proc.stdout)
         self.assertIn("occupancy_coarsest_resolution_base: 5", proc.stdout)
         self.assertIn("occupancy_dilation: 1", proc.stdout)
-        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG,
-                               "--set", "mesh.occupancy=dense",
-                               "--set", "mesh.occupancy_coarsest_resolution_base=6",
-                               "--set", "mesh.occupancy_dilation=0", "--print-config"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = print_config("--set", "mesh.occupancy=dense",
+                            "--set", "mesh.occupancy_coarsest_resolution_base=6",
+                            "--set", "mesh.occupancy_dilation=0")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn('occupancy: "dense"', proc.stdout)
         self.assertIn("occupancy_coarsest_resolution_base: 6", proc.stdout)
@@ -1118,18 +1108,13 @@ class StartupTest(unittest.TestCase):
         for key, value in (("mesh.occupancy", "sparse"), ("mesh.occupancy_dilation", "9"),
                            ("mesh.occupancy_coarsest_resolution_base", "0")):
             with self.subTest(key=key):
-                proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG, "--set",
-                                       f"{key}={value}", "--print-config"],
-                                      capture_output=True, text=True, timeout=60,
-                                      stdin=subprocess.DEVNULL)
+                proc = print_config("--set", f"{key}={value}")
                 self.assertNotEqual(proc.returncode, 0)
                 self.assertIn(key, proc.stderr)
 
     def test_set_is_repeatable(self):
-        proc = subprocess.run([SERVER_BIN, "--config", DEMO_CONFIG,
-                               "--set", "limits.max_prompt_bytes=99",
-                               "--set", "defaults.resolution_base=5", "--print-config"],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = print_config("--set", "limits.max_prompt_bytes=99",
+                            "--set", "defaults.resolution_base=5")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("max_prompt_bytes: 99", proc.stdout)
         self.assertIn("resolution_base: 5", proc.stdout)
@@ -1138,14 +1123,7 @@ class StartupTest(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="cube3d-e2e-") as tmp:
             # A wider random-weight model than the demo, so that loading takes long enough
             # (about a second) to be seen; the server listens before it loads.
-            with open(os.path.join(SOURCE, "models", "demo.yaml")) as f:
-                model_yaml = f.read()
-            for key, value in (("n_embd", "768"), ("n_layer", "8"), ("width", "512"),
-                               ("num_decoder_layers", "8")):
-                model_yaml = re.sub(rf"(\n\s+{key}:)\s*\S+", rf"\1 {value}", model_yaml)
-            model_path = os.path.join(tmp, "slow.yaml")
-            with open(model_path, "w") as f:
-                f.write(model_yaml)
+            model_path = write_slow_model(tmp)
             # Reconnect quickly: the default backoff (1 s) could sleep through the whole load.
             server = ServerProcess(["--set", f"model.config={model_path}"], tmp,
                                    channel_options=[("grpc.initial_reconnect_backoff_ms", 20),

@@ -112,18 +112,25 @@ TEST(CudaPath, GoldenTokensOnTheGpuInFloat32) {
   }
 }
 
+// The demo model on the device in `dtype`, batches of up to four, with CUDA graphs or without:
+// the two engines that the graphs-versus-eager comparisons load.
+EngineOptions graphs_or_eager_options(const std::string& dtype, bool graphs) {
+  EngineOptions options;
+  options.device = "cuda";
+  options.dtype = dtype;
+  options.max_batch = 4;
+  options.load_text_encoder = false;
+  options.cuda_graphs = graphs ? GraphMode::kOn : GraphMode::kOff;
+  return options;
+}
+
 TEST(CudaPath, GraphReplayEqualsEagerBitForBit) {
   CUBE3D_REQUIRE_GPU();
   const ModelConfig config = demo_config();
   for (const std::string dtype : {"bfloat16", "float32"}) {
     at::Tensor ids[2], logits[2];
     for (const bool graphs : {false, true}) {
-      EngineOptions options;
-      options.device = "cuda";
-      options.dtype = dtype;
-      options.max_batch = 4;
-      options.load_text_encoder = false;
-      options.cuda_graphs = graphs ? GraphMode::kOn : GraphMode::kOff;
+      EngineOptions options = graphs_or_eager_options(dtype, graphs);
       options.capture.buckets = {4};
       options.capture.record_logits = true;
       const auto engine = Engine::load(config, options);
@@ -160,12 +167,7 @@ TEST(CudaPath, ContinuousDecodingWithGraphsEqualsEagerAndAlone) {
     std::vector<test::Trace> traces;
     std::vector<at::Tensor> alone;
     for (const bool graphs : {false, true}) {
-      EngineOptions options;
-      options.device = "cuda";
-      options.dtype = dtype;
-      options.max_batch = 4;
-      options.load_text_encoder = false;
-      options.cuda_graphs = graphs ? GraphMode::kOn : GraphMode::kOff;
+      EngineOptions options = graphs_or_eager_options(dtype, graphs);
       options.capture.buckets = buckets;
       options.capture.unguided = true;
       const auto engine = Engine::load(config, options);

@@ -6,10 +6,12 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cube3d/engine/decode_runner.h"
 #include "cube3d/engine/kv_cache.h"
+#include "one_request_pool.h"
 #include "test_model_fixture.h"
 
 namespace cube3d {
@@ -34,17 +36,37 @@ Inputs random_inputs(const ShapeGpt& gpt, int64_t rows, int64_t length, uint64_t
   return in;
 }
 
-TEST(ShapeGptDecode, StepByStepDecodeMatchesFullForward) {
-  auto engine = test::tiny_engine(2);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t rows = 3, length = 12;
-  const Inputs in = random_inputs(gpt, rows, length, 11);
+// A tiny engine's GPT, random inputs of `rows` x `length` tokens, their full causal forward
+// [rows, L, V] and an empty KV cache sized for them (each test fills it its own way).
+struct DecodeCase {
+  DecodeCase(int64_t max_batch, int64_t rows_, int64_t length_, uint64_t seed)
+      : engine(test::tiny_engine(max_batch)),
+        gpt(engine->gpt()),
+        rows(rows_),
+        length(length_),
+        in(random_inputs(gpt, rows, length, seed)),
+        full(gpt.forward(in.cond, in.embeds)),
+        pool(gpt.config(), rows, kTextTokens, length, at::kFloat, at::kCPU),
+        cache(pool.view(rows)) {}
 
-  const at::Tensor full = gpt.forward(in.cond, in.embeds);  // [rows, L, V]
+  std::unique_ptr<Engine> engine;
+  const ShapeGpt& gpt;
+  const int64_t rows, length;
+  const Inputs in;
+  const at::Tensor full;
+  const KvCache pool;
+  KvState cache;
+};
+
+TEST(ShapeGptDecode, StepByStepDecodeMatchesFullForward) {
+  DecodeCase c(/*max_batch=*/2, /*rows=*/3, /*length=*/12, /*seed=*/11);
+  const ShapeGpt& gpt = c.gpt;
+  const int64_t rows = c.rows, length = c.length;
+  const Inputs& in = c.in;
+  const at::Tensor& full = c.full;
+  KvState& cache = c.cache;
   ASSERT_EQ(full.sizes().vec(), (std::vector<int64_t>{rows, length, gpt.config().vocab_size()}));
 
-  const KvCache pool(gpt.config(), rows, kTextTokens, length, at::kFloat, at::kCPU);
-  KvState cache = pool.view(rows);
   // Prefill [cond ; BOS] writes the condition's keys and BOS; its logits are position 0's.
   const at::Tensor prefill = gpt.forward(in.cond, in.embeds.narrow(1, 0, 1), &cache);
   EXPECT_LT(test::max_abs_diff(prefill.select(1, 0), full.select(1, 0)), 1e-4);
@@ -62,21 +84,15 @@ TEST(ShapeGptDecode, StepByStepDecodeMatchesFullForward) {
 TEST(ShapeGptDecode, RowsAtDifferentPositionsMatchFullForward) {
   // decode_step takes a position per row: after a prefill of the whole sequence, each row
   // recomputing its own position must reproduce the full forward there.
-  auto engine = test::tiny_engine(2);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t rows = 3, length = 10;
-  const Inputs in = random_inputs(gpt, rows, length, 21);
-  const at::Tensor full = gpt.forward(in.cond, in.embeds);
-
-  const KvCache pool(gpt.config(), rows, kTextTokens, length, at::kFloat, at::kCPU);
-  KvState cache = pool.view(rows);
-  (void)gpt.forward(in.cond, in.embeds, &cache);
+  DecodeCase c(/*max_batch=*/2, /*rows=*/3, /*length=*/10, /*seed=*/21);
+  (void)c.gpt.forward(c.in.cond, c.in.embeds, &c.cache);
   const std::vector<int64_t> pos = {2, 9, 5};
-  at::Tensor embeds = at::stack({in.embeds[0][pos[0]], in.embeds[1][pos[1]], in.embeds[2][pos[2]]});
+  at::Tensor embeds =
+      at::stack({c.in.embeds[0][pos[0]], c.in.embeds[1][pos[1]], c.in.embeds[2][pos[2]]});
   const at::Tensor step =
-      gpt.decode_step(embeds, at::tensor(pos, at::kLong), cache, SingleStreamDecode::kCausal);
-  for (int64_t r = 0; r < rows; ++r) {
-    EXPECT_LT(test::max_abs_diff(step[r], full[r][pos[static_cast<size_t>(r)]]), 1e-4)
+      c.gpt.decode_step(embeds, at::tensor(pos, at::kLong), c.cache, SingleStreamDecode::kCausal);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    EXPECT_LT(test::max_abs_diff(step[r], c.full[r][pos[static_cast<size_t>(r)]]), 1e-4)
         << "row " << r;
   }
 }
@@ -84,18 +100,12 @@ TEST(ShapeGptDecode, RowsAtDifferentPositionsMatchFullForward) {
 TEST(ShapeGptDecode, ReferenceModeDiffersFromCausalAfterBos) {
   // Reference mode lets single-block queries see the BOS key only, so from position 1 on it
   // departs from the causal forward; the dual blocks alone cannot make that difference.
-  auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t rows = 2, length = 4;
-  const Inputs in = random_inputs(gpt, rows, length, 31);
-  const at::Tensor full = gpt.forward(in.cond, in.embeds);
-
-  const KvCache pool(gpt.config(), rows, kTextTokens, length, at::kFloat, at::kCPU);
-  KvState cache = pool.view(rows);
-  (void)gpt.forward(in.cond, in.embeds.narrow(1, 0, 1), &cache);
-  const at::Tensor step = gpt.decode_step(in.embeds.select(1, 1), at::full({rows}, 1, at::kLong),
-                                          cache, SingleStreamDecode::kReference);
-  EXPECT_GT(test::max_abs_diff(step, full.select(1, 1)), 1e-3);
+  DecodeCase c(/*max_batch=*/1, /*rows=*/2, /*length=*/4, /*seed=*/31);
+  (void)c.gpt.forward(c.in.cond, c.in.embeds.narrow(1, 0, 1), &c.cache);
+  const at::Tensor step =
+      c.gpt.decode_step(c.in.embeds.select(1, 1), at::full({c.rows}, 1, at::kLong), c.cache,
+                        SingleStreamDecode::kReference);
+  EXPECT_GT(test::max_abs_diff(step, c.full.select(1, 1)), 1e-3);
 }
 
 // --- DecodeRunner ------------------------------------------------------------------------
@@ -122,11 +132,9 @@ at::Tensor drive(DecodeRunner& runner, const ShapeGpt& gpt, const GenerationRequ
 }
 
 TEST(DecodeRunner, StaticBuffersNeverMove) {
-  auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->tokens_per_shape();
-  const KvCache pool(gpt.config(), 2, kTextTokens, t, at::kFloat, at::kCPU);
-  DecodeRunner runner(gpt, pool.view(2), DecodeRunnerConfig{1, true, t, true});
+  const test::OneRequestPool c;
+  const auto& [engine, gpt, t, pool] = c;
+  DecodeRunner runner(gpt, pool.view(2), c.runner_config(/*record_logits=*/true));
   EXPECT_EQ(runner.rows(), 2);
 
   // The runner's cache is the pool itself.
@@ -153,11 +161,9 @@ TEST(DecodeRunner, StaticBuffersNeverMove) {
 TEST(DecodeRunner, ReusedRunnerReproducesTheGenerator) {
   // The same runner, reused for a second batch after a different one, gives exactly what the
   // generator gives for that request: no state leaks between batches through the buffers.
-  auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->tokens_per_shape();
-  const KvCache pool(gpt.config(), 2, kTextTokens, t, at::kFloat, at::kCPU);
-  DecodeRunner runner(gpt, pool.view(2), DecodeRunnerConfig{1, true, t, false});
+  const test::OneRequestPool c;
+  const auto& [engine, gpt, t, pool] = c;
+  DecodeRunner runner(gpt, pool.view(2), c.runner_config(/*record_logits=*/false));
 
   const GenerationRequest a = test::make_request(*engine, 5);
   const GenerationRequest b = test::make_request(*engine, 6);

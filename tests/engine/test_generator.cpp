@@ -351,13 +351,18 @@ TEST_F(GeneratorValidation, MessageNamesTheRequestAtFault) {
 
 // --- h. CFG row layout -----------------------------------------------------------------------
 
+// The batch ran on `rows` rows: the condition and the prefill logits have one per row.
+void expect_batch_rows(const Engine& engine, const GenerationResult& r, int64_t rows) {
+  const int64_t d = engine.config().gpt.n_embd;
+  EXPECT_EQ(r.cond.sizes().vec(), (std::vector<int64_t>{rows, test::kTextTokens, d}));
+  EXPECT_EQ(r.prefill_logits.sizes().vec(), (std::vector<int64_t>{rows, kCodes + 3}));
+}
+
 TEST(Generator, UnguidedBatchUsesOneRowPerRequest) {
   auto engine = test::tiny_engine(4);
-  const int64_t d = engine->config().gpt.n_embd;
   const GenerationResult r = engine->generate(
       {make_request(*engine, 90, 0.0), make_request(*engine, 91, 0.0)}, options_with(false, 4));
-  EXPECT_EQ(r.cond.sizes().vec(), (std::vector<int64_t>{4, test::kTextTokens, d}));
-  EXPECT_EQ(r.prefill_logits.sizes().vec(), (std::vector<int64_t>{4, kCodes + 3}));
+  expect_batch_rows(*engine, r, 4);
   EXPECT_EQ(r.ids.sizes().vec(), (std::vector<int64_t>{2, kTokens}));
   EXPECT_EQ(r.tokens, kTokens);
   EXPECT_FALSE(r.step_logits.defined());
@@ -365,12 +370,10 @@ TEST(Generator, UnguidedBatchUsesOneRowPerRequest) {
 
 TEST(Generator, GuidedBatchUsesCondAndUncondRows) {
   auto engine = test::tiny_engine(4);
-  const int64_t d = engine->config().gpt.n_embd;
   // One guided request is enough to give every request an uncond row.
   const GenerationResult r = engine->generate(
       {make_request(*engine, 90, 0.0), make_request(*engine, 91, 2.0)}, options_with(true, 4));
-  EXPECT_EQ(r.cond.sizes().vec(), (std::vector<int64_t>{8, test::kTextTokens, d}));
-  EXPECT_EQ(r.prefill_logits.sizes().vec(), (std::vector<int64_t>{8, kCodes + 3}));
+  expect_batch_rows(*engine, r, 8);
   EXPECT_EQ(r.step_logits.sizes().vec(), (std::vector<int64_t>{2, kTokens, kCodes}));
   // Rows are [cond (b) ; uncond (b)]: every guided request shares the empty-prompt embedding,
   // so uncond rows 4 and 5 are equal, and differ from the cond rows.

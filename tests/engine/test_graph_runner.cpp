@@ -13,6 +13,7 @@
 #include "cube3d/engine/graph_runner.h"
 #include "cube3d/engine/kv_cache.h"
 #include "golden_model.h"
+#include "one_request_pool.h"
 #include "test_model_fixture.h"
 
 namespace cube3d {
@@ -219,12 +220,10 @@ TEST(GraphRunner, CaptureTouchesNoLiveState) {
   // After a prefill and three steps, capturing another mode leaves the KV cache, the feed
   // buffers and the outputs exactly as they were: the capture steps used the scratch position,
   // whose slot is zeroed again afterwards.
-  const auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->tokens_per_shape();
-  const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
+  const test::OneRequestPool c;
+  const auto& [engine, gpt, t, pool] = c;
   const auto runner = make_decode_runner(GraphMode::kEmulate, gpt, pool.view(2),
-                                         DecodeRunnerConfig{1, true, t, true});
+                                         c.runner_config(/*record_logits=*/true));
   runner->capture(SingleStreamDecode::kCausal);
   start_batch(*runner, gpt, test::make_request(*engine, 4), 3);
 
@@ -253,12 +252,10 @@ TEST(GraphRunner, CaptureTouchesNoLiveState) {
 }
 
 TEST(GraphRunner, AStepNeedsItsModeCaptured) {
-  const auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->tokens_per_shape();
-  const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
+  const test::OneRequestPool c;
+  const auto& [engine, gpt, t, pool] = c;
   const auto runner = make_decode_runner(GraphMode::kEmulate, gpt, pool.view(2),
-                                         DecodeRunnerConfig{1, true, t, false});
+                                         c.runner_config(/*record_logits=*/false));
   EXPECT_FALSE(runner->captured(SingleStreamDecode::kCausal));
   try {
     start_batch(*runner, gpt, test::make_request(*engine, 4), 1);
@@ -272,10 +269,8 @@ TEST(GraphRunner, ReplayOnAReassignedBufferIsAnError) {
   // A real graph keeps reading the memory it was captured on: assigning a new tensor to a
   // static buffer (instead of copy_ into it) would silently feed stale values. The emulation
   // must fail as loudly as that would be wrong, for every static buffer.
-  const auto engine = test::tiny_engine(1);
-  const ShapeGpt& gpt = engine->gpt();
-  const int64_t t = engine->tokens_per_shape();
-  const KvCache pool(gpt.config(), 2, test::kTextTokens, t, at::kFloat, at::kCPU);
+  const test::OneRequestPool c;
+  const auto& [engine, gpt, t, pool] = c;
   using Reassign = std::function<void(DecodeRunner&)>;
   const std::vector<std::pair<std::string, Reassign>> cases = {
       {"sampling.top_p", [](DecodeRunner& r) { r.sampling().top_p = r.sampling().top_p.clone(); }},
@@ -287,7 +282,7 @@ TEST(GraphRunner, ReplayOnAReassignedBufferIsAnError) {
   };
   for (const auto& [name, reassign] : cases) {
     const auto runner = make_decode_runner(GraphMode::kEmulate, gpt, pool.view(2),
-                                           DecodeRunnerConfig{1, true, t, false});
+                                           c.runner_config(/*record_logits=*/false));
     runner->capture(SingleStreamDecode::kCausal);
     start_batch(*runner, gpt, test::make_request(*engine, 4), 1);  // in place: fine
     reassign(*runner);

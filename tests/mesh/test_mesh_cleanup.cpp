@@ -118,6 +118,39 @@ TEST(MeshCleanup, StepsCanBeSwitchedOff) {
   EXPECT_EQ(mesh.vertex_count(), 3u);
 }
 
+// Two closed tetrahedra that share their apex (vertex 0): a pinch.
+Mesh touching_tetrahedra() {
+  Mesh mesh;
+  mesh.vertices = {0, 0, 0,  1,  0, 1,  -1, 0, 1, 0, 1, 1,  // apex, base of the first
+                   1, 0, -1, -1, 0, -1, 0,  1, -1};         // base of the second
+  mesh.indices = {0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3,       // first, outward
+                  0, 4, 5, 0, 6, 4, 0, 5, 6, 4, 6, 5};      // second, outward
+  return mesh;
+}
+
+TEST(MeshCleanup, SplittingAPinchMakesTwoClosedPieces) {
+  Mesh mesh = touching_tetrahedra();
+  ASSERT_TRUE(edge_report(mesh).watertight());  // every edge has its two faces...
+  ASSERT_EQ(non_manifold_vertices(mesh), (std::vector<uint32_t>{0}));  // ...but 0 is a pinch
+  const Mesh before = mesh;
+  EXPECT_EQ(split_pinched_vertices(mesh, {0}), 1u);
+  EXPECT_EQ(mesh.vertex_count(), 8u);
+  EXPECT_TRUE(non_manifold_vertices(mesh).empty());
+  EXPECT_TRUE(edge_report(mesh).watertight());
+  // Nothing moved: the new vertex sits on the apex, and the first fan (corner order) kept it.
+  EXPECT_EQ(std::vector<float>(mesh.vertices.end() - 3, mesh.vertices.end()),
+            (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(std::vector<uint32_t>(mesh.indices.begin(), mesh.indices.begin() + 12),
+            std::vector<uint32_t>(before.indices.begin(), before.indices.begin() + 12));
+  std::size_t components = 0;
+  face_components(mesh, &components);
+  EXPECT_EQ(components, 2u);
+  // Only the listed vertices are split.
+  Mesh untouched = touching_tetrahedra();
+  EXPECT_EQ(split_pinched_vertices(untouched, {1, 2}), 0u);
+  EXPECT_EQ(untouched.indices, before.indices);
+}
+
 TEST(MeshCleanup, MarchingCubesOutputIsAlreadyClean) {
   Mesh mesh = spheres({{0.0, 0.7}});
   const Mesh before = mesh;

@@ -204,6 +204,7 @@ TEST(MeshIo, FormatFromPath) {
   EXPECT_EQ(mesh_format_from_path("a/b.obj"), MeshFormat::kObj);
   EXPECT_EQ(mesh_format_from_path("B.PLY"), MeshFormat::kPly);
   EXPECT_EQ(mesh_format_from_path("/tmp/x.y/mesh.Glb"), MeshFormat::kGlb);
+  EXPECT_EQ(mesh_format_from_path("mesh.c3dm"), MeshFormat::kCompact);
   for (const char* bad : {"mesh.stl", "mesh", "dir.obj/mesh", "mesh.obj.gz"}) {
     try {
       mesh_format_from_path(bad);
@@ -212,7 +213,7 @@ TEST(MeshIo, FormatFromPath) {
       EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
       const std::string message = error.what();
       EXPECT_NE(message.find(bad), std::string::npos) << message;
-      EXPECT_NE(message.find(".obj, .ply or .glb"), std::string::npos) << message;
+      EXPECT_NE(message.find(".obj, .ply, .glb or .c3dm"), std::string::npos) << message;
     }
   }
 }
@@ -222,7 +223,8 @@ TEST(MeshIo, WriteMeshPicksFormatByExtension) {
   const std::string dir = ::testing::TempDir();
   for (const auto& [name, format] : {std::pair{"cube3d_mesh_io.obj", MeshFormat::kObj},
                                      std::pair{"cube3d_mesh_io.ply", MeshFormat::kPly},
-                                     std::pair{"cube3d_mesh_io.glb", MeshFormat::kGlb}}) {
+                                     std::pair{"cube3d_mesh_io.glb", MeshFormat::kGlb},
+                                     std::pair{"cube3d_mesh_io.c3dm", MeshFormat::kCompact}}) {
     const std::string path = dir + "/" + name;
     write_mesh(path, mesh);
     std::ifstream file(path, std::ios::binary);

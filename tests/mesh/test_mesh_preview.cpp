@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -333,68 +334,52 @@ TEST(MeshPreview, TrianglesBehindOrAcrossTheCameraAreClipped) {
 
 TEST(MeshPreview, BadOptionsAreRefusedNamingTheField) {
   const Mesh mesh = cube();
-  const auto refused = [&](PreviewOptions options, const std::string& field) {
+  // The default options with one change are refused, by the renderer and by validate().
+  const auto refused = [&](const std::function<void(PreviewOptions&)>& change,
+                           const std::string& field) {
+    SCOPED_TRACE(field);
+    PreviewOptions options;
+    change(options);
     expect_error([&] { render_preview(mesh, options); }, ErrorCode::kInvalidArgument, field);
     expect_error([&] { options.validate(); }, ErrorCode::kInvalidArgument, field);
   };
+  using O = PreviewOptions;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  refused([](O& o) { o.width = 15; }, "width");
+  refused([](O& o) { o.width = 4097; }, "width");
+  refused([](O& o) { o.height = 0; }, "height");
+  refused([](O& o) { o.supersample = 5; }, "supersample");
+  refused([](O& o) { o.fov_degrees = std::numeric_limits<double>::quiet_NaN(); }, "fov_degrees");
+  refused([](O& o) { o.elevation_degrees = 90; }, "elevation_degrees");
+  refused([](O& o) { o.fill = 0; }, "fill");
+  refused([](O& o) { o.camera = PreviewCamera{{0, 0, 1}, {0, 0, 1}, {0, 1, 0}}; }, "camera.target");
+  refused([](O& o) { o.camera = PreviewCamera{{0, 5, 0}, {0, 0, 0}, {0, 1, 0}}; }, "camera.up");
+  refused([](O& o) { o.camera = PreviewCamera{{0, kInf, 0}, {0, 0, 0}, {0, 1, 0}}; }, "camera.eye");
+  refused([](O& o) { o.description = "bad \xff byte"; }, "description");
+  refused([](O& o) { o.description = std::string("nul\0byte", 8); }, "description");
+  refused([](O& o) { o.description = std::string(65537, 'a'); }, "description");
   PreviewOptions o;
-  o.width = 15;
-  refused(o, "width");
-  o = {};
-  o.width = 4097;
-  refused(o, "width");
-  o = {};
-  o.height = 0;
-  refused(o, "height");
-  o = {};
-  o.supersample = 5;
-  refused(o, "supersample");
-  o = {};
-  o.fov_degrees = std::numeric_limits<double>::quiet_NaN();
-  refused(o, "fov_degrees");
-  o = {};
-  o.elevation_degrees = 90;
-  refused(o, "elevation_degrees");
-  o = {};
-  o.fill = 0;
-  refused(o, "fill");
-  o = {};
-  o.camera = PreviewCamera{{0, 0, 1}, {0, 0, 1}, {0, 1, 0}};
-  refused(o, "camera.target");
-  o.camera = PreviewCamera{{0, 5, 0}, {0, 0, 0}, {0, 1, 0}};
-  refused(o, "camera.up");
-  o.camera = PreviewCamera{{0, std::numeric_limits<double>::infinity(), 0}, {0, 0, 0}, {0, 1, 0}};
-  refused(o, "camera.eye");
-  o = {};
-  o.description = "bad \xff byte";
-  refused(o, "description");
-  o.description = std::string("nul\0byte", 8);
-  refused(o, "description");
-  o.description = std::string(65537, 'a');
-  refused(o, "description");
-  o = {};
   o.width = 16;
   o.height = 4096;
   EXPECT_NO_THROW(o.validate());
 }
 
 TEST(MeshPreview, BadMeshesAreRefusedNamingTheVertexOrFace) {
-  Mesh mesh = cube();
-  mesh.vertices[3 * 5 + 1] = std::numeric_limits<float>::quiet_NaN();
-  expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument, "vertex 5");
-  mesh = cube();
-  mesh.vertices[3 * 7] = -std::numeric_limits<float>::infinity();
-  expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument, "vertex 7");
-  mesh = cube();
-  mesh.indices[3 * 4 + 2] = 8;
-  expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument,
-               std::vector<std::string>{"face 4", "vertex 8"});
-  mesh = cube();
-  mesh.indices.push_back(0);
-  expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument, "multiple of 3");
-  mesh = cube();
-  mesh.vertices.pop_back();
-  expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument, "multiple of 3");
+  // A cube with one change is refused with a message that holds each of the needles.
+  const auto refused = [](const std::function<void(Mesh&)>& change,
+                          const std::vector<std::string>& needles) {
+    SCOPED_TRACE(needles.front());
+    Mesh mesh = cube();
+    change(mesh);
+    expect_error([&] { render_preview(mesh); }, ErrorCode::kInvalidArgument, needles);
+  };
+  refused([](Mesh& m) { m.vertices[3 * 5 + 1] = std::numeric_limits<float>::quiet_NaN(); },
+          {"vertex 5"});
+  refused([](Mesh& m) { m.vertices[3 * 7] = -std::numeric_limits<float>::infinity(); },
+          {"vertex 7"});
+  refused([](Mesh& m) { m.indices[3 * 4 + 2] = 8; }, {"face 4", "vertex 8"});
+  refused([](Mesh& m) { m.indices.push_back(0); }, {"multiple of 3"});
+  refused([](Mesh& m) { m.vertices.pop_back(); }, {"multiple of 3"});
 }
 
 TEST(MeshPreview, ThePngDecodesToTheSamePixels) {

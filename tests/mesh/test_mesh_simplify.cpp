@@ -48,7 +48,8 @@ TEST(MeshSimplify, HitsTargetAndStaysWatertight) {
     EXPECT_EQ(euler_characteristic(mesh), 2);
     repair_rounds += report.repair_rounds;
     EXPECT_NEAR(signed_volume(mesh) / volume, 1.0, 0.01);
-    EXPECT_LE(report.cancelled_faces, 40u);
+    // Folded pairs are cancelled (harmless); with blocks a few more than in one pass.
+    EXPECT_LE(report.cancelled_faces, expected / 100) << "target " << expected;
     // No vertex left behind.
     std::vector<uint8_t> used(mesh.vertex_count(), 0);
     for (const uint32_t index : mesh.indices) {

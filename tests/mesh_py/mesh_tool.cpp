@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "usage: cube3d_mesh_tool GRID OUT.obj|ply|glb [--no-postprocess] [--no-simplify]\n"
     "       [--target-faces N] [--level L] [--threads N] [--index-space] [--bounds MIN MAX]\n"
     "       [--obj-normals] [--allow-sloppy] [--max-faces N] [--repeat N]\n"
-    "       [--metadata FILE.json]\n";
+    "       [--max-marching-cubes-faces N (0: no budget)] [--metadata FILE.json]\n";
 
 struct Grid {
   std::vector<float> values;
@@ -113,7 +113,9 @@ int run(int argc, char** argv) {
     } else if (arg == "--level") {
       options.marching_cubes.level = std::stof(value());
     } else if (arg == "--threads") {
-      options.marching_cubes.threads = std::stoi(value());
+      options.threads = std::stoi(value());
+    } else if (arg == "--max-marching-cubes-faces") {
+      options.max_marching_cubes_faces = std::stoull(value());
     } else if (arg == "--index-space") {
       options.world_coordinates = false;
     } else if (arg == "--bounds") {
@@ -177,6 +179,8 @@ int run(int argc, char** argv) {
       {"capped", report.capped},
       {"uncapped_target_faces", report.uncapped_target_faces},
       {"faces_before_sloppy_pass", report.faces_before_sloppy_pass},
+      {"over_budget", report.over_budget},
+      {"budget_warning", cube3d::budget_warning(report, grid.dims)},
       {"watertight", edges.watertight()},
       {"boundary_edges", edges.boundary},
       {"euler", cube3d::euler_characteristic(mesh)},

@@ -227,7 +227,7 @@ class WrittenFiles(MeshToolCase):
         grid_path = self.write_grid("sphere_b.grid", self.sphere_grid)
         result = self.run_tool(grid_path, "sphere.stl", check=False)
         self.assertNotEqual(result.returncode, 0)
-        self.assertIn(".obj, .ply or .glb", result.stderr)
+        self.assertIn(".obj, .ply, .glb or .c3dm", result.stderr)
         self.assertIn("sphere.stl", result.stderr)
 
 

@@ -29,16 +29,21 @@ import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from transformers import CLIPConfig, CLIPModel, CLIPTextConfig, CLIPTextModel  # noqa: E402
 
+
+def tower(width, layers, heads, **more):
+    """A transformer's sizes as CLIP's text and vision configs name them: `width` wide, its MLP
+    twice as wide, `layers` deep, with `heads` attention heads; `more` adds the other fields."""
+    return dict(
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        **more,
+    )
+
+
 BOS, EOS, LENGTH = 49406, 49407, 77
-TEXT = dict(
-    vocab_size=49408,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    max_position_embeddings=LENGTH,
-    layer_norm_eps=1e-5,
-)
+TEXT = tower(64, 3, 4, vocab_size=49408, max_position_embeddings=LENGTH, layer_norm_eps=1e-5)
 
 
 def clip_inputs(generator):
@@ -108,14 +113,7 @@ def main():
     reference_gelu = last_hidden_state(gelu_model, ids, mask)
 
     # A full CLIPModel (like openai/clip-vit-large-patch14) around the same text weights.
-    vision = dict(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=16,
-    )
+    vision = tower(32, 1, 2, image_size=32, patch_size=16)
     full = CLIPModel(
         CLIPConfig(text_config=dict(hidden_act="quick_gelu", **TEXT), vision_config=vision)
     )

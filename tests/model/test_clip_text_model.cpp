@@ -6,31 +6,27 @@
 #include "cube3d/model/clip_text_model.h"
 
 #include <ATen/ATen.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
-#include "cube3d/core/safetensors.h"
+#include "cube3d/core/files.h"
 #include "cube3d/model/weight_spec.h"
 #include "cube3d/model/weights.h"
+#include "cube3d/tensor_io/safetensors.h"
+#include "expect_error.h"
+#include "scratch_dir.h"
 
 namespace cube3d {
 namespace test_clip_text_model {
-
-// Plain POSIX instead of std::filesystem: the torch wheel's libtorch.so exports its own copies
-// of std::filesystem functions, which interpose on libstdc++'s and crash.
 
 constexpr double kTolerance = 1e-4;
 
@@ -40,68 +36,13 @@ std::string fixture_dir() {
   return dir ? dir : "";
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
-void write_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-// Runs `f`, which must throw a cube3d::Error; returns it (or a placeholder after a failure).
-Error expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no cube3d::Error was thrown";
-  return Error(ErrorCode::kInternal, "<nothing thrown>");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::ScratchDir;
+using testing::thrown_error;
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kCPU, at::kDouble) - b.to(at::kCPU, at::kDouble)).abs().max().item<double>();
 }
-
-// A scratch folder holding plain files only, removed with them at the end of the test.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = testing::TempDir();
-    if (!pattern.empty() && pattern.back() != '/') pattern += '/';
-    pattern += "cube3d_clip_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern;
-    dir_ = pattern;
-  }
-  ~ScratchDir() {
-    if (DIR* const handle = ::opendir(dir_.c_str())) {
-      while (const dirent* entry = ::readdir(handle)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != "..") ::unlink(path(name).c_str());
-      }
-      ::closedir(handle);
-    }
-    ::rmdir(dir_.c_str());
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const std::string& dir() const { return dir_; }
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
-
- private:
-  std::string dir_;
-};
 
 // Writes a config.json holding `json` and returns the parsed config.
 ClipTextConfig config_from(const ScratchDir& scratch, const std::string& json) {
@@ -132,7 +73,7 @@ void expect_same_config(const ClipTextConfig& a, const ClipTextConfig& b) {
 }
 
 // Fixture tests: the reference inputs and transformers' outputs.
-class ClipTextModelReference : public testing::Test {
+class ClipTextModelReference : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fixture_dir();
@@ -285,6 +226,27 @@ class ClipTextModelLoad : public ClipTextModelReference {
     write_file(scratch.path("config.json"),
                config_json.empty() ? read_file(path("full_clip/config.json")) : config_json);
   }
+  // Loading the full CLIP tensors under `config_json` is refused as INVALID_ARGUMENT; the message.
+  std::string invalid_config_message(const ScratchDir& scratch,
+                                     const std::string& config_json) const {
+    const Error error = load_error(scratch, full_clip_tensors(), config_json);
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
+    return error.what();
+  }
+  // What loading that folder throws.
+  Error load_error(const ScratchDir& scratch, const std::map<std::string, at::Tensor>& tensors,
+                   const std::string& config_json = "") const {
+    write_folder(scratch, tensors, config_json);
+    return thrown_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
+  }
+  // The fixture's text model config.json with `from` (which it must hold) replaced by `to`.
+  std::string config_with(const std::string& from, const std::string& to) const {
+    std::string config = read_file(path("text_model/config.json"));
+    const size_t at = config.find(from);
+    EXPECT_NE(at, std::string::npos) << config;
+    if (at != std::string::npos) config.replace(at, from.size(), to);
+    return config;
+  }
 };
 
 TEST_F(ClipTextModelLoad, ReportsEveryMissingAndMisshapenTensorNamingTheFile) {
@@ -295,10 +257,8 @@ TEST_F(ClipTextModelLoad, ReportsEveryMissingAndMisshapenTensorNamingTheFile) {
   ASSERT_EQ(tensors.erase(gone), 1u);
   ASSERT_EQ(tensors.erase(also_gone), 1u);
   tensors[transposed] = tensors.at(transposed).t();
-  const ScratchDir scratch;
-  write_folder(scratch, tensors);
-
-  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
+  const ScratchDir scratch("cube3d_clip_");
+  const Error error = load_error(scratch, tensors);
   EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
   const std::string message = error.what();
   EXPECT_TRUE(contains(message, scratch.path("model.safetensors"))) << message;
@@ -311,32 +271,19 @@ TEST_F(ClipTextModelLoad, ReportsEveryMissingAndMisshapenTensorNamingTheFile) {
 
 TEST_F(ClipTextModelLoad, ReportsTextLayersTheConfigDoesNotHave) {
   // A config with fewer layers than the checkpoint must not silently drop the rest.
-  std::string config = read_file(path("text_model/config.json"));
-  const std::string layers = "\"num_hidden_layers\": 3";
-  ASSERT_TRUE(contains(config, layers)) << config;
-  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 2");
-  const ScratchDir scratch;
-  write_folder(scratch, full_clip_tensors(), config);
-
-  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
-  EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(error.what(), "unexpected (16)")) << error.what();
-  EXPECT_TRUE(contains(error.what(), "text_model.encoder.layers.2.mlp.fc1.weight")) << error.what();
+  const ScratchDir scratch("cube3d_clip_");
+  const std::string message = invalid_config_message(
+      scratch, config_with("\"num_hidden_layers\": 3", "\"num_hidden_layers\": 2"));
+  EXPECT_TRUE(contains(message, "unexpected (16)")) << message;
+  EXPECT_TRUE(contains(message, "text_model.encoder.layers.2.mlp.fc1.weight")) << message;
 }
 
 TEST_F(ClipTextModelLoad, AMismatchNamesTheConfigTheShapesCameFrom) {
-  std::string config = read_file(path("text_model/config.json"));
-  const std::string layers = "\"num_hidden_layers\": 3";
-  ASSERT_TRUE(contains(config, layers)) << config;
-  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 4");
-  const ScratchDir scratch;
-  write_folder(scratch, full_clip_tensors(), config);
-  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
-  EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(error.what(), "does not match " + scratch.path("config.json")))
-      << error.what();
-  EXPECT_TRUE(contains(error.what(), "text_model.encoder.layers.3.mlp.fc1.weight [128, 64]"))
-      << error.what();
+  const ScratchDir scratch("cube3d_clip_");
+  const std::string message = invalid_config_message(
+      scratch, config_with("\"num_hidden_layers\": 3", "\"num_hidden_layers\": 4"));
+  EXPECT_TRUE(contains(message, "does not match " + scratch.path("config.json"))) << message;
+  EXPECT_TRUE(contains(message, "text_model.encoder.layers.3.mlp.fc1.weight [128, 64]")) << message;
 }
 
 TEST_F(ClipTextModelLoad, AFileWithoutTextTensorsNamesTheFirstExpectedOnes) {
@@ -344,42 +291,37 @@ TEST_F(ClipTextModelLoad, AFileWithoutTextTensorsNamesTheFirstExpectedOnes) {
   for (const auto& [name, tensor] : full_clip_tensors()) {
     if (name.rfind("text_model.", 0) != 0) tensors[name] = tensor;
   }
-  const ScratchDir scratch;
-  write_folder(scratch, tensors);
-  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
+  const ScratchDir scratch("cube3d_clip_");
+  const Error error = load_error(scratch, tensors);
   EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(contains(error.what(), "text_model.embeddings.token_embedding.weight [49408, 64]"))
       << error.what();
 }
 
 TEST_F(ClipTextModelLoad, UnsupportedHiddenActNamesTheField) {
-  std::string config = read_file(path("text_model/config.json"));
-  const std::string act = "\"quick_gelu\"";
-  ASSERT_TRUE(contains(config, act)) << config;
-  config.replace(config.find(act), act.size(), "\"relu\"");
-  const ScratchDir scratch;
-  write_folder(scratch, full_clip_tensors(), config);
-  const Error error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
-  EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(error.what(), "hidden_act")) << error.what();
-  EXPECT_TRUE(contains(error.what(), "relu")) << error.what();
-  EXPECT_TRUE(contains(error.what(), scratch.path("config.json"))) << error.what();
+  const ScratchDir scratch("cube3d_clip_");
+  const std::string message =
+      invalid_config_message(scratch, config_with("\"quick_gelu\"", "\"relu\""));
+  for (const std::string& part :
+       {std::string("hidden_act"), std::string("relu"), scratch.path("config.json")}) {
+    EXPECT_TRUE(contains(message, part)) << "no \"" << part << "\" in: " << message;
+  }
 }
 
 TEST_F(ClipTextModelLoad, MissingFilesAreNotFound) {
-  const ScratchDir scratch;
-  Error error = expect_error([&] { ClipTextModel::load(scratch.path("nothing"), at::kCPU); });
+  const ScratchDir scratch("cube3d_clip_");
+  Error error = thrown_error([&] { ClipTextModel::load(scratch.path("nothing"), at::kCPU); });
   EXPECT_EQ(error.code(), ErrorCode::kNotFound);
   EXPECT_TRUE(contains(error.what(), scratch.path("nothing"))) << error.what();
 
   // An empty folder: no model.safetensors.
-  error = expect_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
+  error = thrown_error([&] { ClipTextModel::load(scratch.dir(), at::kCPU); });
   EXPECT_EQ(error.code(), ErrorCode::kNotFound);
   EXPECT_TRUE(contains(error.what(), "model.safetensors")) << error.what();
 
   // A safetensors file with no config.json beside it.
   write_safetensors(scratch.path("clip.safetensors"), full_clip_tensors());
-  error = expect_error([&] { ClipTextModel::load(scratch.path("clip.safetensors"), at::kCPU); });
+  error = thrown_error([&] { ClipTextModel::load(scratch.path("clip.safetensors"), at::kCPU); });
   EXPECT_EQ(error.code(), ErrorCode::kNotFound);
   EXPECT_TRUE(contains(error.what(), scratch.path("config.json"))) << error.what();
 }
@@ -401,33 +343,29 @@ TEST(ClipTextModelConfig, StructDefaultsAreVitL14sTextModel) {
 }
 
 TEST(ClipTextModelConfig, ReadsATextConfigAndTakesTransformersDefaultsForMissingKeys) {
-  const ScratchDir scratch;
+  const ScratchDir scratch("cube3d_clip_");
   ClipTextConfig config = config_from(
       scratch, R"({"model_type": "clip_text_model", "hidden_size": 64, "num_attention_heads": 4,
                    "intermediate_size": 128, "num_hidden_layers": 2, "hidden_act": "gelu",
                    "layer_norm_eps": 1e-6, "vocab_size": 1000, "max_position_embeddings": 16})");
-  EXPECT_EQ(config.hidden_size, 64);
-  EXPECT_EQ(config.num_attention_heads, 4);
-  EXPECT_EQ(config.intermediate_size, 128);
-  EXPECT_EQ(config.num_hidden_layers, 2);
-  EXPECT_EQ(config.hidden_act, "gelu");
-  EXPECT_DOUBLE_EQ(config.layer_norm_eps, 1e-6);
-  EXPECT_EQ(config.vocab_size, 1000);
-  EXPECT_EQ(config.max_position_embeddings, 16);
+  expect_same_config(config, {.vocab_size = 1000,
+                              .hidden_size = 64,
+                              .intermediate_size = 128,
+                              .num_hidden_layers = 2,
+                              .num_attention_heads = 4,
+                              .max_position_embeddings = 16,
+                              .hidden_act = "gelu",
+                              .layer_norm_eps = 1e-6});
 
   // transformers' CLIPTextConfig defaults (ViT-B/32's width), as transformers would load it.
+  // The fields not named are this struct's defaults too.
   config = config_from(scratch, R"({"model_type": "clip_text_model"})");
-  EXPECT_EQ(config.hidden_size, 512);
-  EXPECT_EQ(config.intermediate_size, 2048);
-  EXPECT_EQ(config.num_attention_heads, 8);
-  EXPECT_EQ(config.num_hidden_layers, 12);
-  EXPECT_EQ(config.vocab_size, 49408);
-  EXPECT_EQ(config.max_position_embeddings, 77);
-  EXPECT_EQ(config.hidden_act, "quick_gelu");
+  expect_same_config(config,
+                     {.hidden_size = 512, .intermediate_size = 2048, .num_attention_heads = 8});
 }
 
 TEST(ClipTextModelConfig, FullClipConfigUsesTextConfigDictOverTextConfig) {
-  const ScratchDir scratch;
+  const ScratchDir scratch("cube3d_clip_");
   ClipTextConfig config = config_from(scratch, R"({"model_type": "clip", "projection_dim": 768,
                    "text_config": {"hidden_size": 768, "intermediate_size": 3072,
                                    "num_attention_heads": 12, "num_hidden_layers": 12},
@@ -449,10 +387,10 @@ TEST(ClipTextModelConfig, FullClipConfigUsesTextConfigDictOverTextConfig) {
 }
 
 TEST(ClipTextModelConfig, BadValuesNameTheFileAndTheKey) {
-  const ScratchDir scratch;
+  const ScratchDir scratch("cube3d_clip_");
   const std::string file = scratch.path("config.json");
   const auto message_for = [&](const std::string& json) {
-    const Error error = expect_error([&] { config_from(scratch, json); });
+    const Error error = thrown_error([&] { config_from(scratch, json); });
     EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
     EXPECT_TRUE(contains(error.what(), file)) << error.what();
     return std::string(error.what());
@@ -473,7 +411,7 @@ TEST(ClipTextModelConfig, BadValuesNameTheFileAndTheKey) {
   EXPECT_TRUE(contains(message_for(R"({"hidden_size": )"), "invalid JSON"));
   EXPECT_TRUE(contains(message_for(R"([1, 2])"), "object"));
 
-  const Error missing = expect_error([&] { ClipTextConfig::from_json_file(file + ".nope"); });
+  const Error missing = thrown_error([&] { ClipTextConfig::from_json_file(file + ".nope"); });
   EXPECT_EQ(missing.code(), ErrorCode::kNotFound);
 }
 
@@ -541,13 +479,13 @@ TEST(ClipTextModelRandom, AreTheSpecsRandomCheckpointWithQkvStacked) {
 TEST(ClipTextModelRandom, RejectsBadConfigs) {
   ClipTextConfig config = fixture_config();
   config.hidden_act = "swish";
-  Error error = expect_error([&] { ClipTextModel::random(config, 1, at::kCPU); });
+  Error error = thrown_error([&] { ClipTextModel::random(config, 1, at::kCPU); });
   EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(contains(error.what(), "hidden_act")) << error.what();
 
   config = fixture_config();
   config.num_attention_heads = 3;
-  error = expect_error([&] { ClipTextModel::random(config, 1, at::kCPU); });
+  error = thrown_error([&] { ClipTextModel::random(config, 1, at::kCPU); });
   EXPECT_TRUE(contains(error.what(), "num_attention_heads")) << error.what();
 }
 
@@ -558,7 +496,7 @@ TEST(ClipTextModelRandom, ForwardRejectsBadInputs) {
   const at::Tensor ids = clip_style_ids(2, 5);
   const at::Tensor mask = clip_style_mask(2, 5);
   const auto expect_invalid = [&](const at::Tensor& i, const at::Tensor& m) {
-    const Error error = expect_error([&] { model.forward(i, m); });
+    const Error error = thrown_error([&] { model.forward(i, m); });
     EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
   };
   expect_invalid(ids.to(at::kFloat), mask);                             // dtype

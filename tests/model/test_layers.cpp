@@ -53,6 +53,27 @@ TEST(LayersRope, ApplyRopeWithTablesMatchesComplexRotation) {
   EXPECT_LE(max_abs_diff(out, complex_rope_reference(x, angles)), 1e-6);
 }
 
+TEST(LayersRope, PairTablesGiveApplyRopeBitForBit) {
+  at::manual_seed(4);
+  const int64_t batch = 2, heads = 6, len = 3, head_dim = 16;
+  // Values of every magnitude and both signs, zeros and negative zeros among them.
+  at::Tensor x = at::randn({batch, heads, len, head_dim}) * at::exp(at::randn({1}) * 10.0);
+  x.index_put_({0, 0, 0}, at::zeros({head_dim}));
+  x.index_put_({0, 0, 1}, -at::zeros({head_dim}));
+  const at::Tensor angles = at::rand({batch, 1, len, head_dim / 2}) * 200.0 - 100.0;
+  const at::Tensor cos = angles.cos(), sin = angles.sin();
+  const at::Tensor expected = apply_rope(x, cos, sin);
+  const at::Tensor out = apply_rope_pairs(x, rope_pair_tables(cos, sin));
+  ASSERT_EQ(out.sizes(), expected.sizes());
+  EXPECT_TRUE(at::equal(out, expected));
+  // Sign bits too (at::equal calls -0 and +0 equal).
+  EXPECT_TRUE(at::equal(at::signbit(out), at::signbit(expected)));
+  // The q and k heads of a joint tensor rotate as each would alone.
+  const at::Tensor half = x.narrow(1, 0, heads / 2);
+  EXPECT_TRUE(at::equal(apply_rope_pairs(half, rope_pair_tables(cos, sin)),
+                        expected.narrow(1, 0, heads / 2)));
+}
+
 TEST(LayersRope, PositionZeroIsTheIdentity) {
   at::manual_seed(3);
   const RopeTables tables = make_rope_tables(16, 4, 10000.0);
@@ -236,12 +257,16 @@ TEST(LayersMlp, SwiGluMatchesFormula) {
   at::manual_seed(12);
   const int64_t d = 16;
   const SwiGluMlp mlp{random_linear(d, 4 * d, true), random_linear(d, 4 * d, true),
-                      random_linear(4 * d, d, true)};
+                      random_linear(4 * d, d, true), Linear{}};
   const at::Tensor x = at::randn({2, 5, d}) * 2.0;
   const at::Tensor g = manual_linear(mlp.gate, x);
   const at::Tensor silu = g / (1.0 + at::exp(-g));
   const at::Tensor expected = manual_linear(mlp.down, silu * manual_linear(mlp.up, x));
   EXPECT_LE(max_abs_diff(mlp(x), expected), 1e-5);
+  // Packed, gate and up are one GEMM whose output is split: the same MLP.
+  SwiGluMlp packed = mlp;
+  packed.gate_up = pack_linears({&packed.gate, &packed.up}, "mlp");
+  EXPECT_LE(max_abs_diff(packed(x), expected), 1e-5);
 }
 
 TEST(LayersMlp, GeluIsTheExactErfForm) {

@@ -8,7 +8,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -30,8 +29,10 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/model_config.h"
-#include "cube3d/core/safetensors.h"
 #include "cube3d/model/weight_spec.h"
+#include "cube3d/tensor_io/safetensors.h"
+#include "expect_error.h"
+#include "scratch_dir.h"
 
 namespace cube3d {
 namespace test_weights {
@@ -76,20 +77,9 @@ TensorSource memory_source(const TensorMap& tensors) {
   return source;
 }
 
-// Runs `f`, which must throw a cube3d::Error; returns it (or a placeholder after a failure).
-Error expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no cube3d::Error was thrown";
-  return Error(ErrorCode::kInternal, "<nothing thrown>");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::ScratchDir;
+using testing::thrown_error;
 
 // The line of a multi-line error message that mentions `part` ("" if none): lets a test check
 // that a tensor's shapes are reported next to that tensor and not somewhere else.
@@ -132,31 +122,23 @@ bool stays_float32(const std::string& name) {
          name == kEmbedder;
 }
 
-class WeightsTest : public testing::Test {
+class WeightsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    std::string pattern = testing::TempDir();
-    if (!pattern.empty() && pattern.back() != '/') pattern += '/';
-    pattern += std::string("cube3d_weights_") + info->name() + "_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << pattern;
-    dir_ = pattern;
-  }
-  // The tests only create plain files directly in dir_.
-  void TearDown() override {
-    if (DIR* const handle = ::opendir(dir_.c_str())) {
-      while (const dirent* entry = ::readdir(handle)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != "..") ::unlink(path(name).c_str());
-      }
-      ::closedir(handle);
-    }
-    ::rmdir(dir_.c_str());
+  std::string path(const std::string& file) const { return scratch_.path(file); }
+
+  // The message of the INVALID_ARGUMENT error that resolving `tensors`, written to `file`, as the
+  // GPT checkpoint of `config` throws.
+  static std::string gpt_checkpoint_error(const ModelConfig& config, const TensorMap& tensors,
+                                          const std::string& file) {
+    write_safetensors(file, tensors);
+    const Error e = thrown_error(
+        [&] { resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {}); });
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    return e.what();
   }
 
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
-
-  std::string dir_;
+ private:
+  ScratchDir scratch_{"cube3d_weights_"};
 };
 
 // --- the golden checkpoints ----------------------------------------------------------------------
@@ -207,12 +189,7 @@ TEST_F(WeightsTest, ResolveReportsEveryProblemInOneError) {
   ASSERT_EQ(tensors.at(reshaped).sizes().vec(), (std::vector<int64_t>{64, 64}));
   tensors[reshaped] = tensors.at(reshaped).reshape({32, 128});
   const std::string file = path("broken_gpt.safetensors");
-  write_safetensors(file, tensors);
-
-  const Error e = expect_error(
-      [&] { resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {}); });
-  const std::string message = e.what();
-  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  const std::string message = gpt_checkpoint_error(config, tensors, file);
   EXPECT_TRUE(contains(message, file)) << message;
   // The renamed tensor is missing under its old name as well as unexpected under the new one.
   for (const std::string& name : {removed_1, removed_2, renamed_from, renamed_to, reshaped}) {
@@ -237,12 +214,7 @@ TEST_F(WeightsTest, NanOrInfiniteWeightsAreRefusedNamingTheTensors) {
   tensors[with_inf].view(-1)[0] = std::numeric_limits<float>::infinity();
   tensors[with_inf].view(-1)[1] = -std::numeric_limits<float>::infinity();
   const std::string file = path("nan_gpt.safetensors");
-  write_safetensors(file, tensors);
-
-  const Error e = expect_error(
-      [&] { resolve_checkpoint(gpt_checkpoint_spec(config.gpt), safetensors_source(file), {}); });
-  const std::string message = e.what();
-  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
+  const std::string message = gpt_checkpoint_error(config, tensors, file);
   EXPECT_TRUE(contains(line_with(message, with_nan), "NaN or infinite")) << message;
   EXPECT_TRUE(contains(message, with_nan + " (1 of ")) << message;
   EXPECT_TRUE(contains(message, with_inf + " (2 of ")) << message;
@@ -251,7 +223,7 @@ TEST_F(WeightsTest, NanOrInfiniteWeightsAreRefusedNamingTheTensors) {
 TEST_F(WeightsTest, MissingFileIsNotFoundNamingThePath) {
   const ModelConfig config = golden_config("tiny_v01");
   const std::string missing = path("no_such.safetensors");
-  const Error e = expect_error([&] {
+  const Error e = thrown_error([&] {
     load_model_weights(config, missing, golden_file("tiny_v01", "shape_tokenizer.safetensors"), {});
   });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound) << e.what();
@@ -260,7 +232,7 @@ TEST_F(WeightsTest, MissingFileIsNotFoundNamingThePath) {
 
 // --- the shared Fourier embedder ----------------------------------------------------------------
 
-class WeightsEmbedderAliases : public testing::Test {
+class WeightsEmbedderAliases : public ::testing::Test {
  protected:
   void SetUp() override {
     spec_ = shape_tokenizer_checkpoint_spec(golden_config("tiny_v01").shape);
@@ -295,7 +267,7 @@ TEST_F(WeightsEmbedderAliases, AnyOneAliasLoads) {
 }
 
 TEST_F(WeightsEmbedderAliases, NoAliasIsReportedMissing) {
-  const Error e = expect_error(
+  const Error e = thrown_error(
       [&] { resolve_checkpoint(spec_, memory_source(with_aliases({})), WeightOptions{}); });
   const std::string message = e.what();
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
@@ -305,7 +277,7 @@ TEST_F(WeightsEmbedderAliases, NoAliasIsReportedMissing) {
 TEST_F(WeightsEmbedderAliases, AliasesWithDifferentValuesAreReported) {
   TensorMap tensors = with_aliases({kEmbedder, "encoder.embedder.weight"});
   tensors["encoder.embedder.weight"] = embedder_ + 1.0;
-  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  const Error e = thrown_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
   const std::string message = e.what();
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
   EXPECT_TRUE(contains(message, kEmbedder)) << message;
@@ -319,7 +291,7 @@ TEST_F(WeightsEmbedderAliases, AliasesWithDifferentValuesAreReported) {
 TEST_F(WeightsEmbedderAliases, OneDisagreeingAliasAmongThreeIsNamed) {
   TensorMap tensors = with_aliases(kEmbedderAliases);
   tensors["embedder.weight"] = embedder_ * 2.0;
-  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  const Error e = thrown_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
   const std::string message = e.what();
   EXPECT_TRUE(contains(message, " embedder.weight")) << message;
   EXPECT_FALSE(contains(message, "missing")) << message;
@@ -328,7 +300,7 @@ TEST_F(WeightsEmbedderAliases, OneDisagreeingAliasAmongThreeIsNamed) {
 TEST_F(WeightsEmbedderAliases, AnAliasWithTheWrongShapeIsMisshapen) {
   TensorMap tensors = with_aliases(kEmbedderAliases);
   tensors["embedder.weight"] = at::zeros({3, 9});
-  const Error e = expect_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
+  const Error e = thrown_error([&] { resolve_checkpoint(spec_, memory_source(tensors), {}); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
   const std::string line = line_with(e.what(), "[3, 9]");
   EXPECT_TRUE(contains(line, "embedder.weight")) << e.what();
@@ -362,7 +334,7 @@ TEST(WeightsIgnored, UnknownTensorsAreUnexpected) {
   tensors["decoder.extra.weight"] = at::zeros({4});
   // The prefixes are whole module names: c_inx is not c_in.
   tensors["bottleneck.block.c_inx.weight"] = at::zeros({4});
-  const Error e = expect_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
+  const Error e = thrown_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
   const std::string message = e.what();
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << message;
   EXPECT_TRUE(contains(line_with(message, "decoder.extra.weight"), "unexpected")) << message;
@@ -375,7 +347,7 @@ TEST(WeightsIgnored, TheGptCheckpointIgnoresNothing) {
   const CheckpointSpec spec = gpt_checkpoint_spec(golden_config("tiny_v01").gpt);
   TensorMap tensors = read_all_tensors(golden_file("tiny_v01", "shape_gpt.safetensors"));
   tensors["encoder.blocks.0.weight"] = at::zeros({4});
-  const Error e = expect_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
+  const Error e = thrown_error([&] { resolve_checkpoint(spec, memory_source(tensors), {}); });
   EXPECT_TRUE(contains(line_with(e.what(), "encoder.blocks.0.weight"), "unexpected")) << e.what();
 }
 
@@ -741,7 +713,7 @@ TEST(WeightsRandom, LoadModelWeightsGeneratesFromTheConfigSeed) {
 TEST(WeightsRandom, NoPathsAndNoSeedThrowsNamingTheConfig) {
   const ModelConfig config = golden_config("tiny_v01");
   ASSERT_FALSE(config.random_weights_seed.has_value());
-  const Error e = expect_error([&] { load_model_weights(config, "", "", {}); });
+  const Error e = thrown_error([&] { load_model_weights(config, "", "", {}); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
   EXPECT_TRUE(contains(e.what(), golden_file("tiny_v01", "model.yaml"))) << e.what();
   EXPECT_TRUE(contains(e.what(), "random_weights_seed")) << e.what();
@@ -756,7 +728,7 @@ TEST(WeightsRandom, OnlyOnePathThrows) {
   for (const auto& [gpt, shape] :
        {std::pair{gpt_path, std::string()}, std::pair{std::string(), shape_path}}) {
     SCOPED_TRACE("gpt='" + gpt + "' shape='" + shape + "'");
-    const Error e = expect_error([&] { load_model_weights(config, gpt, shape, {}); });
+    const Error e = thrown_error([&] { load_model_weights(config, gpt, shape, {}); });
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
   }
 }
@@ -818,7 +790,7 @@ TEST(WeightsLookup, AMissingNameIsAnInternalErrorNamingTheModelAndTheTensor) {
   const WeightLookup lookup(tensors, "test model");
   for (const std::function<void()>& f : std::vector<std::function<void()>>{
            [&] { lookup.tensor("c.weight"); }, [&] { lookup.linear("a"); }}) {
-    const Error e = expect_error(f);
+    const Error e = thrown_error(f);
     EXPECT_EQ(e.code(), ErrorCode::kInternal);
     EXPECT_TRUE(contains(e.what(), "test model")) << e.what();
     EXPECT_TRUE(contains(e.what(), ".weight")) << e.what();

@@ -12,6 +12,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mesh_io.h"
+#include "expect_error.h"
 
 namespace cube3d {
 namespace test_provenance {
@@ -90,13 +91,8 @@ TEST(Provenance, UnsetFieldsAreOmitted) {
 TEST(Provenance, BadValuesAreRefusedNamingTheKey) {
   Provenance p = full();
   p.prompt = "bad \xFF";
-  try {
-    (void)provenance_metadata(p);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("prompt"), std::string::npos) << e.what();
-  }
+  testing::expect_error([&] { (void)provenance_metadata(p); }, ErrorCode::kInvalidArgument,
+                        "prompt");
   p = full();
   p.guidance_scale = std::numeric_limits<double>::infinity();
   EXPECT_THROW((void)provenance_metadata(p), Error);

@@ -273,6 +273,13 @@ TEST_F(DemoPipeline, TruncatedPromptsWarnAndAMissingEncoderIsAPrecondition) {
 
 // --- limits (a mesh profile's) and metadata: r 4 keeps each shape a fraction of a second ------
 
+// Base 4, the resolution of this section.
+ShapeRequest quick_request() {
+  ShapeRequest request;
+  request.resolution_base = 4;
+  return request;
+}
+
 nlohmann::json glb_json(const std::string& bytes) {
   uint32_t length = 0;
   std::memcpy(&length, bytes.data() + 12, sizeof(length));
@@ -294,8 +301,7 @@ MeshLimits max_faces(int64_t faces) {
 TEST_F(DemoPipeline, AFaceLimitClampsTheTargetAndSaysSo) {
   const at::Tensor ids = tokens("a red car");
   const ShapePipeline pipeline(*engine_, {});
-  ShapeRequest request;
-  request.resolution_base = 4;
+  ShapeRequest request = quick_request();
   const Shape plain = pipeline.make_shape(ids, request);
   // Under the default target (10000): not decimated without a limit.
   ASSERT_GT(plain.mesh.face_count(), 1000u);
@@ -363,8 +369,7 @@ TEST_F(DemoPipeline, AFaceLimitDecimatesEvenWithSimplificationOff) {
   ShapeOptions options;
   options.mesh.postprocess = false;
   const ShapePipeline pipeline(*engine_, options);
-  ShapeRequest request;
-  request.resolution_base = 4;
+  ShapeRequest request = quick_request();
   request.format = MeshFormat::kRaw;
   const Shape raw = pipeline.make_shape(ids, request);
   EXPECT_EQ(raw.mesh.face_count(), raw.report.mesh.marching_cubes_faces);
@@ -384,8 +389,7 @@ TEST_F(DemoPipeline, AFaceLimitDecimatesEvenWithSimplificationOff) {
 TEST_F(DemoPipeline, VertexAndFileLimitsRefuseNamingTheLimit) {
   const at::Tensor ids = tokens("a red car");
   const ShapePipeline pipeline(*engine_, {});
-  ShapeRequest request;
-  request.resolution_base = 4;
+  ShapeRequest request = quick_request();
   const Shape plain = pipeline.make_shape(ids, request);
   const int64_t vertices = static_cast<int64_t>(plain.mesh.vertex_count());
   const int64_t bytes = static_cast<int64_t>(plain.encoded.size());
@@ -423,8 +427,7 @@ TEST_F(DemoPipeline, VertexAndFileLimitsRefuseNamingTheLimit) {
 TEST_F(DemoPipeline, MetadataGoesIntoTheFile) {
   const at::Tensor ids = tokens("a red car");
   const ShapePipeline pipeline(*engine_, {});
-  ShapeRequest request;
-  request.resolution_base = 4;
+  ShapeRequest request = quick_request();
   const Shape plain = pipeline.make_shape(ids, request);
   request.metadata.add("prompt", "a red car").add("seed", uint64_t{7});
   const Shape with = pipeline.make_shape(ids, request);

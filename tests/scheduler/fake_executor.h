@@ -1,10 +1,10 @@
 // Test support: the one fake BatchExecutor of the scheduler's tests, for both batching modes, so
 // that a change to the executor contract is made (and checked) in one place.
 //   static      execute() records every batch, can hold it until release() (or until all its
-//               jobs are cancelled, as the real executor stops early), and can throw part-way.
+//               tasks are cancelled, as the real executor stops early), and can throw part-way.
 //   continuous  with decode slots, admit() / step() keep the slots in a vector and generate one
 //               "token" per slot per step (the first at admission). Every admission and every
-//               job's admit/done/drop/clear is recorded in order; steps can be held until
+//               task's admit/done/drop/clear is recorded in order; steps can be held until
 //               release(); admit or step can throw; breaches of the contract are recorded.
 // Without slots the continuous methods are BatchExecutor's own defaults, so that the tests see
 // what a static-only executor inherits (a continuous scheduler refuses it).
@@ -27,15 +27,14 @@
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/batch_executor.h"
-#include "cube3d/scheduler/job.h"
+#include "cube3d/scheduler/task.h"
+#include "scheduler_test_support.h"  // kLongWait
 
 namespace cube3d::test {
 
-// For things that should happen at once: only hit on failure.
-inline constexpr std::chrono::seconds kLongWait{5};
-// The tokens a job needs unless set_tokens() says otherwise (continuous mode).
-inline constexpr int64_t kTokensPerJob = 5;
-// Never finishes on its own: the job holds its slot until cancelled or cleared.
+// The tokens a task needs unless set_tokens() says otherwise (continuous mode).
+inline constexpr int64_t kTokensPerTask = 5;
+// Never finishes on its own: the task holds its slot until cancelled or cleared.
 inline constexpr int64_t kEndless = std::numeric_limits<int64_t>::max();
 
 // One execute() call.
@@ -61,12 +60,12 @@ class FakeExecutor : public BatchExecutor {
 
   // --- configuration -------------------------------------------------------------------------
 
-  // Job `id` needs `tokens` tokens instead of kTokensPerJob.
+  // Task `id` needs `tokens` tokens instead of kTokensPerTask.
   void set_tokens(const std::string& id, int64_t tokens) {
     const std::lock_guard lock(mutex_);
     tokens_[id] = tokens;
   }
-  // Batches and steps block from now on until release(); a batch also goes on once all its jobs
+  // Batches and steps block from now on until release(); a batch also goes on once all its tasks
   // are cancelled. Admissions never block.
   void hold() {
     const std::lock_guard lock(mutex_);
@@ -79,7 +78,7 @@ class FakeExecutor : public BatchExecutor {
     }
     changed_.notify_all();
   }
-  // Batch number `index` (from 0) succeeds its first `succeed_first` jobs, then calls `thrower`.
+  // Batch number `index` (from 0) succeeds its first `succeed_first` tasks, then calls `thrower`.
   void throw_on_batch(size_t index, std::function<void()> thrower, size_t succeed_first = 0) {
     const std::lock_guard lock(mutex_);
     batch_throw_index_ = index;
@@ -108,9 +107,9 @@ class FakeExecutor : public BatchExecutor {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, kLongWait, [&] { return steps_started_ >= count; });
   }
-  bool wait_for_admitted(size_t jobs) {
+  bool wait_for_admitted(size_t tasks) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, kLongWait, [&] { return admitted_jobs_ >= jobs; });
+    return changed_.wait_for(lock, kLongWait, [&] { return admitted_tasks_ >= tasks; });
   }
 
   // --- what happened: static batches ---------------------------------------------------------
@@ -124,7 +123,7 @@ class FakeExecutor : public BatchExecutor {
     const std::lock_guard lock(mutex_);
     return batches_.size();
   }
-  // Every job id of every batch.
+  // Every task id of every batch.
   std::set<std::string> executed_ids() const {
     const std::lock_guard lock(mutex_);
     std::set<std::string> ids;
@@ -138,7 +137,7 @@ class FakeExecutor : public BatchExecutor {
     const std::lock_guard lock(mutex_);
     return admissions_;
   }
-  // Every admitted job id, in admission order.
+  // Every admitted task id, in admission order.
   std::vector<std::string> admitted_ids() const {
     const std::lock_guard lock(mutex_);
     std::vector<std::string> ids;
@@ -173,32 +172,32 @@ class FakeExecutor : public BatchExecutor {
 
   // --- BatchExecutor -------------------------------------------------------------------------
 
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+  void execute(const std::vector<std::shared_ptr<Task>>& tasks, int64_t bucket) override {
     std::function<void()> thrower;
     size_t succeed_first = 0;
     {
       std::unique_lock lock(mutex_);
       RecordedBatch batch{bucket, {}, SteadyClock::now()};
-      for (const auto& job : jobs) batch.ids.push_back(job->request().request_id);
+      for (const auto& task : tasks) batch.ids.push_back(task->request().request_id);
       const size_t index = batches_.size();
       batches_.push_back(std::move(batch));
       changed_.notify_all();
       // Cancellation does not notify anyone, so look at it every few milliseconds.
-      while (held_ && !all_cancelled(jobs)) changed_.wait_for(lock, std::chrono::milliseconds(5));
+      while (held_ && !all_cancelled(tasks)) changed_.wait_for(lock, std::chrono::milliseconds(5));
       if (batch_thrower_ && index == batch_throw_index_) {
         thrower = batch_thrower_;
         succeed_first = succeed_first_;
       }
     }
     if (thrower) {
-      for (size_t i = 0; i < succeed_first && i < jobs.size(); ++i) succeed(*jobs[i], bucket);
+      for (size_t i = 0; i < succeed_first && i < tasks.size(); ++i) succeed(*tasks[i], bucket);
       thrower();
     }
-    for (const auto& job : jobs) {
-      if (job->cancelled()) {
-        job->fail(cancelled("cancelled while running"));
+    for (const auto& task : tasks) {
+      if (task->cancelled()) {
+        task->fail(cancelled("cancelled while running"));
       } else {
-        succeed(*job, bucket);
+        succeed(*task, bucket);
       }
     }
   }
@@ -214,17 +213,17 @@ class FakeExecutor : public BatchExecutor {
     return static_cast<int64_t>(slots_.size());
   }
 
-  void admit(const std::vector<std::shared_ptr<Job>>& jobs) override {
-    if (!continuous()) return BatchExecutor::admit(jobs);
+  void admit(const std::vector<std::shared_ptr<Task>>& tasks) override {
+    if (!continuous()) return BatchExecutor::admit(tasks);
     std::function<void()> thrower;
-    std::vector<std::shared_ptr<Job>> done;
+    std::vector<std::shared_ptr<Task>> done;
     {
       const std::lock_guard lock(mutex_);
       Admission admission{
           {}, static_cast<int64_t>(slots_.size()), steps_started_, SteadyClock::now()};
-      for (const auto& job : jobs) admission.ids.push_back(job->request().request_id);
-      if (jobs.empty()) violations_.push_back("empty admission");
-      if (static_cast<int64_t>(slots_.size() + jobs.size()) > capacity_) {
+      for (const auto& task : tasks) admission.ids.push_back(task->request().request_id);
+      if (tasks.empty()) violations_.push_back("empty admission");
+      if (static_cast<int64_t>(slots_.size() + tasks.size()) > capacity_) {
         violations_.push_back("admission past the free slots");
       }
       const size_t index = admissions_.size();
@@ -232,31 +231,31 @@ class FakeExecutor : public BatchExecutor {
       if (admission_thrower_ && index == admission_throw_index_) {
         thrower = admission_thrower_;
       } else {
-        for (const auto& job : jobs) {
-          const auto& id = job->request().request_id;
+        for (const auto& task : tasks) {
+          const auto& id = task->request().request_id;
           events_.push_back("admit:" + id);
-          const auto total = tokens_.contains(id) ? tokens_.at(id) : kTokensPerJob;
+          const auto total = tokens_.contains(id) ? tokens_.at(id) : kTokensPerTask;
           if (total <= 1) {  // the first token comes with the prefill
             events_.push_back("done:" + id);
-            done.push_back(job);
+            done.push_back(task);
           } else {
-            slots_.push_back(Slot{job, 1, total});
+            slots_.push_back(Slot{task, 1, total});
           }
         }
-        admitted_jobs_ += jobs.size();
+        admitted_tasks_ += tasks.size();
         max_active_ = std::max(max_active_, static_cast<int64_t>(slots_.size()));
       }
     }
     changed_.notify_all();
     if (thrower) thrower();  // nothing admitted
-    for (const auto& job : done) succeed(*job, capacity_);
+    for (const auto& task : done) succeed(*task, capacity_);
   }
 
   void step() override {
     if (!continuous()) return BatchExecutor::step();
     std::function<void()> thrower;
-    std::vector<std::shared_ptr<Job>> done;
-    std::vector<std::shared_ptr<Job>> dropped;
+    std::vector<std::shared_ptr<Task>> done;
+    std::vector<std::shared_ptr<Task>> dropped;
     {
       std::unique_lock lock(mutex_);
       const size_t index = steps_started_++;
@@ -270,59 +269,59 @@ class FakeExecutor : public BatchExecutor {
         thrower = step_thrower_;  // the slots stay as they were
       } else {
         std::erase_if(slots_, [&](Slot& slot) {
-          const auto& id = slot.job->request().request_id;
-          if (slot.job->cancelled() || slot.job->finished()) {
+          const auto& id = slot.task->request().request_id;
+          if (slot.task->cancelled() || slot.task->finished()) {
             events_.push_back("dropped:" + id);
-            dropped.push_back(slot.job);
+            dropped.push_back(slot.task);
             return true;
           }
           if (++slot.tokens_done < slot.tokens_total) return false;
           events_.push_back("done:" + id);
-          done.push_back(slot.job);
+          done.push_back(slot.task);
           return true;
         });
       }
     }
     if (thrower) thrower();
-    for (const auto& job : dropped) job->fail(cancelled("cancelled while running"));
-    for (const auto& job : done) succeed(*job, capacity_);
-    // Endless jobs keep the worker stepping; a pause keeps it from taking a whole core.
+    for (const auto& task : dropped) task->fail(cancelled("cancelled while running"));
+    for (const auto& task : done) succeed(*task, capacity_);
+    // Endless tasks keep the worker stepping; a pause keeps it from taking a whole core.
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 
-  std::vector<std::shared_ptr<Job>> clear_slots() override {
+  std::vector<std::shared_ptr<Task>> clear_slots() override {
     if (!continuous()) return BatchExecutor::clear_slots();
     const std::lock_guard lock(mutex_);
     ++clear_calls_;
-    std::vector<std::shared_ptr<Job>> jobs;
+    std::vector<std::shared_ptr<Task>> tasks;
     for (const auto& slot : slots_) {
-      events_.push_back("cleared:" + slot.job->request().request_id);
-      jobs.push_back(slot.job);
+      events_.push_back("cleared:" + slot.task->request().request_id);
+      tasks.push_back(slot.task);
     }
     slots_.clear();
-    return jobs;
+    return tasks;
   }
 
  private:
   struct Slot {
-    std::shared_ptr<Job> job;
+    std::shared_ptr<Task> task;
     int64_t tokens_done = 0;
     int64_t tokens_total = 0;
   };
 
   bool continuous() const { return capacity_ > 0; }
 
-  static bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
-    for (const auto& job : jobs) {
-      if (!job->cancelled()) return false;
+  static bool all_cancelled(const std::vector<std::shared_ptr<Task>>& tasks) {
+    for (const auto& task : tasks) {
+      if (!task->cancelled()) return false;
     }
     return true;
   }
-  static void succeed(Job& job, int64_t bucket) {
-    JobResult result;
-    result.request_id = job.request().request_id;
+  static void succeed(Task& task, int64_t bucket) {
+    TaskResult result;
+    result.request_id = task.request().request_id;
     result.batch_bucket = bucket;
-    job.succeed(result);
+    task.succeed(result);
   }
 
   const int64_t capacity_;
@@ -343,7 +342,7 @@ class FakeExecutor : public BatchExecutor {
   std::function<void()> step_thrower_;
   std::vector<Admission> admissions_;
   std::vector<std::string> events_;
-  size_t admitted_jobs_ = 0;
+  size_t admitted_tasks_ = 0;
   size_t steps_started_ = 0;
   int64_t max_active_ = 0;
   size_t clear_calls_ = 0;

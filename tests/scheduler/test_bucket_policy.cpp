@@ -8,6 +8,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/bucket_policy.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "scheduler_test_support.h"
 
 namespace cube3d {
 namespace test_bucket_policy {
@@ -75,31 +76,22 @@ TEST(BucketPolicy, SchedulerConfigValidationNamesTheField) {
   const SchedulerConfig defaults;
   EXPECT_NO_THROW(validate_scheduler_config(defaults));
 
-  const auto expect_rejected = [](const SchedulerConfig& config, const std::string& field) {
-    try {
-      validate_scheduler_config(config);
-      ADD_FAILURE() << "accepted a bad " << field;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-    }
-  };
   SchedulerConfig config;
   config.max_queue_delay_ms = -1;
-  expect_rejected(config, "max_queue_delay_ms");
+  test::expect_config_rejected(config, "max_queue_delay_ms");
   config.max_queue_delay_ms = kMaxQueueDelayMs + 1;
-  expect_rejected(config, "max_queue_delay_ms");
+  test::expect_config_rejected(config, "max_queue_delay_ms");
   config = SchedulerConfig{};
   config.max_queue_size = 0;
-  expect_rejected(config, "max_queue_size");
+  test::expect_config_rejected(config, "max_queue_size");
   config = SchedulerConfig{};
   config.batch_buckets = {2, 1};
-  expect_rejected(config, "batch_buckets");
+  test::expect_config_rejected(config, "batch_buckets");
   config = SchedulerConfig{};
   config.max_joins_per_step = 0;
-  expect_rejected(config, "max_joins_per_step");
+  test::expect_config_rejected(config, "max_joins_per_step");
   config.max_joins_per_step = kMaxBatchBucket + 1;
-  expect_rejected(config, "max_joins_per_step");
+  test::expect_config_rejected(config, "max_joins_per_step");
 }
 
 TEST(BucketPolicy, MaxJoinsPerStepAcceptsOneUpToTheBucketLimit) {

@@ -1,6 +1,6 @@
 // The scheduler in continuous mode against the fake executor (fake_executor.h) with decode slots:
 // it keeps its slots in a vector and generates one "token" per slot per step (the first at
-// admission). It records every admission and every job's admit/done/drop in order, can hold its
+// admission). It records every admission and every task's admit/done/drop in order, can hold its
 // steps until released, and can throw from admit or step. Assertions are about order (who was
 // admitted before whom finished), not durations; waits use condition variables with generous
 // timeouts.
@@ -21,89 +21,34 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
-#include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/scheduler/task.h"
 #include "fake_executor.h"
 #include "scheduler_test_support.h"
 
 namespace cube3d {
 namespace test_continuous_scheduler {
 
-using test::job_id;
-using test::submit_error;
-
 using namespace std::chrono_literals;
 using test::FakeExecutor;
 using test::kEndless;
 using test::kLongWait;
+using test::kNoDeadline;
+using test::submit_and_wait;
+using test::submit_error;
+using test::task_id;
 
-constexpr auto kNoDeadline = SteadyClock::time_point::max();
-
-struct Outcome {
-  bool ok = false;
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-};
-
-// Records what every job of a test reports. Outlives the scheduler (declare it first).
-class Outcomes {
+// Tasks of a client (fair turns); their outcomes recorded.
+class Outcomes : public test::TaskOutcomes {
  public:
-  std::shared_ptr<Job> make_job(const std::string& id,
-                                SteadyClock::time_point deadline = kNoDeadline,
-                                const std::string& client = "") {
-    JobRequest request;
+  using TaskOutcomes::make_task;
+  std::shared_ptr<Task> make_task(const std::string& id, SteadyClock::time_point deadline,
+                                  const std::string& client) {
+    TaskRequest request;
     request.request_id = id;
     request.client = client;
-    return std::make_shared<Job>(
-        std::move(request), deadline, [](const JobProgress&) {},
-        [this, id](const JobResult* result, const Error* error) { record(id, result, error); });
+    return make_task(std::move(request), deadline);
   }
-
-  // Waits until `count` distinct jobs have an outcome.
-  bool wait_for(size_t count, std::chrono::milliseconds timeout = kLongWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return outcomes_.size() >= count; });
-  }
-  bool wait_for(const std::string& id, std::chrono::milliseconds timeout = kLongWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return outcomes_.contains(id); });
-  }
-  std::optional<Outcome> get(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = outcomes_.find(id);
-    if (it == outcomes_.end()) return std::nullopt;
-    return it->second;
-  }
-  int deliveries(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = deliveries_.find(id);
-    return it == deliveries_.end() ? 0 : it->second;
-  }
-  size_t count() const {
-    const std::lock_guard lock(mutex_);
-    return outcomes_.size();
-  }
-
- private:
-  void record(const std::string& id, const JobResult* result, const Error* error) {
-    Outcome outcome;
-    outcome.ok = result != nullptr;
-    if (error) {
-      outcome.code = error->code();
-      outcome.message = error->what();
-    }
-    {
-      const std::lock_guard lock(mutex_);
-      ++deliveries_[id];
-      outcomes_.emplace(id, std::move(outcome));
-    }
-    changed_.notify_all();
-  }
-
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Outcome> outcomes_;
-  std::map<std::string, int> deliveries_;
 };
 
 SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
@@ -125,12 +70,31 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Holds the steps and runs job "A" (admitted alone, its first step blocked), so that whatever
+// Holds the steps and runs task "A" (admitted alone, its first step blocked), so that whatever
 // is submitted next waits in the queue until release(). Needs max_queue_delay_ms = 0.
 void start_a_held_slot(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes) {
   executor.hold();
-  scheduler.submit(outcomes.make_job("A"));
+  scheduler.submit(outcomes.make_task("A"));
   ASSERT_TRUE(executor.wait_for_steps_started(1));
+}
+
+// One slot, kept by the endless task `id` (admitted before this returns), so that whatever is
+// submitted next waits in the queue.
+void keep_the_slot_busy(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes,
+                        const std::string& id) {
+  executor.set_tokens(id, kEndless);
+  scheduler.submit(outcomes.make_task(id));
+  ASSERT_TRUE(executor.wait_for_admitted(1));
+}
+
+// Queues `ids` behind the held task "A" (start_a_held_slot), releases the steps and waits until
+// A and all of them are done.
+void queue_behind_a_and_release(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes,
+                                const std::vector<std::string>& ids) {
+  start_a_held_slot(scheduler, executor, outcomes);
+  for (const auto& id : ids) scheduler.submit(outcomes.make_task(id));
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(ids.size() + 1));
 }
 
 TEST(ContinuousScheduler, StaticOnlyExecutorIsRejectedInContinuousMode) {
@@ -154,7 +118,7 @@ TEST(ContinuousScheduler, ContinuousExecutorInStaticModeRunsWholeBatches) {
     auto config = make_config({1, 2, 4, 8}, 0);
     config.mode = BatchingMode::kStatic;
     Scheduler scheduler(config, executor);
-    scheduler.submit(outcomes.make_job("A"));
+    scheduler.submit(outcomes.make_task("A"));
     ASSERT_TRUE(outcomes.wait_for(1));
   }
   EXPECT_TRUE(outcomes.get("A")->ok);
@@ -169,15 +133,13 @@ TEST(ContinuousScheduler, LoneRequestWaitsForTheQueueDelayWhenNoSlotRuns) {
   Scheduler scheduler(make_config({1, 2, 4, 8}, kDelayMs), executor);
 
   const auto submitted = SteadyClock::now();
-  scheduler.submit(outcomes.make_job("lone"));
-  ASSERT_TRUE(outcomes.wait_for(1));
-
+  const auto lone = submit_and_wait(scheduler, outcomes, "lone");
   const auto admissions = executor.admissions();
   ASSERT_EQ(admissions.size(), 1u);
   EXPECT_EQ(admissions[0].ids, std::vector<std::string>{"lone"});
   // A lower bound only: the wait can end late on a loaded machine, never early.
   EXPECT_GE(elapsed_ms(submitted, admissions[0].at), kDelayMs - 1.0);
-  EXPECT_TRUE(outcomes.get("lone")->ok);
+  EXPECT_TRUE(lone.ok);
 }
 
 TEST(ContinuousScheduler, IdleSchedulerAdmitsAWholeBucketAtOnce) {
@@ -187,8 +149,8 @@ TEST(ContinuousScheduler, IdleSchedulerAdmitsAWholeBucketAtOnce) {
   Scheduler scheduler(make_config({1, 2, 4, 8}, 10'000, /*max_joins_per_step=*/2), executor);
   std::vector<std::string> ids;
   for (int i = 0; i < 8; ++i) {
-    ids.push_back(job_id("job", i));
-    scheduler.submit(outcomes.make_job(ids.back()));
+    ids.push_back(task_id("task", i));
+    scheduler.submit(outcomes.make_task(ids.back()));
   }
   ASSERT_TRUE(outcomes.wait_for(8));
 
@@ -206,8 +168,8 @@ TEST(ContinuousScheduler, ArrivalJoinsTheRunningBatchAtTheNextStep) {
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor,
                       [&](int64_t, int64_t) { ++observed_batches; });
   start_a_held_slot(scheduler, executor, outcomes);
-  scheduler.submit(outcomes.make_job("B"));
-  EXPECT_EQ(scheduler.running_jobs(), 1);
+  scheduler.submit(outcomes.make_task("B"));
+  EXPECT_EQ(scheduler.running_tasks(), 1);
   EXPECT_EQ(scheduler.queue_depth(), 1);
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(2));
@@ -220,7 +182,7 @@ TEST(ContinuousScheduler, ArrivalJoinsTheRunningBatchAtTheNextStep) {
   EXPECT_LT(executor.position_of("admit:B"), executor.position_of("done:A"));
   EXPECT_TRUE(outcomes.get("A")->ok);
   EXPECT_TRUE(outcomes.get("B")->ok);
-  EXPECT_EQ(scheduler.running_jobs(), 0);
+  EXPECT_EQ(scheduler.running_tasks(), 0);
   EXPECT_EQ(observed_batches, 0);  // the observer is for static batches only
   EXPECT_TRUE(executor.violations().empty());
 }
@@ -233,9 +195,9 @@ TEST(ContinuousScheduler, ArrivalDoesNotWaitForTheQueueDelayWhileSlotsRun) {
   // A 10 s delay: a partial first batch would wait for it, a joiner must not.
   Scheduler scheduler(make_config({1, 2, 4}, 10'000), executor);
   executor.hold();
-  for (const char* id : {"s1", "s2", "s3", "long"}) scheduler.submit(outcomes.make_job(id));
+  for (const char* id : {"s1", "s2", "s3", "long"}) scheduler.submit(outcomes.make_task(id));
   ASSERT_TRUE(executor.wait_for_steps_started(1));  // a full bucket went at once
-  scheduler.submit(outcomes.make_job("B"));
+  scheduler.submit(outcomes.make_task("B"));
   executor.release();
 
   ASSERT_TRUE(outcomes.wait_for("B"));  // within 5 s, far below the delay
@@ -253,7 +215,7 @@ TEST(ContinuousScheduler, NeverMoreSlotsThanTheLargestBucket) {
   FakeExecutor executor(4);
   Scheduler scheduler(make_config({1, 2, 4}, 0, /*max_joins_per_step=*/4), executor);
   start_a_held_slot(scheduler, executor, outcomes);
-  for (int i = 0; i < 29; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
+  for (int i = 0; i < 29; ++i) scheduler.submit(outcomes.make_task(task_id("task", i)));
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(30));
 
@@ -270,7 +232,7 @@ TEST(ContinuousScheduler, JoinsWhileSlotsRunAreLimitedByMaxJoinsPerStep) {
   FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0, /*max_joins_per_step=*/2), executor);
   start_a_held_slot(scheduler, executor, outcomes);
-  for (int i = 0; i < 7; ++i) scheduler.submit(outcomes.make_job(job_id("job", i)));
+  for (int i = 0; i < 7; ++i) scheduler.submit(outcomes.make_task(task_id("task", i)));
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(8));
 
@@ -293,8 +255,8 @@ TEST(ContinuousScheduler, AdmissionIsFifo) {
   start_a_held_slot(scheduler, executor, outcomes);
   std::vector<std::string> expected{"A"};
   for (int i = 0; i < 12; ++i) {
-    expected.push_back(job_id("job", i));
-    scheduler.submit(outcomes.make_job(expected.back()));
+    expected.push_back(task_id("task", i));
+    scheduler.submit(outcomes.make_task(expected.back()));
   }
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(13));
@@ -311,38 +273,38 @@ TEST(ContinuousScheduler, ClientsAreAdmittedInTurnWhateverTheirFloods) {
   Scheduler scheduler(make_config({1}, 0), executor);
   start_a_held_slot(scheduler, executor, outcomes);
   for (int i = 0; i < 8; ++i)
-    scheduler.submit(outcomes.make_job(job_id("flood", i), kNoDeadline, "a"));
+    scheduler.submit(outcomes.make_task(task_id("flood", i), kNoDeadline, "a"));
   for (int i = 0; i < 2; ++i) {
-    scheduler.submit(outcomes.make_job(job_id("b", i), kNoDeadline, "b"));
-    scheduler.submit(outcomes.make_job(job_id("c", i), kNoDeadline, "c"));
+    scheduler.submit(outcomes.make_task(task_id("b", i), kNoDeadline, "b"));
+    scheduler.submit(outcomes.make_task(task_id("c", i), kNoDeadline, "c"));
   }
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(13));
   const std::vector<std::string> expected = {"A",
-                                             job_id("flood", 0),
-                                             job_id("b", 0),
-                                             job_id("c", 0),
-                                             job_id("flood", 1),
-                                             job_id("b", 1),
-                                             job_id("c", 1),
-                                             job_id("flood", 2),
-                                             job_id("flood", 3),
-                                             job_id("flood", 4),
-                                             job_id("flood", 5),
-                                             job_id("flood", 6),
-                                             job_id("flood", 7)};
+                                             task_id("flood", 0),
+                                             task_id("b", 0),
+                                             task_id("c", 0),
+                                             task_id("flood", 1),
+                                             task_id("b", 1),
+                                             task_id("c", 1),
+                                             task_id("flood", 2),
+                                             task_id("flood", 3),
+                                             task_id("flood", 4),
+                                             task_id("flood", 5),
+                                             task_id("flood", 6),
+                                             task_id("flood", 7)};
   EXPECT_EQ(executor.admitted_ids(), expected);
 }
 
-TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
+TEST(ContinuousScheduler, CancellingAQueuedOrARunningTaskFailsItCancelled) {
   Outcomes outcomes;
   FakeExecutor executor(1);
   Scheduler scheduler(make_config({1}, 0), executor);
   executor.hold();
-  const auto running = outcomes.make_job("running");
+  const auto running = outcomes.make_task("running");
   scheduler.submit(running);
   ASSERT_TRUE(executor.wait_for_steps_started(1));
-  const auto queued = outcomes.make_job("queued");
+  const auto queued = outcomes.make_task("queued");
   scheduler.submit(queued);  // no free slot: it waits
   queued->cancel();
   running->cancel();
@@ -358,9 +320,7 @@ TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
   EXPECT_EQ(executor.admitted_ids(), std::vector<std::string>{"running"});
 
   // The slot is free again.
-  scheduler.submit(outcomes.make_job("next"));
-  ASSERT_TRUE(outcomes.wait_for(3));
-  EXPECT_TRUE(outcomes.get("next")->ok);
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "next").ok);
   EXPECT_EQ(outcomes.deliveries("running"), 1);
   EXPECT_EQ(outcomes.deliveries("queued"), 1);
 }
@@ -368,11 +328,9 @@ TEST(ContinuousScheduler, CancellingAQueuedOrARunningJobFailsItCancelled) {
 TEST(ContinuousScheduler, DeadlinePassingInTheQueueFailsWhileTheSlotsRun) {
   Outcomes outcomes;
   FakeExecutor executor(1);
-  executor.set_tokens("busy", kEndless);
   Scheduler scheduler(make_config({1}, 0), executor);
-  scheduler.submit(outcomes.make_job("busy"));
-  ASSERT_TRUE(executor.wait_for_admitted(1));
-  scheduler.submit(outcomes.make_job("late", SteadyClock::now() + 100ms));
+  keep_the_slot_busy(scheduler, executor, outcomes, "busy");
+  scheduler.submit(outcomes.make_task("late", SteadyClock::now() + 100ms));
   ASSERT_TRUE(outcomes.wait_for("late"));
 
   const auto late = outcomes.get("late");
@@ -382,15 +340,12 @@ TEST(ContinuousScheduler, DeadlinePassingInTheQueueFailsWhileTheSlotsRun) {
   EXPECT_EQ(executor.admitted_ids(), std::vector<std::string>{"busy"});
 }
 
-TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningJobs) {
+TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningTasks) {
   Outcomes outcomes;
   FakeExecutor executor(8);
   executor.throw_on_admission(1, [] { throw resource_exhausted("out of KV-cache memory"); });
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
-  start_a_held_slot(scheduler, executor, outcomes);
-  for (const char* id : {"B", "C"}) scheduler.submit(outcomes.make_job(id));
-  executor.release();
-  ASSERT_TRUE(outcomes.wait_for(3));
+  queue_behind_a_and_release(scheduler, executor, outcomes, {"B", "C"});
 
   const auto admissions = executor.admissions();
   ASSERT_GE(admissions.size(), 2u);
@@ -404,9 +359,7 @@ TEST(ContinuousScheduler, AdmitThrowingFailsExactlyTheJoiningJobs) {
   EXPECT_TRUE(outcomes.get("A")->ok);  // the running slot went on
   EXPECT_EQ(executor.clear_calls(), 0u);
 
-  scheduler.submit(outcomes.make_job("D"));
-  ASSERT_TRUE(outcomes.wait_for(4));
-  EXPECT_TRUE(outcomes.get("D")->ok);
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "D").ok);
 }
 
 TEST(ContinuousScheduler, ForeignExceptionFromAdmitBecomesInternal) {
@@ -414,28 +367,19 @@ TEST(ContinuousScheduler, ForeignExceptionFromAdmitBecomesInternal) {
   FakeExecutor executor(2);
   executor.throw_on_admission(0, [] { throw std::runtime_error("tokenizer exploded"); });
   Scheduler scheduler(make_config({1, 2}, 0), executor);
-  scheduler.submit(outcomes.make_job("A"));
-  ASSERT_TRUE(outcomes.wait_for(1));
-
-  const auto outcome = outcomes.get("A");
-  EXPECT_EQ(outcome->code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(outcome->message, "tokenizer exploded")) << outcome->message;
-
-  scheduler.submit(outcomes.make_job("B"));
-  ASSERT_TRUE(outcomes.wait_for(2));
-  EXPECT_TRUE(outcomes.get("B")->ok);
+  const auto outcome = submit_and_wait(scheduler, outcomes, "A");
+  EXPECT_EQ(outcome.code, ErrorCode::kInternal);
+  EXPECT_TRUE(contains(outcome.message, "tokenizer exploded")) << outcome.message;
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "B").ok);
 }
 
-TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirJobs) {
+TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirTasks) {
   Outcomes outcomes;
   FakeExecutor executor(8);
   // Step 0 is A's held step; step 1 runs A and B.
   executor.throw_on_step(1, [] { throw internal_error("CUDA error: an illegal memory access"); });
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
-  start_a_held_slot(scheduler, executor, outcomes);
-  scheduler.submit(outcomes.make_job("B"));
-  executor.release();
-  ASSERT_TRUE(outcomes.wait_for(2));
+  queue_behind_a_and_release(scheduler, executor, outcomes, {"B"});
 
   for (const char* id : {"A", "B"}) {
     const auto outcome = outcomes.get(id);
@@ -449,9 +393,7 @@ TEST(ContinuousScheduler, StepThrowingClearsTheSlotsAndFailsTheirJobs) {
   EXPECT_LT(executor.position_of("cleared:B"), executor.events().size());
 
   // The worker survives with empty slots: later work runs.
-  scheduler.submit(outcomes.make_job("C"));
-  ASSERT_TRUE(outcomes.wait_for(3));
-  EXPECT_TRUE(outcomes.get("C")->ok);
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "C").ok);
   EXPECT_TRUE(executor.violations().empty());
 }
 
@@ -460,10 +402,10 @@ TEST(ContinuousScheduler, DrainWaitsForTheRunningSlots) {
   FakeExecutor executor(8);
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
   start_a_held_slot(scheduler, executor, outcomes);
-  scheduler.submit(outcomes.make_job("B"));
+  scheduler.submit(outcomes.make_task("B"));
 
   scheduler.begin_drain();
-  const auto refused = submit_error(scheduler, outcomes.make_job("late"));
+  const auto refused = submit_error(scheduler, outcomes.make_task("late"));
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->code(), ErrorCode::kUnavailable);
 
@@ -485,11 +427,9 @@ TEST(ContinuousScheduler, DrainWaitsForTheRunningSlots) {
 TEST(ContinuousScheduler, DrainGivesUpOnEndlessSlotsAndFailsThemUnavailable) {
   Outcomes outcomes;
   FakeExecutor executor(1);
-  executor.set_tokens("endless", kEndless);
   Scheduler scheduler(make_config({1}, 0), executor);
-  scheduler.submit(outcomes.make_job("endless"));
-  ASSERT_TRUE(executor.wait_for_admitted(1));
-  scheduler.submit(outcomes.make_job("queued"));
+  keep_the_slot_busy(scheduler, executor, outcomes, "endless");
+  scheduler.submit(outcomes.make_task("queued"));
 
   EXPECT_FALSE(scheduler.drain(200ms));
 
@@ -503,17 +443,17 @@ TEST(ContinuousScheduler, DrainGivesUpOnEndlessSlotsAndFailsThemUnavailable) {
 TEST(ContinuousScheduler, DestructorFailsActiveSlotsUnavailableAndReturnsPromptly) {
   Outcomes outcomes;
   FakeExecutor executor(2);
-  std::vector<std::shared_ptr<Job>> running;
+  std::vector<std::shared_ptr<Task>> running;
   for (const char* id : {"A", "B"}) {
     executor.set_tokens(id, kEndless);
-    running.push_back(outcomes.make_job(id));
+    running.push_back(outcomes.make_task(id));
   }
   const auto started = SteadyClock::now();
   {
     Scheduler scheduler(make_config({1, 2}, 0), executor);
-    for (const auto& job : running) scheduler.submit(job);
+    for (const auto& task : running) scheduler.submit(task);
     ASSERT_TRUE(executor.wait_for_admitted(2));
-    scheduler.submit(outcomes.make_job("queued"));  // both slots busy: it waits
+    scheduler.submit(outcomes.make_task("queued"));  // both slots busy: it waits
   }
   EXPECT_LT(elapsed_ms(started, SteadyClock::now()), 5'000.0);
 
@@ -525,7 +465,7 @@ TEST(ContinuousScheduler, DestructorFailsActiveSlotsUnavailableAndReturnsPromptl
         << outcome->message;
     EXPECT_EQ(outcomes.deliveries(id), 1) << id;
   }
-  for (const auto& job : running) EXPECT_TRUE(job->cancelled());  // any meshing work stops
+  for (const auto& task : running) EXPECT_TRUE(task->cancelled());  // any meshing work stops
   EXPECT_EQ(outcomes.get("queued")->code, ErrorCode::kUnavailable);
   EXPECT_EQ(executor.clear_calls(), 1u);
   EXPECT_EQ(executor.active_slots(), 0);
@@ -534,30 +474,30 @@ TEST(ContinuousScheduler, DestructorFailsActiveSlotsUnavailableAndReturnsPromptl
 
 TEST(ContinuousScheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutcome) {
   constexpr int kThreads = 4;
-  constexpr int kJobsPerThread = 50;
-  constexpr size_t kJobs = kThreads * kJobsPerThread;
+  constexpr int kTasksPerThread = 50;
+  constexpr size_t kTasks = kThreads * kTasksPerThread;
   Outcomes outcomes;
   FakeExecutor executor(8);
-  Scheduler scheduler(make_config({1, 2, 4, 8}, 1, 2, /*max_queue_size=*/kJobs), executor);
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 1, 2, /*max_queue_size=*/kTasks), executor);
 
   std::vector<std::thread> submitters;
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
-      for (int i = 0; i < kJobsPerThread; ++i) {
-        scheduler.submit(outcomes.make_job(job_id(std::to_string(t), i)));
+      for (int i = 0; i < kTasksPerThread; ++i) {
+        scheduler.submit(outcomes.make_task(task_id(std::to_string(t), i)));
       }
     });
   }
   for (auto& submitter : submitters) submitter.join();
-  ASSERT_TRUE(outcomes.wait_for(kJobs, 30s));
+  ASSERT_TRUE(outcomes.wait_for(kTasks, 30s));
 
-  EXPECT_EQ(executor.admitted_ids().size(), kJobs);
+  EXPECT_EQ(executor.admitted_ids().size(), kTasks);
   EXPECT_LE(executor.max_active(), 8);
   EXPECT_EQ(executor.static_batches(), 0u);
   EXPECT_TRUE(executor.violations().empty());
   for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kJobsPerThread; ++i) {
-      const std::string id = job_id(std::to_string(t), i);
+    for (int i = 0; i < kTasksPerThread; ++i) {
+      const std::string id = task_id(std::to_string(t), i);
       EXPECT_EQ(outcomes.deliveries(id), 1) << id;
       EXPECT_TRUE(outcomes.get(id)->ok) << id;
     }

@@ -1,11 +1,12 @@
 // Device faults (core/device_fault.h) against the fake executor: which exception texts are one,
-// and what the scheduler does with one (fails exactly the jobs that held device state INTERNAL,
+// and what the scheduler does with one (fails exactly the tasks that held device state INTERNAL,
 // answers the queue and every later submit UNAVAILABLE, calls its observer once), unlike an
 // ordinary executor error, after which it goes on serving.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,8 +18,8 @@
 
 #include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
-#include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/scheduler/task.h"
 #include "fake_executor.h"
 #include "scheduler_test_support.h"
 
@@ -31,57 +32,10 @@ using test::kEndless;
 using test::kLongWait;
 using test::submit_error;
 
-constexpr auto kNoDeadline = SteadyClock::time_point::max();
 constexpr const char* kIllegalAddress = "CUDA error: an illegal memory access was encountered";
 
-struct Outcome {
-  bool ok = false;
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-};
-
-// Every job's outcome, waited for by id. Outlives the scheduler (declare it first).
-class Outcomes {
- public:
-  std::shared_ptr<Job> make_job(const std::string& id) {
-    JobRequest request;
-    request.request_id = id;
-    return std::make_shared<Job>(
-        std::move(request), kNoDeadline, [](const JobProgress&) {},
-        [this, id](const JobResult* result, const Error* error) {
-          {
-            const std::lock_guard lock(mutex_);
-            Outcome& o = outcomes_[id];
-            o.ok = result != nullptr;
-            if (error) {
-              o.code = error->code();
-              o.message = error->what();
-            }
-            ++delivered_[id];
-          }
-          changed_.notify_all();
-        });
-  }
-  // The outcome of `id`, waiting for it; a failure of the test when none comes.
-  Outcome wait(const std::string& id) {
-    std::unique_lock lock(mutex_);
-    if (!changed_.wait_for(lock, kLongWait, [&] { return outcomes_.contains(id); })) {
-      ADD_FAILURE() << "no outcome for " << id;
-      return {};
-    }
-    return outcomes_.at(id);
-  }
-  int delivered(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    return delivered_.contains(id) ? delivered_.at(id) : 0;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Outcome> outcomes_;
-  std::map<std::string, int> delivered_;
-};
+using Outcome = test::TaskOutcome;
+using Outcomes = test::TaskOutcomes;
 
 // What the device-fault observer saw.
 struct FaultLog {
@@ -111,8 +65,27 @@ SchedulerConfig continuous_config(std::vector<int64_t> buckets) {
   return config;
 }
 
+// Static batching; `max_queue_delay_ms` lets a batch wait for company.
+SchedulerConfig static_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms) {
+  SchedulerConfig config;
+  config.mode = BatchingMode::kStatic;
+  config.batch_buckets = std::move(buckets);
+  config.max_queue_delay_ms = max_queue_delay_ms;
+  return config;
+}
+
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// Each of `ids` failed INTERNAL with the message of a device fault during `stage`.
+void expect_failed_by_the_fault(Outcomes& outcomes, std::initializer_list<const char*> ids,
+                                const std::string& stage) {
+  for (const char* id : ids) {
+    const Outcome o = outcomes.wait(id);
+    EXPECT_EQ(o.code, ErrorCode::kInternal) << id;
+    EXPECT_TRUE(has(o.message, "the device failed during " + stage)) << id << ": " << o.message;
+  }
 }
 
 // --- the rule ----------------------------------------------------------------------------------
@@ -170,11 +143,11 @@ TEST(DeviceFaultScheduler, FaultInAStepFailsItsSlotsInternalAndTheQueueUnavailab
   config.max_queue_delay_ms = 5000;
   Scheduler scheduler(config, executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("a"));
-  scheduler.submit(outcomes.make_job("b"));
+  scheduler.submit(outcomes.make_task("a"));
+  scheduler.submit(outcomes.make_task("b"));
   ASSERT_TRUE(executor.wait_for_admitted(2));
   ASSERT_TRUE(executor.wait_for_steps_started(1));  // held: c waits for a free slot
-  scheduler.submit(outcomes.make_job("c"));
+  scheduler.submit(outcomes.make_task("c"));
   EXPECT_EQ(scheduler.queue_depth(), 1);
   EXPECT_FALSE(scheduler.device_faulted());
   executor.release();
@@ -194,12 +167,12 @@ TEST(DeviceFaultScheduler, FaultInAStepFailsItsSlotsInternalAndTheQueueUnavailab
 
   EXPECT_TRUE(scheduler.device_faulted());
   EXPECT_TRUE(scheduler.draining());
-  const std::optional<Error> refused = submit_error(scheduler, outcomes.make_job("d"));
+  const std::optional<Error> refused = submit_error(scheduler, outcomes.make_task("d"));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->code(), ErrorCode::kUnavailable);
   EXPECT_TRUE(has(refused->what(), "device failed")) << refused->what();
 
-  // Once, with the ids of the step's jobs (not the queued one's).
+  // Once, with the ids of the step's tasks (not the queued one's).
   EXPECT_EQ(faults.count(), 1);
   {
     const std::lock_guard lock(faults.mutex);
@@ -212,7 +185,7 @@ TEST(DeviceFaultScheduler, FaultInAStepFailsItsSlotsInternalAndTheQueueUnavailab
   EXPECT_EQ(executor.admitted_ids(), (std::vector<std::string>{"a", "b"}));  // c never ran
   EXPECT_GE(executor.clear_calls(), 1u);
   EXPECT_TRUE(scheduler.drain(kLongWait));
-  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(outcomes.delivered(id), 1) << id;
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(outcomes.deliveries(id), 1) << id;
   EXPECT_TRUE(executor.violations().empty());
 }
 
@@ -224,33 +197,29 @@ TEST(DeviceFaultScheduler, FaultInAnAdmissionAlsoFailsTheRunningSlots) {
   executor.throw_on_admission(1, [] { throw DeviceFault("prefill", kIllegalAddress); });
   Scheduler scheduler(continuous_config({1, 2}), executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("running"));
+  scheduler.submit(outcomes.make_task("running"));
   ASSERT_TRUE(executor.wait_for_admitted(1));
-  scheduler.submit(outcomes.make_job("joining"));
-  for (const char* id : {"running", "joining"}) {
-    const Outcome o = outcomes.wait(id);
-    EXPECT_EQ(o.code, ErrorCode::kInternal) << id;
-    EXPECT_TRUE(has(o.message, "the device failed during prefill")) << o.message;
-  }
+  scheduler.submit(outcomes.make_task("joining"));
+  expect_failed_by_the_fault(outcomes, {"running", "joining"}, "prefill");
   EXPECT_EQ(faults.count(), 1);
   EXPECT_EQ(executor.active_slots(), 0);
-  EXPECT_EQ(submit_error(scheduler, outcomes.make_job("later"))->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(submit_error(scheduler, outcomes.make_task("later"))->code(), ErrorCode::kUnavailable);
 }
 
-TEST(DeviceFaultScheduler, AnOrdinaryStepErrorFailsOnlyItsJobsAndServingGoesOn) {
+TEST(DeviceFaultScheduler, AnOrdinaryStepErrorFailsOnlyItsTasksAndServingGoesOn) {
   Outcomes outcomes;
   FaultLog faults;
   FakeExecutor executor(/*slots=*/1);
   executor.throw_on_step(0, [] { throw std::runtime_error("one request's mesh was bad"); });
   Scheduler scheduler(continuous_config({1}), executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("bad"));
+  scheduler.submit(outcomes.make_task("bad"));
   const Outcome bad = outcomes.wait("bad");
   EXPECT_EQ(bad.code, ErrorCode::kInternal);
   EXPECT_TRUE(has(bad.message, "one request's mesh was bad")) << bad.message;
   EXPECT_FALSE(has(bad.message, "device")) << bad.message;
 
-  scheduler.submit(outcomes.make_job("next"));
+  scheduler.submit(outcomes.make_task("next"));
   EXPECT_TRUE(outcomes.wait("next").ok);
   EXPECT_FALSE(scheduler.device_faulted());
   EXPECT_FALSE(scheduler.draining());
@@ -258,21 +227,17 @@ TEST(DeviceFaultScheduler, AnOrdinaryStepErrorFailsOnlyItsJobsAndServingGoesOn) 
 }
 
 TEST(DeviceFaultScheduler, AFaultReportedFromOutsideStopsAdmittingAndLetsRunningWorkAnswer) {
-  // A mesh thread's fault: the jobs past their slots are the executor's to finish; the queue
+  // A mesh thread's fault: the tasks past their slots are the executor's to finish; the queue
   // is answered at once and nothing new is taken.
   Outcomes outcomes;
   FaultLog faults;
   FakeExecutor executor;  // static batches
   executor.hold();
-  SchedulerConfig config;
-  config.mode = BatchingMode::kStatic;
-  config.batch_buckets = {1};
-  config.max_queue_delay_ms = 0;
-  Scheduler scheduler(config, executor, {}, faults.observer());
+  Scheduler scheduler(static_config({1}, 0), executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("running"));
+  scheduler.submit(outcomes.make_task("running"));
   ASSERT_TRUE(executor.wait_for_batches(1));
-  scheduler.submit(outcomes.make_job("queued"));
+  scheduler.submit(outcomes.make_task("queued"));
   scheduler.report_device_fault(DeviceFault("meshing", kIllegalAddress), {"meshed"});
   EXPECT_EQ(outcomes.wait("queued").code, ErrorCode::kUnavailable);
   EXPECT_EQ(faults.count(), 1);
@@ -280,7 +245,7 @@ TEST(DeviceFaultScheduler, AFaultReportedFromOutsideStopsAdmittingAndLetsRunning
     const std::lock_guard lock(faults.mutex);
     EXPECT_EQ(faults.ids, (std::vector<std::string>{"meshed"}));
   }
-  EXPECT_EQ(submit_error(scheduler, outcomes.make_job("new"))->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(submit_error(scheduler, outcomes.make_task("new"))->code(), ErrorCode::kUnavailable);
 
   executor.release();
   EXPECT_TRUE(outcomes.wait("running").ok);  // drained, not failed
@@ -290,26 +255,19 @@ TEST(DeviceFaultScheduler, AFaultReportedFromOutsideStopsAdmittingAndLetsRunning
 
 // --- static batching ---------------------------------------------------------------------------
 
-TEST(DeviceFaultScheduler, FaultInAStaticBatchFailsItsJobsAndRefusesTheRest) {
+TEST(DeviceFaultScheduler, FaultInAStaticBatchFailsItsTasksAndRefusesTheRest) {
   Outcomes outcomes;
   FaultLog faults;
   FakeExecutor executor;
   executor.throw_on_batch(0, [] { throw DeviceFault("decoding", kIllegalAddress); });
-  SchedulerConfig config;
-  config.mode = BatchingMode::kStatic;
-  config.batch_buckets = {1, 2};
-  config.max_queue_delay_ms = 200;  // company: both jobs in the one batch
-  Scheduler scheduler(config, executor, {}, faults.observer());
+  // The queue delay gives "a" company: both tasks run in the one batch.
+  Scheduler scheduler(static_config({1, 2}, 200), executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("a"));
-  scheduler.submit(outcomes.make_job("b"));
-  for (const char* id : {"a", "b"}) {
-    const Outcome o = outcomes.wait(id);
-    EXPECT_EQ(o.code, ErrorCode::kInternal) << id;
-    EXPECT_TRUE(has(o.message, "the device failed during decoding")) << o.message;
-  }
+  scheduler.submit(outcomes.make_task("a"));
+  scheduler.submit(outcomes.make_task("b"));
+  expect_failed_by_the_fault(outcomes, {"a", "b"}, "decoding");
   EXPECT_EQ(faults.count(), 1);
-  EXPECT_EQ(submit_error(scheduler, outcomes.make_job("c"))->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(submit_error(scheduler, outcomes.make_task("c"))->code(), ErrorCode::kUnavailable);
   EXPECT_EQ(executor.static_batches(), 1u);
 }
 
@@ -318,15 +276,11 @@ TEST(DeviceFaultScheduler, AnOrdinaryBatchErrorLeavesTheSchedulerServing) {
   FaultLog faults;
   FakeExecutor executor;
   executor.throw_on_batch(0, [] { throw internal_error("mesh stage failed: bad"); });
-  SchedulerConfig config;
-  config.mode = BatchingMode::kStatic;
-  config.batch_buckets = {1};
-  config.max_queue_delay_ms = 0;
-  Scheduler scheduler(config, executor, {}, faults.observer());
+  Scheduler scheduler(static_config({1}, 0), executor, {}, faults.observer());
 
-  scheduler.submit(outcomes.make_job("bad"));
+  scheduler.submit(outcomes.make_task("bad"));
   EXPECT_EQ(outcomes.wait("bad").code, ErrorCode::kInternal);
-  scheduler.submit(outcomes.make_job("next"));
+  scheduler.submit(outcomes.make_task("next"));
   EXPECT_TRUE(outcomes.wait("next").ok);
   EXPECT_FALSE(scheduler.device_faulted());
   EXPECT_EQ(faults.count(), 0);

@@ -1,5 +1,5 @@
 // The scheduler in static mode against the fake executor (fake_executor.h) that records its
-// batches, can hold a batch until it is released (or its jobs are cancelled, like the real one),
+// batches, can hold a batch until it is released (or its tasks are cancelled, like the real one),
 // and can throw. Waits use condition variables with generous timeouts; the few timing checks
 // leave wide margins.
 #include <gtest/gtest.h>
@@ -19,96 +19,23 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/bucket_policy.h"
-#include "cube3d/scheduler/job.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/scheduler/task.h"
 #include "fake_executor.h"
 #include "scheduler_test_support.h"
 
 namespace cube3d {
 namespace test_scheduler {
 
-using test::submit_error;
-
 using namespace std::chrono_literals;
 using test::FakeExecutor;
 using test::kLongWait;
+using test::submit_and_wait;
+using test::submit_error;
 
-constexpr auto kNoDeadline = SteadyClock::time_point::max();
-
-struct Outcome {
-  bool ok = false;
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-  int64_t bucket = 0;
-  SteadyClock::time_point at;
-};
-
-// Records what every job of a test reports. Outlives the scheduler (declare it first).
-class Outcomes {
- public:
-  std::shared_ptr<Job> make_job(const std::string& id,
-                                SteadyClock::time_point deadline = kNoDeadline) {
-    JobRequest request;
-    request.request_id = id;
-    return std::make_shared<Job>(
-        std::move(request), deadline,
-        [this, id](const JobProgress& progress) {
-          const std::lock_guard lock(mutex_);
-          stages_[id].push_back(progress.stage);
-        },
-        [this, id](const JobResult* result, const Error* error) { record(id, result, error); });
-  }
-
-  // Waits until `count` distinct jobs have an outcome.
-  bool wait_for(size_t count, std::chrono::milliseconds timeout = kLongWait) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return outcomes_.size() >= count; });
-  }
-  std::optional<Outcome> get(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = outcomes_.find(id);
-    if (it == outcomes_.end()) return std::nullopt;
-    return it->second;
-  }
-  int deliveries(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = deliveries_.find(id);
-    return it == deliveries_.end() ? 0 : it->second;
-  }
-  size_t count() const {
-    const std::lock_guard lock(mutex_);
-    return outcomes_.size();
-  }
-  std::vector<JobStage> stages(const std::string& id) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = stages_.find(id);
-    return it == stages_.end() ? std::vector<JobStage>{} : it->second;
-  }
-
- private:
-  void record(const std::string& id, const JobResult* result, const Error* error) {
-    Outcome outcome;
-    outcome.ok = result != nullptr;
-    if (result) outcome.bucket = result->batch_bucket;
-    if (error) {
-      outcome.code = error->code();
-      outcome.message = error->what();
-    }
-    outcome.at = SteadyClock::now();
-    {
-      const std::lock_guard lock(mutex_);
-      ++deliveries_[id];
-      outcomes_.emplace(id, std::move(outcome));
-    }
-    changed_.notify_all();
-  }
-
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Outcome> outcomes_;
-  std::map<std::string, int> deliveries_;
-  std::map<std::string, std::vector<JobStage>> stages_;
-};
+using test::kNoDeadline;
+using Outcome = test::TaskOutcome;
+using Outcomes = test::TaskOutcomes;
 
 // Static batching: these tests drive execute() (continuous mode: test_continuous_scheduler.cpp).
 SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_delay_ms,
@@ -121,16 +48,16 @@ SchedulerConfig make_config(std::vector<int64_t> buckets, int64_t max_queue_dela
   return config;
 }
 
-std::string job_id(int thread, int index) { return test::job_id(std::to_string(thread), index); }
+std::string task_id(int thread, int index) { return test::task_id(std::to_string(thread), index); }
 
 double elapsed_ms(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// Holds the executor and runs job "A" so that whatever is submitted next waits in the queue.
+// Holds the executor and runs task "A" so that whatever is submitted next waits in the queue.
 void occupy_the_executor(Scheduler& scheduler, FakeExecutor& executor, Outcomes& outcomes) {
   executor.hold();
-  scheduler.submit(outcomes.make_job("A"));
+  scheduler.submit(outcomes.make_task("A"));
   ASSERT_TRUE(executor.wait_for_batches(1));
 }
 
@@ -141,9 +68,7 @@ TEST(Scheduler, LoneRequestWaitsForTheQueueDelayThenRunsInBucketOne) {
   Scheduler scheduler(make_config({1, 2, 4, 8}, kDelayMs), executor);
 
   const auto submitted = SteadyClock::now();
-  scheduler.submit(outcomes.make_job("lone"));
-  ASSERT_TRUE(outcomes.wait_for(1));
-
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "lone").ok);
   const auto batches = executor.batches();
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(batches[0].bucket, 1);
@@ -162,22 +87,22 @@ TEST(Scheduler, ReportsQueuedAndObservesEachBatch) {
   FakeExecutor executor;
   std::mutex observed_mutex;
   std::vector<std::pair<int64_t, int64_t>> observed;
-  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor, [&](int64_t bucket, int64_t jobs) {
+  Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor, [&](int64_t bucket, int64_t tasks) {
     const std::lock_guard lock(observed_mutex);
-    observed.emplace_back(bucket, jobs);
+    observed.emplace_back(bucket, tasks);
   });
   occupy_the_executor(scheduler, executor, outcomes);
-  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_task(id));
   EXPECT_EQ(scheduler.queue_depth(), 3);
-  EXPECT_EQ(scheduler.running_jobs(), 1);
+  EXPECT_EQ(scheduler.running_tasks(), 1);
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(4));
 
-  EXPECT_EQ(outcomes.stages("B"), std::vector<JobStage>{JobStage::kQueued});
+  EXPECT_EQ(outcomes.stages("B"), std::vector<TaskStage>{TaskStage::kQueued});
   const std::lock_guard lock(observed_mutex);
   EXPECT_EQ(observed, (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {4, 3}}));
   EXPECT_EQ(scheduler.queue_depth(), 0);
-  EXPECT_EQ(scheduler.running_jobs(), 0);
+  EXPECT_EQ(scheduler.running_tasks(), 0);
 }
 
 TEST(Scheduler, RequestsWaitingTogetherShareTheSmallestBucketThatHoldsThem) {
@@ -185,7 +110,7 @@ TEST(Scheduler, RequestsWaitingTogetherShareTheSmallestBucketThatHoldsThem) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1, 2, 4, 8}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);
-  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_task(id));
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(4));
 
@@ -206,8 +131,8 @@ TEST(Scheduler, MoreThanTheLargestBucketSplitsInFifoOrder) {
   occupy_the_executor(scheduler, executor, outcomes);
   std::vector<std::string> ids;
   for (int i = 0; i < 11; ++i) {
-    ids.push_back(job_id(0, i));
-    scheduler.submit(outcomes.make_job(ids.back()));
+    ids.push_back(task_id(0, i));
+    scheduler.submit(outcomes.make_task(ids.back()));
   }
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(12));
@@ -225,7 +150,7 @@ TEST(Scheduler, FullLargestBucketRunsWithoutWaitingForTheDelay) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1, 2, 4}, 10'000), executor);
   const auto submitted = SteadyClock::now();
-  for (const char* id : {"a", "b", "c", "d"}) scheduler.submit(outcomes.make_job(id));
+  for (const char* id : {"a", "b", "c", "d"}) scheduler.submit(outcomes.make_task(id));
   ASSERT_TRUE(outcomes.wait_for(4));
 
   const auto batches = executor.batches();
@@ -240,10 +165,10 @@ TEST(Scheduler, QueueFullFailsAtOnceWithResourceExhausted) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1}, 0, /*max_queue_size=*/2), executor);
   occupy_the_executor(scheduler, executor, outcomes);  // running, so not counted as queued
-  scheduler.submit(outcomes.make_job("B"));
-  scheduler.submit(outcomes.make_job("C"));
+  scheduler.submit(outcomes.make_task("B"));
+  scheduler.submit(outcomes.make_task("C"));
 
-  const auto error = submit_error(scheduler, outcomes.make_job("D"));
+  const auto error = submit_error(scheduler, outcomes.make_task("D"));
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ(error->code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(std::string(error->what()).find("queue full (2 waiting)"), std::string::npos)
@@ -252,7 +177,30 @@ TEST(Scheduler, QueueFullFailsAtOnceWithResourceExhausted) {
 
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(3));
-  EXPECT_FALSE(outcomes.get("D").has_value());  // refused jobs get no outcome: submit threw
+  EXPECT_FALSE(outcomes.get("D").has_value());  // refused tasks get no outcome: submit threw
+  EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "B", "C"}));
+}
+
+TEST(Scheduler, ACancelledQueuedTaskFreesItsPlaceAtOnce) {
+  Outcomes outcomes;
+  FakeExecutor executor;
+  Scheduler scheduler(make_config({1}, 0, /*max_queue_size=*/2), executor);
+  occupy_the_executor(scheduler, executor, outcomes);  // the worker is busy: nothing is dropped
+  auto gone = outcomes.make_task("gone");
+  scheduler.submit(gone);
+  scheduler.submit(outcomes.make_task("B"));
+  gone->cancel();
+  // The queue is full only of tasks that still want to run once "gone" is dropped: C gets in.
+  EXPECT_FALSE(submit_error(scheduler, outcomes.make_task("C")).has_value());
+  const auto cancelled = outcomes.get("gone");
+  ASSERT_TRUE(cancelled.has_value());  // failed by the submit that dropped it
+  EXPECT_EQ(cancelled->code, ErrorCode::kCancelled);
+  // Now it is really full.
+  const auto error = submit_error(scheduler, outcomes.make_task("D"));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code(), ErrorCode::kResourceExhausted);
+  executor.release();
+  ASSERT_TRUE(outcomes.wait_for(4));
   EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "B", "C"}));
 }
 
@@ -262,8 +210,8 @@ TEST(Scheduler, DeadlinePassingBehindABlockedBatchFailsWithoutRunning) {
   Scheduler scheduler(make_config({1}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);
   const auto deadline = SteadyClock::now() + 50ms;
-  scheduler.submit(outcomes.make_job("late", deadline));
-  scheduler.submit(outcomes.make_job("patient"));
+  scheduler.submit(outcomes.make_task("late", deadline));
+  scheduler.submit(outcomes.make_task("patient"));
   std::this_thread::sleep_until(deadline + 20ms);  // "late" is surely expired now
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(3));
@@ -281,7 +229,7 @@ TEST(Scheduler, DeadlinePassingWhileWaitingForCompanyFailsPromptly) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1, 2, 4, 8}, 10'000), executor);
   const auto submitted = SteadyClock::now();
-  scheduler.submit(outcomes.make_job("short", submitted + 100ms));
+  scheduler.submit(outcomes.make_task("short", submitted + 100ms));
   ASSERT_TRUE(outcomes.wait_for(1));
 
   const auto outcome = outcomes.get("short");
@@ -296,14 +244,14 @@ TEST(Scheduler, AlreadyExpiredDeadlineFailsInSubmit) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1}, 0), executor);
   const auto error =
-      submit_error(scheduler, outcomes.make_job("expired", SteadyClock::now() - 1ms));
+      submit_error(scheduler, outcomes.make_task("expired", SteadyClock::now() - 1ms));
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ(error->code(), ErrorCode::kDeadlineExceeded);
   EXPECT_EQ(scheduler.queue_depth(), 0);
   EXPECT_EQ(outcomes.deliveries("expired"), 0);
 }
 
-TEST(Scheduler, NullJobIsAnInternalError) {
+TEST(Scheduler, NullTaskIsAnInternalError) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1}, 0), executor);
   const auto error = submit_error(scheduler, nullptr);
@@ -311,14 +259,14 @@ TEST(Scheduler, NullJobIsAnInternalError) {
   EXPECT_EQ(error->code(), ErrorCode::kInternal);
 }
 
-TEST(Scheduler, CancelledQueuedJobsAreDroppedAndReportedCancelled) {
+TEST(Scheduler, CancelledQueuedTasksAreDroppedAndReportedCancelled) {
   Outcomes outcomes;
   FakeExecutor executor;
   Scheduler scheduler(make_config({1, 2, 4}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);
-  auto gone = outcomes.make_job("gone");
+  auto gone = outcomes.make_task("gone");
   scheduler.submit(gone);
-  scheduler.submit(outcomes.make_job("stays"));
+  scheduler.submit(outcomes.make_task("stays"));
   gone->cancel();
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(3));
@@ -328,14 +276,14 @@ TEST(Scheduler, CancelledQueuedJobsAreDroppedAndReportedCancelled) {
   EXPECT_EQ(executor.executed_ids(), (std::set<std::string>{"A", "stays"}));
 }
 
-TEST(Scheduler, ExecutorErrorFailsTheUnfinishedJobsOfItsBatchWithItsCode) {
+TEST(Scheduler, ExecutorErrorFailsTheUnfinishedTasksOfItsBatchWithItsCode) {
   Outcomes outcomes;
   FakeExecutor executor;
   executor.throw_on_batch(
       1, [] { throw resource_exhausted("out of GPU memory"); }, /*succeed_first=*/1);
   Scheduler scheduler(make_config({1, 2, 4}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);
-  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_job(id));
+  for (const char* id : {"B", "C", "D"}) scheduler.submit(outcomes.make_task(id));
   executor.release();
   ASSERT_TRUE(outcomes.wait_for(4));
 
@@ -348,9 +296,7 @@ TEST(Scheduler, ExecutorErrorFailsTheUnfinishedJobsOfItsBatchWithItsCode) {
     EXPECT_EQ(outcome->message, "out of GPU memory") << id;
   }
   // The worker survives: later work still runs.
-  scheduler.submit(outcomes.make_job("E"));
-  ASSERT_TRUE(outcomes.wait_for(5));
-  EXPECT_TRUE(outcomes.get("E")->ok);
+  EXPECT_TRUE(submit_and_wait(scheduler, outcomes, "E").ok);
 }
 
 TEST(Scheduler, ForeignExceptionFromTheExecutorBecomesInternal) {
@@ -358,12 +304,9 @@ TEST(Scheduler, ForeignExceptionFromTheExecutorBecomesInternal) {
   FakeExecutor executor;
   executor.throw_on_batch(0, [] { throw std::runtime_error("cuda kernel launch failed"); });
   Scheduler scheduler(make_config({1, 2}, 0), executor);
-  scheduler.submit(outcomes.make_job("A"));
-  ASSERT_TRUE(outcomes.wait_for(1));
-
-  const auto outcome = outcomes.get("A");
-  EXPECT_EQ(outcome->code, ErrorCode::kInternal);
-  EXPECT_NE(outcome->message.find("cuda kernel launch failed"), std::string::npos);
+  const auto outcome = submit_and_wait(scheduler, outcomes, "A");
+  EXPECT_EQ(outcome.code, ErrorCode::kInternal);
+  EXPECT_NE(outcome.message.find("cuda kernel launch failed"), std::string::npos);
 }
 
 TEST(Scheduler, DrainRefusesNewWorkAndFinishesInFlightWorkWithinTheGrace) {
@@ -371,11 +314,11 @@ TEST(Scheduler, DrainRefusesNewWorkAndFinishesInFlightWorkWithinTheGrace) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);
-  scheduler.submit(outcomes.make_job("B"));
+  scheduler.submit(outcomes.make_task("B"));
 
   scheduler.begin_drain();
   EXPECT_TRUE(scheduler.draining());
-  const auto refused = submit_error(scheduler, outcomes.make_job("late"));
+  const auto refused = submit_error(scheduler, outcomes.make_task("late"));
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->code(), ErrorCode::kUnavailable);
   EXPECT_NE(std::string(refused->what()).find("shutting down"), std::string::npos);
@@ -391,7 +334,7 @@ TEST(Scheduler, DrainRefusesNewWorkAndFinishesInFlightWorkWithinTheGrace) {
   EXPECT_TRUE(outcomes.get("A")->ok);
   EXPECT_TRUE(outcomes.get("B")->ok);
   EXPECT_EQ(outcomes.deliveries("late"), 0);
-  EXPECT_EQ(submit_error(scheduler, outcomes.make_job("after"))->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(submit_error(scheduler, outcomes.make_task("after"))->code(), ErrorCode::kUnavailable);
 }
 
 TEST(Scheduler, DrainWithAStuckExecutorGivesUpAfterTheGrace) {
@@ -399,7 +342,7 @@ TEST(Scheduler, DrainWithAStuckExecutorGivesUpAfterTheGrace) {
   FakeExecutor executor;
   Scheduler scheduler(make_config({1}, 0), executor);
   occupy_the_executor(scheduler, executor, outcomes);  // never released: honours cancel only
-  scheduler.submit(outcomes.make_job("B"));
+  scheduler.submit(outcomes.make_task("B"));
 
   const auto started = SteadyClock::now();
   const bool finished = scheduler.drain(200ms);
@@ -423,7 +366,7 @@ TEST(Scheduler, DestructorDoesNotHangOnAStuckExecutor) {
   {
     Scheduler scheduler(make_config({1}, 0), executor);
     occupy_the_executor(scheduler, executor, outcomes);
-    scheduler.submit(outcomes.make_job("B"));
+    scheduler.submit(outcomes.make_task("B"));
   }
   EXPECT_LT(elapsed_ms(started, SteadyClock::now()), 3'000.0);
   EXPECT_EQ(outcomes.count(), 2u);
@@ -433,33 +376,33 @@ TEST(Scheduler, DestructorDoesNotHangOnAStuckExecutor) {
 
 TEST(Scheduler, ManyThreadsSubmittingConcurrentlyEachGetExactlyOneOutcome) {
   constexpr int kThreads = 8;
-  constexpr int kJobsPerThread = 50;
-  constexpr size_t kJobs = kThreads * kJobsPerThread;
+  constexpr int kTasksPerThread = 50;
+  constexpr size_t kTasks = kThreads * kTasksPerThread;
   const std::vector<int64_t> buckets{1, 2, 4, 8};
   Outcomes outcomes;
   FakeExecutor executor;
-  Scheduler scheduler(make_config(buckets, 1, /*max_queue_size=*/kJobs), executor);
+  Scheduler scheduler(make_config(buckets, 1, /*max_queue_size=*/kTasks), executor);
 
   std::vector<std::thread> submitters;
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
-      for (int i = 0; i < kJobsPerThread; ++i) {
-        scheduler.submit(outcomes.make_job(job_id(t, i)));
+      for (int i = 0; i < kTasksPerThread; ++i) {
+        scheduler.submit(outcomes.make_task(task_id(t, i)));
       }
     });
   }
   for (auto& submitter : submitters) submitter.join();
-  ASSERT_TRUE(outcomes.wait_for(kJobs, 10s));
+  ASSERT_TRUE(outcomes.wait_for(kTasks, 10s));
 
   size_t executed = 0;
   for (const auto& batch : executor.batches()) {
     executed += batch.ids.size();
     EXPECT_EQ(batch.bucket, choose_bucket(static_cast<int64_t>(batch.ids.size()), buckets));
   }
-  EXPECT_EQ(executed, kJobs);
+  EXPECT_EQ(executed, kTasks);
   for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kJobsPerThread; ++i) {
-      const std::string id = job_id(t, i);
+    for (int i = 0; i < kTasksPerThread; ++i) {
+      const std::string id = task_id(t, i);
       EXPECT_EQ(outcomes.deliveries(id), 1) << id;
       EXPECT_TRUE(outcomes.get(id)->ok) << id;
     }

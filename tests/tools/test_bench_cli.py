@@ -1,12 +1,16 @@
 """cube3d-bench on the demo model, on the CPU: the JSON layout, the mesh section, graph-kv being
 skipped on the CPU, and the errors a user gets for bad options. Run by ctest
-(tests/CMakeLists.txt); standard library only, well under a minute."""
+(tests/CMakeLists.txt); standard library only (--weights-dir's checkpoints come from
+scripts/make_random_checkpoint.py: numpy, PyYAML), well under a minute."""
 import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
+
+from cli_test_support import assert_failed_naming, run_tool, skip_if_cuda_device
 
 BIN = os.path.join(os.environ["CUBE3D_BIN_DIR"], "cube3d-bench")
 SOURCE = os.environ["CUBE3D_SOURCE_DIR"]
@@ -23,11 +27,7 @@ MESH_KEYS = {"resolution_base", "occupancy_ms", "marching_cubes_ms", "postproces
 
 
 def run(args, check=True):
-    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cube3d-bench {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_tool(BIN, args, timeout=120, check=check)
 
 
 def run_json(args):
@@ -84,6 +84,18 @@ class BenchJsonTest(unittest.TestCase):
                 self.assertAlmostEqual(r["achieved_gb_per_s"] / gbps, 1.0, places=6)
         self.assertEqual(seen, {("eager-nocache", 1), ("eager-nocache", 2), ("eager-kv", 1),
                                 ("eager-kv", 2)})
+
+    def test_decode_step_ops(self):
+        # One eager step at bucket 1 (2 rows with guidance) under libtorch's RecordFunction
+        # observer: counts only, the pinned budget is tests/engine/test_op_count.cpp's.
+        ops = self.out["decode_step_ops"]
+        self.assertEqual((ops["bucket"], ops["rows"]), (1, 2))
+        self.assertEqual(ops["single_stream_decode"], "causal")
+        self.assertGreater(ops["top_level_compute"], 0)
+        self.assertLessEqual(ops["top_level_compute"], ops["top_level"])
+        self.assertGreater(ops["all"], ops["top_level"])
+        self.assertEqual(sum(ops["top_level_by_name"].values()), ops["top_level"])
+        self.assertIn(f"decode step at bucket 1: {ops['top_level']} ATen ops", self.proc.stdout)
 
     def test_bytes_per_step_grow_with_the_cache(self):
         kv = {r["bucket"]: r["bytes_per_step"] for r in self.out["results"]
@@ -208,12 +220,53 @@ class GraphModeOnCpuTest(unittest.TestCase):
         self.assertIn("cuda", proc.stderr)
 
 
+class WeightsDirTest(unittest.TestCase):
+    """--weights-dir: checkpoints from files (our writer's, as bench/official_engine.py hands
+    the official engine), not random weights from the seed."""
+
+    def test_weights_from_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            writer = os.path.join(SOURCE, "scripts", "make_random_checkpoint.py")
+            subprocess.run([sys.executable, writer, DEMO[1], tmp], check=True,
+                           capture_output=True, timeout=120)
+            args = [*DEMO, *QUIET, "--weights-dir", tmp, "--modes", "eager-kv", "--buckets", "1",
+                    "--mesh-resolution", "0", "--warmup", "0", "--repeat", "1"]
+            path = os.path.join(tmp, "bench.json")
+            proc = run([*args, "--json", path])
+            with open(path) as f:
+                out = json.load(f)
+            self.assertEqual(out["weights"], f"weights from {tmp}")
+            self.assertIn(f"weights from {tmp}", proc.stdout)
+            self.assertEqual(len(out["results"]), 1)
+            # Other values than the seed's random weights: other tokens.
+            seeded = run_json(args[args.index("--modes"):])[1]
+            self.assertTrue(seeded["weights"].startswith("random weights (seed "), seeded)
+            self.assertNotEqual(out["results"][0]["ids_checksum"],
+                                seeded["results"][0]["ids_checksum"])
+
+    def test_the_official_section_is_kept(self):
+        # bench/official_engine.py may have written its section into the file first.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            with open(path, "w") as f:
+                json.dump({"official": {"results": [{"mode": "eager-kv"}]}, "device": "x"}, f)
+            run([*DEMO, *QUIET, "--modes", "eager-kv", "--buckets", "1", "--tokens", "2",
+                 "--mesh-resolution", "0", "--warmup", "0", "--repeat", "1", "--json", path])
+            with open(path) as f:
+                out = json.load(f)
+            self.assertEqual(out["official"], {"results": [{"mode": "eager-kv"}]})
+            self.assertEqual(out["device"], "cpu")  # everything else is this run's
+
+    def test_a_folder_without_checkpoints(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = run([*DEMO, "--weights-dir", tmp, "--mesh-resolution", "0"], check=False)
+            self.assertNotEqual(proc.returncode, 0, proc.stdout)
+            self.assertIn(os.path.join(tmp, "shape_gpt.safetensors"), proc.stderr)
+
+
 class ErrorsTest(unittest.TestCase):
     def expect_error(self, args, *needles):
-        proc = run(args, check=False)
-        self.assertNotEqual(proc.returncode, 0, proc.stdout)
-        for needle in needles:
-            self.assertIn(needle, proc.stderr)
+        assert_failed_naming(self, run(args, check=False), *needles)
 
     def test_bad_options(self):
         self.expect_error(["--tokens", "4"], "INVALID_ARGUMENT", "--model-config")
@@ -231,12 +284,7 @@ class ErrorsTest(unittest.TestCase):
         self.expect_error([*DEMO, "--cuda-graphs", "off"], "INVALID_ARGUMENT", "--cuda-graphs")
 
     def test_cuda_without_a_device(self):
-        try:
-            import torch
-            if torch.cuda.is_available():
-                self.skipTest("this machine has a CUDA device")
-        except ImportError:
-            pass
+        skip_if_cuda_device(self)
         self.expect_error([*DEMO, "--device", "cuda"], "FAILED_PRECONDITION", "cuda")
 
 

@@ -30,9 +30,13 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("CUBE3D_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
-BIN_DIR = os.environ.get("CUBE3D_BIN_DIR") or os.path.join(SOURCE, "build", "bin")
-SERVER_BIN = os.path.join(BIN_DIR, "cube3d-server")
-CLIENT_BIN = os.path.join(BIN_DIR, "cube3d-client")
+sys.path.insert(0, os.path.join(SOURCE, "scripts"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "e2e"))
+import fetch_models  # noqa: E402
+import server_process as e2e  # noqa: E402
+
+# The binaries where the e2e suites find them (CUBE3D_BIN_DIR, else build/bin).
+BIN_DIR, SERVER_BIN, CLIENT_BIN = e2e.BIN_DIR, e2e.SERVER_BIN, e2e.CLIENT_BIN
 TOOL = os.path.join(SOURCE, "scripts", "fetch_models.py")
 GOLDEN = os.path.join(SOURCE, "tests", "golden")
 CUBE_REPO = "Roblox/cube3d-v0.5"
@@ -43,11 +47,6 @@ TOOL_TIMEOUT_S = 300
 FETCHED = {(CUBE_REPO, "shape_gpt.safetensors"), (CUBE_REPO, "shape_tokenizer.safetensors"),
            (CLIP_REPO, "config.json"), (CLIP_REPO, "model.safetensors"),
            (CLIP_REPO, "vocab.json"), (CLIP_REPO, "merges.txt")}
-
-sys.path.insert(0, os.path.join(SOURCE, "scripts"))
-sys.path.insert(0, os.path.join(SOURCE, "tests", "e2e"))
-import fetch_models  # noqa: E402
-import server_process as e2e  # noqa: E402
 
 FIXTURE = None  # tempfile.TemporaryDirectory holding make_hub_fixture.py's output
 

@@ -3,12 +3,13 @@ demo model, and the errors a user gets for bad options. Run by ctest (tests/CMak
 import json
 import os
 import struct
-import subprocess
 import tempfile
 import unittest
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
+
+from cli_test_support import assert_failed_naming, run_tool, skip_if_cuda_device
 
 BIN = os.path.join(os.environ["CUBE3D_BIN_DIR"], "cube3d-generate")
 TESTS = os.environ["CUBE3D_TEST_DATA_DIR"]
@@ -33,11 +34,7 @@ def read_text(path):
 
 
 def run(args, check=True):
-    proc = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cube3d-generate {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_tool(BIN, args, timeout=300, check=check)
 
 
 class GoldenDumpTest(unittest.TestCase):
@@ -304,10 +301,7 @@ class OccupancyModesTest(unittest.TestCase):
 class ErrorsTest(unittest.TestCase):
     def expect_error(self, args, code, *needles):
         proc = run(args, check=False)
-        self.assertNotEqual(proc.returncode, 0, proc.stdout)
-        self.assertIn(code, proc.stderr)
-        for needle in needles:
-            self.assertIn(needle, proc.stderr)
+        assert_failed_naming(self, proc, code, *needles)
         return proc
 
     def test_bad_options(self):
@@ -342,12 +336,7 @@ class ErrorsTest(unittest.TestCase):
                           "resolution_base")
 
     def test_cuda_without_a_device(self):
-        try:
-            import torch
-            if torch.cuda.is_available():
-                self.skipTest("this machine has a CUDA device")
-        except ImportError:
-            pass
+        skip_if_cuda_device(self)
         self.expect_error([*golden_args("tiny_v01"), "--device", "cuda"],
                           "FAILED_PRECONDITION", "cuda")
 

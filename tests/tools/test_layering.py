@@ -1,4 +1,6 @@
-"""scripts/check_layering.py: the real tree and build pass; a planted violation of each kind fails."""
+"""scripts/check_layering.py: the real tree and build pass; a planted violation of each kind fails.
+
+Planted trees carry the repository's own docs/architecture.md, whose tables the script reads."""
 import os
 import shutil
 import subprocess
@@ -10,6 +12,7 @@ from pathlib import Path
 SOURCE = Path(os.environ.get("CUBE3D_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD = Path(os.environ.get("CUBE3D_BUILD_DIR", SOURCE / "build"))
 SCRIPT = SOURCE / "scripts" / "check_layering.py"
+ARCHITECTURE = SOURCE / "docs" / "architecture.md"
 
 
 def check(*args):
@@ -17,10 +20,14 @@ def check(*args):
                           text=True)
 
 
-def planted_violations(test, files):
-    """The script's lines over a tree of just these files, which must fail it."""
+def planted_violations(test, files, architecture=True):
+    """The script's lines over a tree of just these files (and the real docs/architecture.md),
+    which must fail it."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if architecture:
+            (root / "docs").mkdir()
+            shutil.copy(ARCHITECTURE, root / "docs" / "architecture.md")
         for rel, text in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
@@ -54,54 +61,62 @@ class LayeringTest(unittest.TestCase):
         self.assertNotIn("libc10", needed)
 
     def test_planted_include_violations_fail(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            (root / "src" / "mesh").mkdir(parents=True)
-            (root / "src" / "mesh" / "bad.cpp").write_text(
-                '#include <ATen/ATen.h>\n#include "cube3d/engine/engine.h"\n'
-                '#include "cube3d/core/safetensors.h"\n#include "cube3d/core/error.h"\n')
-            (root / "src" / "scheduler").mkdir(parents=True)
-            (root / "src" / "scheduler" / "bad.cpp").write_text(
-                '#include <grpcpp/grpcpp.h>\n#include "cube3d/v1/mesh_service.pb.h"\n')
-            (root / "src" / "model").mkdir(parents=True)
-            (root / "src" / "model" / "bad.cpp").write_text(
-                '#include <ATen/ATen.h>\n#include "cube3d/mesh/mesh.h"\n'
-                '#include <cuda_runtime.h>\n')
+        files = {
+            "src/mesh/bad.cpp": '#include <ATen/ATen.h>\n#include "cube3d/engine/engine.h"\n'
+                                '#include "cube3d/tensor_io/safetensors.h"\n'
+                                '#include "cube3d/core/error.h"\n',
+            "src/scheduler/bad.cpp": '#include <grpcpp/grpcpp.h>\n'
+                                     '#include "cube3d/v1/mesh_service.pb.h"\n',
+            "src/model/bad.cpp": '#include <ATen/ATen.h>\n#include "cube3d/mesh/mesh.h"\n'
+                                 '#include <cuda_runtime.h>\n',
             # The pipeline's one exception (model_text.cpp may include model/) is that file's.
-            (root / "src" / "pipeline").mkdir(parents=True)
-            (root / "src" / "pipeline" / "model_text.cpp").write_text(
-                '#include "cube3d/model/clip_text_normalizer.h"\n')
-            (root / "src" / "pipeline" / "bad.cpp").write_text(
-                '#include "cube3d/model/clip_text_normalizer.h"\n')
+            "src/pipeline/model_text.cpp": '#include "cube3d/model/clip_text_normalizer.h"\n',
+            "src/pipeline/bad.cpp": '#include "cube3d/model/clip_text_normalizer.h"\n',
+            # TBB stays inside src/mesh/: its own sources may, its public headers and the engine
+            # may not.
+            "src/mesh/parallel.h": '#include <tbb/parallel_for.h>\n',
+            "include/cube3d/mesh/bad.h": '#include <tbb/task_arena.h>\n',
+            "src/engine/bad.cpp": '#include <oneapi/tbb.h>\n',
             # The tools' headers are the tools layer's too: no server header.
-            (root / "include" / "cube3d" / "tools").mkdir(parents=True)
-            (root / "include" / "cube3d" / "tools" / "bad.h").write_text(
-                '#include "cube3d/server/core/result_key.h"\n')
-            proc = check("--root", root)
-            self.assertEqual(proc.returncode, 1, proc.stdout)
-            lines = proc.stdout.splitlines()
-            expected = [
-                "include/cube3d/tools/bad.h:1: tools may not include "
-                "cube3d/server/core/result_key.h (layer server)",
-                "src/mesh/bad.cpp:1: mesh is torch-free but includes <ATen/ATen.h>",
-                "src/mesh/bad.cpp:2: mesh may not include cube3d/engine/engine.h (layer engine)",
-                "src/mesh/bad.cpp:3: mesh is torch-free but includes cube3d/core/safetensors.h",
-                "src/scheduler/bad.cpp:1: scheduler includes <grpcpp/grpcpp.h>",
-                "src/scheduler/bad.cpp:2: scheduler includes cube3d/v1/mesh_service.pb.h",
-                "src/model/bad.cpp:2: model may not include cube3d/mesh/mesh.h (layer mesh)",
-                "src/model/bad.cpp:3: model includes <cuda_runtime.h>",
-                "src/pipeline/bad.cpp:1: pipeline may not include "
-                "cube3d/model/clip_text_normalizer.h (layer model)",
-            ]
-            assert_exactly(self, lines, expected)
+            "include/cube3d/tools/bad.h": '#include "cube3d/server/service/result_key.h"\n',
+            # A folder that no row names.
+            "src/widgets/gadget.cpp": '#include "cube3d/core/error.h"\n',
+        }
+        lines = planted_violations(self, files)
+        expected = [
+            "include/cube3d/tools/bad.h:1: tools may not include "
+            "cube3d/server/service/result_key.h (layer server)",
+            "src/mesh/bad.cpp:1: mesh includes <ATen/ATen.h> (libtorch, which its row does not "
+            "allow)",
+            "src/mesh/bad.cpp:2: mesh may not include cube3d/engine/engine.h (layer engine)",
+            "src/mesh/bad.cpp:3: mesh may not include cube3d/tensor_io/safetensors.h "
+            "(layer tensor_io)",
+            "src/scheduler/bad.cpp:1: scheduler includes <grpcpp/grpcpp.h> (gRPC, which",
+            "src/scheduler/bad.cpp:2: scheduler includes cube3d/v1/mesh_service.pb.h "
+            "(messages, which",
+            "src/model/bad.cpp:2: model may not include cube3d/mesh/mesh.h (layer mesh)",
+            "src/model/bad.cpp:3: model includes <cuda_runtime.h> (CUDA, which",
+            "src/pipeline/bad.cpp:1: pipeline may not include "
+            "cube3d/model/clip_text_normalizer.h (layer model)",
+            "include/cube3d/mesh/bad.h:1: mesh includes <tbb/task_arena.h> (TBB only in "
+            "src/mesh/",
+            "src/engine/bad.cpp:1: engine includes <oneapi/tbb.h> (TBB, which its row",
+            "src/engine/bad.cpp:1: engine includes <oneapi/tbb.h> (TBB only in src/mesh/",
+            "src/widgets: a folder that no row of docs/architecture.md's layer table names",
+        ]
+        assert_exactly(self, lines, expected)
 
     def test_planted_server_part_violations_fail(self):
         files = {
-            # A front door reaching past the core: the executor, the pipeline, the engine.
+            # A front door reaching past the service: the executor, the pipeline, the engine.
             "src/server/http/bad_route.cpp":
                 '#include "cube3d/server/executor/engine_executor.h"\n'
                 '#include "cube3d/pipeline/shape_pipeline.h"\n'
-                '#include "cube3d/server/core/mesh_service_core.h"\n',
+                '#include "cube3d/server/service/service.h"\n',
+            # The HTTP door speaks the service's words: no gRPC, not even its Status or map.
+            "src/server/http/bad_status.cpp":
+                '#include <grpcpp/support/status.h>\n#include "cube3d/api/grpc_status.h"\n'
+                '#include "cube3d/v1/mesh_service.pb.h"\n',
             # HTTP may draw a mesh (the preview's header and Mesh) and no more of the mesh
             # layer; no other part may.
             "src/server/http/bad_png.cpp":
@@ -109,19 +124,20 @@ class LayeringTest(unittest.TestCase):
                 '#include "cube3d/mesh/mesh_io.h"\n',
             "src/server/grpc/bad_png.cpp": '#include "cube3d/mesh/mesh_preview.h"\n',
             "include/cube3d/server/grpc/bad_service.h":
-                '#include "cube3d/engine/engine.h"\n#include "cube3d/server/http/router.h"\n',
-            # The core with a transport library in it, or a front door's header.
-            "src/server/core/bad_core.cpp":
+                '#include "cube3d/engine/engine.h"\n#include "cube3d/server/httpd/router.h"\n',
+            # The service with a transport library in it, gRPC's Status, or a door's header.
+            "src/server/service/bad_service.cpp":
                 '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
                 '#include <grpcpp/support/status.h>\n'
-                '#include "cube3d/server/http/http_server.h"\n',
+                '#include "cube3d/server/httpd/http_server.h"\n',
             # app/ is main's own.
             "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
-            # Server code outside a part folder.
+            # Server code outside a part folder, and a part the table lacks.
             "src/server/loose.cpp": '#include "cube3d/core/error.h"\n',
-            # The cache's store knows no request, no core; jobs reach no front door.
+            "src/server/widgets/gadget.cpp": '#include "cube3d/core/error.h"\n',
+            # The cache's store knows no request, no service; jobs reach no front door.
             "src/server/cache/bad_cache.cpp":
-                '#include "cube3d/server/core/mesh_service_core.h"\n',
+                '#include "cube3d/server/service/service.h"\n',
             "src/server/jobs/bad_jobs.cpp":
                 '#include "cube3d/server/http/job_routes.h"\n#include <grpcpp/server.h>\n',
             # Admission (in the gRPC-free server base) with gRPC's Status or an API message.
@@ -129,7 +145,7 @@ class LayeringTest(unittest.TestCase):
                 '#include <grpcpp/support/status.h>\n#include "cube3d/v1/mesh_service.pb.h"\n',
             # A client that includes the server.
             "src/clients/bad_client.cpp":
-                '#include "cube3d/server/core/mesh_service_core.h"\n'
+                '#include "cube3d/server/service/service.h"\n'
                 '#include "cube3d/api/grpc_status.h"\n#include "cube3d/engine/engine.h"\n',
         }
         lines = planted_violations(self, files)
@@ -138,6 +154,10 @@ class LayeringTest(unittest.TestCase):
             "cube3d/server/executor/engine_executor.h (server/executor)",
             "src/server/http/bad_route.cpp:2: server/http may not include "
             "cube3d/pipeline/shape_pipeline.h (layer pipeline)",
+            "src/server/http/bad_status.cpp:1: server/http includes grpcpp/support/status.h "
+            "(gRPC, which its row does not allow)",
+            "src/server/http/bad_status.cpp:2: server/http may not include "
+            "cube3d/api/grpc_status.h (layer api)",
             "src/server/http/bad_png.cpp:3: server/http may not include "
             "cube3d/mesh/mesh_io.h (layer mesh)",
             "src/server/http/bad_png.cpp:3: server may not include cube3d/mesh/mesh_io.h "
@@ -149,34 +169,76 @@ class LayeringTest(unittest.TestCase):
             "include/cube3d/server/grpc/bad_service.h:1: server may not include "
             "cube3d/engine/engine.h (layer engine)",
             "include/cube3d/server/grpc/bad_service.h:2: server/grpc may not include "
-            "cube3d/server/http/router.h (server/http)",
-            "src/server/core/bad_core.cpp:1: server/core includes <boost/beast/http.hpp> "
-            "(a transport library)",
-            "src/server/core/bad_core.cpp:2: server/core includes <grpcpp/server.h> "
-            "(a transport library)",
-            "src/server/core/bad_core.cpp:4: server/core may not include "
-            "cube3d/server/http/http_server.h (server/http)",
+            "cube3d/server/httpd/router.h (server/httpd)",
+            "src/server/service/bad_service.cpp:1: server/service includes "
+            "boost/beast/http.hpp (Beast, which",
+            "src/server/service/bad_service.cpp:2: server/service includes grpcpp/server.h "
+            "(gRPC, which",
+            "src/server/service/bad_service.cpp:3: server/service includes "
+            "grpcpp/support/status.h (gRPC, which",
+            "src/server/service/bad_service.cpp:4: server/service may not include "
+            "cube3d/server/httpd/http_server.h (server/httpd)",
             "src/server/config/bad_config.cpp:1: server/config may not include "
             "cube3d/server/app/signal_watcher.h (server/app)",
             "src/server/loose.cpp: server code outside a part folder",
+            "src/server/widgets/gadget.cpp: unknown server part 'widgets'",
             "src/server/cache/bad_cache.cpp:1: server/cache may not include "
-            "cube3d/server/core/mesh_service_core.h (server/core)",
+            "cube3d/server/service/service.h (server/service)",
             "src/server/jobs/bad_jobs.cpp:1: server/jobs may not include "
             "cube3d/server/http/job_routes.h (server/http)",
-            "src/server/jobs/bad_jobs.cpp:2: server/jobs includes <grpcpp/server.h> "
-            "(a transport library)",
+            "src/server/jobs/bad_jobs.cpp:2: server/jobs includes grpcpp/server.h (gRPC, which",
             "include/cube3d/server/admission/bad_keys.h:1: server/admission includes "
-            "grpcpp/support/status.h (the server base is gRPC-free)",
+            "grpcpp/support/status.h (gRPC, which",
             "include/cube3d/server/admission/bad_keys.h:2: server/admission includes "
-            "cube3d/v1/mesh_service.pb.h (the server base is gRPC-free)",
+            "cube3d/v1/mesh_service.pb.h (messages, which",
             "src/clients/bad_client.cpp:1: clients may not include "
-            "cube3d/server/core/mesh_service_core.h (layer server)",
+            "cube3d/server/service/service.h (layer server)",
             "src/clients/bad_client.cpp:1: clients may not include "
-            "cube3d/server/core/mesh_service_core.h (a server header)",
+            "cube3d/server/service/service.h (a server header)",
             "src/clients/bad_client.cpp:3: clients may not include cube3d/engine/engine.h "
             "(layer engine)",
         ]
         assert_exactly(self, lines, expected)
+
+    def test_planted_library_mismatches_fail(self):
+        # CMakeLists.txt and the tables must say the same: one folder, one library.
+        files = {
+            "CMakeLists.txt":
+                "cube3d_layer_library(cube3d_core core)\n"
+                "file(GLOB mesh_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/mesh/*.cpp)\n"
+                "add_library(cube3d_mesh STATIC ${mesh_sources} src/core/extra.cpp)\n"
+                "cube3d_server_library(cube3d_jobs service)\n"
+                "cube3d_layer_library(cube3d_widgets widgets)\n",
+        }
+        lines = planted_violations(self, files)
+        for e in ["CMakeLists.txt: cube3d_mesh is built from src/core, src/mesh, not src/mesh/ "
+                  "alone",
+                  "CMakeLists.txt: cube3d_jobs is built from src/server/service, not "
+                  "src/server/jobs/ alone",
+                  "CMakeLists.txt: cube3d_widgets (from src/widgets) is no row of "
+                  "docs/architecture.md's tables",
+                  "CMakeLists.txt: no library cube3d_scheduler (the tables' library of "
+                  "src/scheduler/)"]:
+            self.assertIn(e, lines)
+        self.assertNotIn("CMakeLists.txt: no library cube3d_core (the tables' library of "
+                         "src/core/)", lines)
+
+    def test_the_tables_are_required_and_checked(self):
+        lines = planted_violations(self, {"src/core/a.cpp": "\n"}, architecture=False)
+        self.assertEqual(lines, ["docs/architecture.md: missing (it holds the layer tables this "
+                                 "check reads)"])
+        text = ARCHITECTURE.read_text()
+        row = next(line for line in text.splitlines() if line.startswith("| mesh |"))
+        broken = text.replace(row, row.replace("| core |", "| core, gizmo |"))
+        broken = broken.replace("| Beast |", "| Beast, Qt |", 1)
+        lines = planted_violations(self, {"docs/architecture.md": broken}, architecture=False)
+        self.assertIn("docs/architecture.md: layer mesh may include an unknown layer 'gizmo'",
+                      lines)
+        self.assertTrue(any("may use an unknown library 'Qt'" in line for line in lines), lines)
+        no_marker = text.replace("<!-- check_layering: server parts -->", "")
+        lines = planted_violations(self, {"docs/architecture.md": no_marker}, architecture=False)
+        self.assertEqual(lines, ["docs/architecture.md: no table marked <!-- check_layering: "
+                                 "server parts -->"])
 
     def test_planted_batch_name_clashes_fail(self):
         # Sources that one unity batch may join: their anonymous namespaces become one.
@@ -225,7 +287,8 @@ class LayeringTest(unittest.TestCase):
         generate = BUILD / "bin" / "cube3d-generate"
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "src"
-            root.mkdir()
+            (root / "docs").mkdir(parents=True)
+            shutil.copy(ARCHITECTURE, root / "docs" / "architecture.md")
             bin_dir = Path(tmp) / "build" / "bin"
             bin_dir.mkdir(parents=True)
             # A torch binary where a torch-free one belongs...

@@ -54,7 +54,7 @@ TEST(OutputNameTest, EverySettingChangesTheName) {
   add([](OutputKey& k) { k.seed = 1; });
   add([](OutputKey& k) { k.bounding_box = std::array<float, 3>{1, 1, 1}; });
   add([](OutputKey& k) { k.resolution_base = 7; });
-  add([](OutputKey& k) { k.target_faces = 500; });
+  add([](OutputKey& k) { k.target_face_count = 500; });
   add([](OutputKey& k) { k.mesh_profile = MeshProfile::kRoblox; });
   add([](OutputKey& k) { k.postprocess = false; });
   add([](OutputKey& k) { k.occupancy = "dense"; });

@@ -20,9 +20,9 @@ namespace cube3d {
 // 1 for anything else. A CliAnswer (--version) goes to stdout with exit code 0.
 int run_tool(const char* tool, int (*body)(int, char**), int argc, char** argv);
 
-// Thrown by CliArgs::parse() for --version: an answer, not an error. --version reads the same in
-// every tool, so the library answers it (through run_tool) and no main needs code for it; --help
-// stays with the tools (help_requested()), which may add to it.
+// Thrown by CliArgs::parse() for --version, and by parse_answering_help() for --help too: an
+// answer, not an error. The library answers them (through run_tool), so no main needs code for
+// them; a tool that adds to its help uses parse() and help_requested() instead.
 class CliAnswer {
  public:
   explicit CliAnswer(std::string text) : text_(std::move(text)) {}
@@ -31,6 +31,9 @@ class CliAnswer {
  private:
   std::string text_;
 };
+
+// `text` as a finite number; throws invalid_argument "<where>: expected a finite number, got 'x'".
+double parse_finite_double(const std::string& text, const std::string& where);
 
 class CliArgs {
  public:
@@ -48,6 +51,8 @@ class CliArgs {
   // Throws invalid_argument naming the option on unknown options, missing values or bad switch
   // values, and CliAnswer for --version. With --help nothing else is checked.
   void parse(int argc, const char* const* argv);
+  // parse(), with --help answered like --version: a CliAnswer holding help().
+  void parse_answering_help(int argc, const char* const* argv);
 
   bool help_requested() const { return help_; }
   std::string help() const;

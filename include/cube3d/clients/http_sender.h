@@ -10,6 +10,13 @@
 // but each operation runs asynchronously on the sender's own io_context, because only Beast's
 // asynchronous operations honour tcp_stream's expiry (the deadline, from the send).
 //
+// HTTPS with options.tls (client_tls.h): the same, over Beast's ssl_stream (OpenSSL). Each
+// connection handshakes when it opens, within the deadline of the request that opened it: SNI
+// and the certificate's name are --server-name or the --server host (no SNI for an IP address),
+// the chain is checked against --ca or the system's roots. A failed handshake is UNAVAILABLE
+// (the first one's reason logged as a warning); an orderly close sends close_notify, waiting
+// briefly for the server's, after the request's clock stopped. Plain HTTP is unchanged.
+//
 // A record: ttft at the arrival of the first progress event of stage STAGE_DECODING, e2e at
 // the end of the answer (with its result read), queue_ms from the result's timings.queueMs.
 // Status: OK with a result; an error event's or a plain HTTP error's error.status
@@ -37,7 +44,8 @@ struct HostPort {
 // naming --server otherwise.
 HostPort parse_host_port(std::string_view address);
 
-// Throws invalid_argument naming --server when options.server is no host:port.
+// Throws invalid_argument naming --server when options.server is no host:port, naming --ca
+// when OpenSSL cannot use its certificate.
 std::unique_ptr<SenderFactory> make_http_sender_factory(const SenderOptions& options);
 
 }  // namespace cube3d

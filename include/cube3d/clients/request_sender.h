@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "cube3d/clients/call_retry.h"
+#include "cube3d/clients/client_tls.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/core/clock.h"
 #include "cube3d/v1/mesh_service.pb.h"
@@ -35,6 +36,7 @@ struct SenderOptions {
   RetryPolicy retry;
   int64_t deadline_ms = 600000;  // per request, from its send
   std::string api_key;           // sent as "Bearer <key>"; empty: no credentials
+  ClientTls tls;                 // not enabled: plain TCP (h2c for gRPC, HTTP/1.1 for HTTP)
 };
 
 // Sends requests one after another; one thread at a time.

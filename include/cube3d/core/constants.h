@@ -39,6 +39,13 @@ inline constexpr float kBoundingBoxLongestSide = 1.925f;
 inline constexpr int64_t kDefaultOccupancyCoarsestResolutionBase = 5;
 inline constexpr int64_t kDefaultOccupancyDilation = 1;
 
+// --- The mesh stage's budget (ours; mesh/mesh_pipeline.h) -------------------------------------
+// A surface of more marching-cubes faces is extracted from the grid one level coarser (or more):
+// the shapes Cube 3D makes have 50k-200k at resolution_base 8, a random-weight model's noise
+// millions. Measured (cube3d-mesh-bench, bench/results): with this budget no mesh's
+// post-processing takes more than ~0.3 s on 16 cores, or ~0.45 s on 2 at resolution_base 9.
+inline constexpr int64_t kDefaultMaxMarchingCubesFaces = 600'000;
+
 // --- Our limits -------------------------------------------------------------------------------
 // The hard cap on resolution_base for every layer (shape decoder, mesh stage, server config):
 // 2^10 + 1 = 1025 points per side is about 1.1 G occupancy queries and a 4.3 GB float grid;
@@ -65,6 +72,11 @@ inline constexpr int64_t kDefaultResolutionBase = 8;
 // Ours: the prompt size limit (bytes of UTF-8) and the simplification cap of a request.
 inline constexpr int64_t kDefaultMaxPromptBytes = 1024;
 inline constexpr int64_t kDefaultMaxTargetFaceCount = 2'000'000;
+// Ours: levels of detail a request may ask for (lod_face_counts), by default and at most: each
+// level is one more simplification pass (a fraction of the first one's time) and one more mesh
+// in the answer.
+inline constexpr int64_t kDefaultMaxLodLevels = 4;
+inline constexpr int64_t kMaxLodLevels = 8;
 // Ours: requests without a deadline get this one (5 minutes); 0 in the config means none.
 inline constexpr int64_t kDefaultDeadlineMs = 300'000;
 // How long a gRPC call may take to send its request message after opening.

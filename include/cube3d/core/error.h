@@ -3,13 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 namespace cube3d {
 
+// The service's own words for an outcome (the gRPC door maps them to gRPC codes, the HTTP door
+// to HTTP statuses, each in one function); to_string gives the names both APIs show
+// ("INVALID_ARGUMENT").
 enum class ErrorCode {
+  kOk,                  // no error: only a Status holds it, never an Error
   kInvalidArgument,     // bad input from a caller or a bad file (names the field / tensor)
   kNotFound,            // a file or tensor that should exist does not
   kFailedPrecondition,  // the system is not in a state that allows the call (no GPU, ...)
@@ -20,9 +25,19 @@ enum class ErrorCode {
   kDeadlineExceeded,    // the request's deadline passed before it could finish
   kUnavailable,         // the server cannot take work now (shutting down); retry elsewhere
   kUnauthenticated,     // no credentials, or credentials the server does not know
+  kPermissionDenied,    // known, and refused: the prompt policy, a playground origin
+  kAlreadyExists,       // an id that is taken (a request_id reused for another request)
 };
 
 std::string_view to_string(ErrorCode code);
+// The code's number in google.rpc.Code, the numbering gRPC's status codes and the API's
+// JobError.code share (OK 0, CANCELLED 1, INVALID_ARGUMENT 3, ...).
+int canonical_code(ErrorCode code);
+// The code with that number; nullopt for the numbers the service never uses (UNKNOWN, ABORTED,
+// OUT_OF_RANGE, DATA_LOSS) and for any other.
+std::optional<ErrorCode> error_code_of_canonical(int number);
+// google.rpc.Code's name of a number ("INVALID_ARGUMENT"), "UNKNOWN" for one it does not have.
+std::string_view canonical_code_name(int number);
 
 class Error : public std::runtime_error {
  public:
@@ -44,6 +59,8 @@ Error cancelled(const std::string& message);
 Error deadline_exceeded(const std::string& message);
 Error unavailable(const std::string& message);
 Error unauthenticated(const std::string& message);
+Error permission_denied(const std::string& message);
+Error already_exists(const std::string& message);
 
 // Throws invalid_argument "<key>: <value> is outside [<min>, <max>]" when value is not in the
 // closed range: the one wording of every settings struct's range checks.

@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "cube3d/core/json_string.h"  // append_json_string, for the log lines
+
 namespace spdlog::sinks {
 class sink;
 }  // namespace spdlog::sinks
@@ -53,11 +55,6 @@ struct TraceParent {
 // are invalid. Spaces and tabs around the value (HTTP's optional whitespace) are ignored.
 // nullopt when invalid: callers then simply have no trace id.
 std::optional<TraceParent> parse_traceparent(std::string_view value);
-
-// Appends `text` as a JSON string (RFC 8259), quotes included: '"' and '\' escaped, control
-// characters (below 0x20, and DEL) as \b \f \n \r \t or \u00XX, and every byte that is not part
-// of valid UTF-8 replaced by U+FFFD, so that the result is always valid JSON.
-void append_json_string(std::string& out, std::string_view text);
 
 // The fields a LogContext sets; empty strings are not set.
 // (Default member initializers: designated initializers may leave any of them out without

@@ -13,9 +13,13 @@ enum class MeshFormat {
   kObj,  // text OBJ
   kPly,  // binary little-endian PLY
   kGlb,  // binary glTF 2.0
+  // the compact encoding of docs/mesh-encoding.md (core/compact_mesh.h): not a file format of any
+  // other program, but bytes like the files (extension .c3dm)
+  kCompact,
 };
 
-// "raw", "obj", "ply", "glb" (the config's and the file extensions' spelling).
+// "raw", "obj", "ply", "glb", "compact" (the config's spelling; the file extensions' but for
+// compact, whose extension is .c3dm).
 std::string_view to_string(MeshFormat format);
 
 // The format of a lower-case name as to_string spells it; nullopt for anything else.

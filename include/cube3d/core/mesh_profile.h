@@ -28,6 +28,13 @@ inline constexpr int64_t kRobloxMaxTriangles = 20'000;
 inline constexpr int64_t kRobloxMaxVertices = 60'000;
 inline constexpr int64_t kRobloxMaxFileBytes = 20'000'000;
 
+// Roblox has no size for a model unit: a caller scales the mesh to studs by the answer's bounds
+// (scale = wanted studs / bounds.size on the axis it cares about; docs/mesh-encoding.md). This is
+// the recommended default when a caller names no size (the Roblox kit's, clients/roblox/): a
+// shape that fills the model's box (1.925 units on its longest side) is about 7.7 studs long,
+// the size of a table or a car's length, well inside a MeshPart's 2048-stud limit.
+inline constexpr double kRobloxStudsPerModelUnit = 4.0;
+
 MeshLimits mesh_limits(MeshProfile profile);
 
 // "none", "roblox" (the config's spelling).

@@ -1,4 +1,4 @@
-// The occupancy grid contract (ARCHITECTURE.md): 2^r + 1 points per axis over [-1.05, 1.05]^3,
+// The occupancy grid contract (docs/architecture.md): 2^r + 1 points per axis over [-1.05, 1.05]^3,
 // x-major order, and the map from grid index coordinates to world coordinates.
 #pragma once
 

@@ -13,6 +13,8 @@
 // - The output does not depend on the number of threads (byte-identical arrays).
 #pragma once
 
+#include <cstddef>
+
 #include "cube3d/mesh/grid.h"
 #include "cube3d/mesh/mesh.h"
 
@@ -20,11 +22,20 @@ namespace cube3d {
 
 struct MarchingCubesOptions {
   float level = 0.0f;
-  int threads = 0;  // 0: std::thread::hardware_concurrency()
+  // Threads of the mesh layer's shared pool; 0: the caller's (all cores unless the caller runs
+  // inside a smaller arena, as grid_to_mesh with MeshPipelineOptions::threads does).
+  int threads = 0;
+  // A face budget (0: none): the work stops as soon as the surface has more faces, which costs
+  // about the share of the grid done by then.
+  std::size_t max_faces = 0;
 };
 
 // Throws invalid_argument for a malformed grid or a NaN value. Infinite values are allowed.
-Mesh marching_cubes(const GridView& grid, const MarchingCubesOptions& options = {});
+// Over options.max_faces: an empty mesh with *over_limit = true, or resource_exhausted naming
+// the limit when over_limit is null (then only the part of the grid seen before the stop was
+// checked for NaN).
+Mesh marching_cubes(const GridView& grid, const MarchingCubesOptions& options = {},
+                    bool* over_limit = nullptr);
 
 // Whether the surface at `level` exists: some value is above the level and some is not. When it
 // does not (a model that predicts all-outside at 0), the caller picks another level or reports

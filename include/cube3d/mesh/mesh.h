@@ -2,6 +2,7 @@
 // simplification steps transform, and what the writers (and the gRPC response) carry.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -30,5 +31,8 @@ struct BoundingBox {
   double diagonal() const;
 };
 BoundingBox bounding_box(const Mesh& mesh);
+
+// Adds `offset` to every vertex (a pivot: core/mesh_frame.h pivot_offset).
+void translate_mesh(Mesh& mesh, const std::array<float, 3>& offset);
 
 }  // namespace cube3d

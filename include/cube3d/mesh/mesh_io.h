@@ -9,13 +9,14 @@
 #include <string>
 #include <string_view>
 
+#include "cube3d/core/compact_mesh.h"
 #include "cube3d/core/mesh_format.h"
 #include "cube3d/mesh/mesh.h"
 #include "cube3d/mesh/mesh_metadata.h"
 
 namespace cube3d {
 
-// The format of a path's extension (.obj, .ply, .glb, any case); anything else throws
+// The format of a path's extension (.obj, .ply, .glb, .c3dm, any case); anything else throws
 // invalid_argument naming the path and the allowed extensions.
 MeshFormat mesh_format_from_path(std::string_view path);
 
@@ -39,8 +40,14 @@ std::string encode_ply(const Mesh& mesh, const MeshMetadata& metadata = {});
 // "cube3d-server <server_version>".
 std::string encode_glb(const Mesh& mesh, const MeshMetadata& metadata = {});
 
-// The bytes of a file format; kRaw is not one (invalid_argument).
-std::string encode_mesh(const Mesh& mesh, MeshFormat format, const MeshMetadata& metadata = {});
+// The compact encoding (docs/mesh-encoding.md): positions as `options` says, normals
+// (vertex_normals) when asked for. It has no room for metadata: the answer that carries it does.
+std::string encode_compact(const Mesh& mesh, const CompactMeshOptions& options = {});
+
+// The bytes of a file format (`compact` for kCompact, `metadata` for the others); kRaw is not one
+// (invalid_argument).
+std::string encode_mesh(const Mesh& mesh, MeshFormat format, const MeshMetadata& metadata = {},
+                        const CompactMeshOptions& compact = {});
 
 // Writes encode_mesh(mesh, mesh_format_from_path(path), metadata) to path (OBJ without normals).
 void write_mesh(const std::string& path, const Mesh& mesh, const MeshMetadata& metadata = {});

@@ -25,6 +25,13 @@ struct SimplifyOptions {
   // mesh a little over budget beats a leaky one on budget.
   double tolerance = 0.05;
   bool allow_sloppy = false;
+  // Large meshes in parallel blocks first (simplify_mesh); false: one pass on one thread, for
+  // comparisons (cube3d-mesh-bench --one-pass).
+  bool blocks = true;
+  // Rounds of protect-and-redo of the joined pass for what it glued, before the rest is split
+  // (simplify_mesh); 0 splits at once: the budget's cheaper path (mesh_pipeline.h), where a noisy
+  // surface would otherwise take round after round.
+  int repair_rounds = 1;
 };
 
 struct SimplifyReport {
@@ -35,21 +42,34 @@ struct SimplifyReport {
   bool sloppy = false;
   std::size_t cancelled_faces = 0;        // folded face pairs removed after the collapses
   int repair_rounds = 0;                  // reruns with glued spots protected
+  std::size_t split_vertices = 0;         // vertices added where glue was split instead
   std::size_t non_manifold_vertices = 0;  // left after the last round (0 unless it gave up)
+  // A large mesh is simplified in spatial blocks first (simplify_mesh): how many, and the faces
+  // of their join (0 and 0 when it was one pass).
+  std::size_t blocks = 0;
+  std::size_t block_faces = 0;
 };
 
 // max(10000, faces / 10), the official pipeline's budget.
 std::size_t default_target_faces(std::size_t faces);
 
 // Simplifies in place when the mesh has more faces than the target (otherwise leaves it as it
-// is), then drops the vertices no face uses. Deterministic.
+// is), then drops the vertices no face uses. Deterministic, and the same for any number of
+// threads.
 //
-// A manifold input stays manifold (with lock_border on and no sloppy fallback): meshoptimizer
+// Parallel: a large mesh (tens of thousands of faces, with much to remove) is cut into spatial
+// blocks simplified at once on the mesh layer's threads, each to a little more than its share of
+// the target, the faces on its border with other blocks kept as they are (so that the blocks still
+// fit together); one pass over the joined mesh then takes it to the target. Only that last pass,
+// on a mesh little larger than the target, runs on one thread.
+//
+// Manifold stays manifold (with lock_border and repair on and no sloppy fallback): meshoptimizer
 // sometimes glues two parts of the surface along an edge or at a vertex; folded face pairs are
-// cancelled (cancel_opposite_faces), and any other glued spot is protected (the input faces
-// within two rings of it are kept as they are, the border of the hole they leave locked) and the
-// simplification redone, up to 8 rounds. Each round costs one more meshoptimizer pass; most
-// meshes need none or one.
+// cancelled (cancel_opposite_faces), and any other vertex that a pass made non-manifold is
+// protected (the input faces within two rings of it are kept as they are) and the joined pass
+// redone once (a round costs a pass; most passes need none).
+// What is still glued then is split (split_pinched_vertices): the two sheets keep touching at
+// the spot, each with a vertex of its own. Non-manifold spots the input already had are left.
 SimplifyReport simplify_mesh(Mesh& mesh, const SimplifyOptions& options = {});
 
 }  // namespace cube3d

@@ -31,6 +31,9 @@ EdgeReport edge_report(const Mesh& mesh);
 // with two faces in the same direction, and pinch points, whose faces form more than one fan
 // (faces connected through the edges at the vertex). Sorted, without repeats.
 std::vector<uint32_t> non_manifold_vertices(const Mesh& mesh);
+// The same for faces `indices` over vertices [0, vertex_count) (positions are not needed).
+std::vector<uint32_t> non_manifold_vertices(const std::vector<uint32_t>& indices,
+                                            std::size_t vertex_count);
 
 // V - E + F, counting only the vertices that faces reference (2 per sphere-like closed surface,
 // 0 per torus).

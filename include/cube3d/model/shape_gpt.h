@@ -16,7 +16,7 @@
 
 namespace cube3d {
 
-// How the single-stream blocks attend during KV decoding (ARCHITECTURE.md, difference 1).
+// How the single-stream blocks attend during KV decoding (docs/architecture.md, difference 1).
 enum class SingleStreamDecode {
   kCausal,     // every earlier shape token, like training and our no-cache path (default)
   kReference,  // the BOS key only, reproducing the official KV-cache path token for token
@@ -28,9 +28,11 @@ std::string to_string(SingleStreamDecode mode);
 // CUDA; the model knows nothing of them). Each computes what the unfused ops compute, up to
 // bf16 rounding; an empty member means the unfused ops.
 struct DecodeStepFusions {
-  // The q/k path of one attention block for one new token per row: `qk` [R, 1, 2D] from c_qk;
-  // RMSNorm with q_norm / k_norm (eps 1e-5), RoPE by cos / sin [R, 1, 1, hd/2] (float32);
-  // writes k into `keys` [R, H, Lmax, hd] at slots [R]; returns q [R, H, 1, hd].
+  // The q/k path of one attention block for one new token per row: `qk` [R, 1, 2D], the q and k
+  // columns of the packed projection's output (a view: contiguous in its last dim, its rows
+  // qk.stride(0) elements apart); RMSNorm with q_norm / k_norm (eps 1e-5), RoPE by cos / sin
+  // [R, 1, 1, hd/2] (float32); writes k into `keys` [R, H, Lmax, hd] at slots [R]; returns q
+  // [R, H, 1, hd].
   std::function<at::Tensor(const at::Tensor& qk, const at::Tensor& q_norm, const at::Tensor& k_norm,
                            const at::Tensor& cos, const at::Tensor& sin, at::Tensor& keys,
                            const at::Tensor& slots)>
@@ -43,6 +45,13 @@ struct PreAttentionWeights {
   Linear c_k;   // the last dual block's condition stream: keys only
   Linear c_v;
   at::Tensor q_norm, k_norm;  // RMSNorm(hd) weights; q_norm undefined without query
+  // Packed at load (pack_projections): [c_qk ; c_v] (or [c_k ; c_v]) as one linear, so a step
+  // runs one GEMM over one weight stream, with the bias inside it (zeros for the q and k
+  // columns, which have none). c_qk, c_k and c_v are then views of its weight and bias.
+  Linear qkv;
+  // [q_norm (H rows) ; k_norm (H rows)] as [2H, 1, hd], float32: both RMSNorms in one
+  // broadcast multiply on the CPU. Undefined without query.
+  at::Tensor qk_norm;
   bool has_query() const { return c_qk.weight.defined(); }
 };
 
@@ -62,6 +71,8 @@ struct SingleBlockWeights {
   Linear c_qk, c_v, c_proj;
   at::Tensor q_norm, k_norm;
   SwiGluMlp mlp;
+  Linear qkv;          // [c_qk ; c_v] packed, as PreAttentionWeights::qkv
+  at::Tensor qk_norm;  // [2H, 1, hd], as PreAttentionWeights::qk_norm
 };
 
 struct GptWeights {
@@ -73,8 +84,13 @@ struct GptWeights {
 
   // Builds the structure from resolved tensors. `codebook` is the shape tokenizer's normalised
   // codebook [C, E]: rows 0..C-1 of wte become shape_proj(codebook), as the official engine does.
-  static GptWeights from_tensors(const GptConfig& config, const TensorMap& tensors,
-                                 const at::Tensor& codebook);
+  // The projections that read one input are packed (PreAttentionWeights::qkv, SwiGluMlp's
+  // gate_up) once, here; the tensors they were packed from are dropped from `tensors` and, when
+  // `release` is given (ModelWeights::release_gpt), handed to it by name, so that a checkpoint's
+  // pages of them go back and the weights stay held once.
+  static GptWeights from_tensors(const GptConfig& config, TensorMap tensors,
+                                 const at::Tensor& codebook,
+                                 const std::function<void(const std::string&)>& release = {});
 };
 
 class ShapeGpt {

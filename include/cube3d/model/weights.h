@@ -86,6 +86,10 @@ class WeightLookup {
 struct ModelWeights {
   TensorMap gpt;
   TensorMap shape;
+  // Hands a shape GPT tensor's checkpoint pages back once nothing uses it any more (the
+  // safetensors source's release; empty for random weights): GptWeights::from_tensors calls it
+  // for the tensors it packed into others, so that they are not held twice.
+  std::function<void(const std::string&)> release_gpt;
 };
 
 // Loads both checkpoints (or generates them when the paths are empty and the config has

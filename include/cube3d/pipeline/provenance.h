@@ -16,6 +16,12 @@
 //   target_face_count  int64   the decimation target the request asked for; omitted when unset
 //                              (the target used is in the report, and in a warning when a
 //                              profile clamped it)
+//   pivot              string  "center" | "bottom_center" (core/mesh_frame.h): where the origin
+//                              was moved; omitted for the model's own origin
+//   lod_face_counts    [double, ...]  the further levels of detail asked for (levels 1, 2, ...);
+//                              omitted when none
+//   lod_level          int64   which of those levels the file holds (1, 2, ...); added by the
+//                              shape pipeline to a further level's file, omitted for level 0
 //   model              string  the model config's name
 //   weights_digest     string  hex digest of the weights; omitted when empty
 //   server_version     string  the software that made the file; omitted when empty
@@ -30,7 +36,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cube3d/core/mesh_frame.h"
 #include "cube3d/core/mesh_profile.h"
 #include "cube3d/mesh/mesh_metadata.h"
 
@@ -49,6 +57,8 @@ struct Provenance {
   std::string weights_digest;  // hex; empty: omitted
   std::string server_version;  // empty: omitted
   std::string request_id;      // empty: omitted
+  MeshPivot pivot = MeshPivot::kModelOrigin;
+  std::vector<int64_t> lod_face_counts;  // levels 1, 2, ...; empty: omitted
 };
 
 // The entries above, in that order. Throws invalid_argument when the prompt is not valid UTF-8

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/core/compact_mesh.h"
 #include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_frame.h"
 #include "cube3d/core/mesh_profile.h"
 #include "cube3d/engine/engine.h"
 #include "cube3d/mesh/mesh.h"
@@ -66,20 +68,37 @@ struct ShapeRequest {
   // the mesh. max_vertices and max_file_bytes (the encoded file; nothing for kRaw) are checked
   // and refused with resource_exhausted naming the limit. None set: exactly as without limits.
   MeshLimits limits;
-  MeshMetadata metadata;  // written into the file (provenance.h); empty: the file as without
+  MeshMetadata metadata;       // written into the file (provenance.h); empty: the file as without
+  CompactMeshOptions compact;  // kCompact's positions and normals
+  // Where the mesh's origin goes (core/mesh_frame.h), taken from level 0's box and applied to
+  // every level, so that the levels line up.
+  MeshPivot pivot = MeshPivot::kModelOrigin;
+  // Levels of detail after the first: level i + 1 simplified from level i to lod_targets[i]
+  // (mesh_pipeline.h levels_of_detail), each checked against the limits and encoded like level 0;
+  // a level's file carries the metadata plus "lod_level": i + 1 (when there is metadata).
+  std::vector<size_t> lod_targets;
+};
+
+// One further level of detail of a shape.
+struct ShapeLevel {
+  size_t target_faces = 0;
+  Mesh mesh;            // world coordinates after the pivot
+  std::string encoded;  // the file's bytes (empty for kRaw)
 };
 
 struct ShapeReport {
   double latents_ms = 0, occupancy_ms = 0, marching_cubes_ms = 0, postprocess_ms = 0, encode_ms = 0,
          total_ms = 0;
+  double lod_ms = 0;                  // the further levels' simplification (lod_targets)
   OccupancySamplingReport occupancy;  // points evaluated (of the dense grid's), per level
   MeshPipelineReport mesh;
   bool has_surface = true;  // the field crosses the level (else the mesh is empty)
 };
 
 struct Shape {
-  Mesh mesh;            // world coordinates
-  std::string encoded;  // the file's bytes (empty for kRaw)
+  Mesh mesh;                     // world coordinates after the pivot
+  std::string encoded;           // the file's bytes (empty for kRaw)
+  std::vector<ShapeLevel> lods;  // ShapeRequest::lod_targets' levels
   ShapeReport report;
   std::vector<std::string> warnings;
   std::vector<float> field;  // the occupancy field [N^3], when asked for (dumps, tests)

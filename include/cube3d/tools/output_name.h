@@ -20,8 +20,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "cube3d/core/compact_mesh.h"
 #include "cube3d/core/mesh_format.h"
+#include "cube3d/core/mesh_frame.h"
 #include "cube3d/core/mesh_profile.h"
 
 namespace cube3d {
@@ -37,8 +40,13 @@ struct OutputKey {
   std::optional<std::array<float, 3>> bounding_box;  // normalised, as the model gets it
   int64_t resolution_base = 0;
   MeshFormat format = MeshFormat::kGlb;
-  std::optional<int64_t> target_faces;
+  std::optional<int64_t> target_face_count;
   MeshProfile mesh_profile = MeshProfile::kNone;
+  // (cube3d-generate sets none of these three: its files are GLB, OBJ or PLY, one level, in the
+  // model's frame; add_shape_fields reads them.)
+  CompactMeshOptions compact;
+  MeshPivot pivot = MeshPivot::kModelOrigin;
+  std::vector<int64_t> lod_face_counts;
   bool postprocess = true;
   std::string occupancy;             // "hierarchical" | "dense"
   std::string single_stream_decode;  // "causal" | "reference"

@@ -44,9 +44,13 @@ const std::array<unsigned char, 32>& pseudonym_key() {
 
 }  // namespace
 
-void check_end_user_id(std::string_view id) {
+void check_end_user_id(std::string_view id, size_t times_sent) {
   const std::string field = std::string("end user id (the ") + kEndUserHeader +
                             " header, gRPC metadata " + kEndUserMetadata + ")";
+  if (times_sent > 1) {
+    throw invalid_argument(field + ": sent " + std::to_string(times_sent) +
+                           " times; send it once (which one is meant cannot be told)");
+  }
   if (id.empty()) throw invalid_argument(field + ": empty; leave it out for no end user");
   if (id.size() > kMaxEndUserIdBytes) {
     throw invalid_argument(field + ": " + std::to_string(id.size()) + " bytes, over " +

@@ -166,11 +166,18 @@ size_t PromptDenylist::size() const { return rules().patterns.size(); }
 
 const std::string& PromptDenylist::source() const { return rules().source; }
 
-PromptPolicy::PromptPolicy(PromptDenylist rules)
-    : rules_(std::make_shared<const PromptDenylist>(std::move(rules))) {}
+PromptPolicy::PromptPolicy(PromptDenylist rules, PromptFolding folding)
+    : folding_(folding), rules_(std::make_shared<const PromptDenylist>(std::move(rules))) {
+  (void)unicode_fold("");  // builds the look-alike table now, not in the first request
+}
 
 bool PromptPolicy::refuses(std::string_view normalised_prompt) const {
-  return current()->matches(normalised_prompt);  // matched outside the lock
+  const std::shared_ptr<const PromptDenylist> rules = current();  // matched outside the lock
+  if (rules->size() == 0) return false;
+  for (const std::string& form : prompt_forms(normalised_prompt, folding_)) {
+    if (rules->matches(form)) return true;
+  }
+  return false;
 }
 
 void PromptPolicy::replace(PromptDenylist rules) {

@@ -89,11 +89,11 @@ ModelIdentity load_model_identity(const ServerConfig& config, const ModelConfig&
   settings.field("dtype", config.dtype);
   settings.field("single_stream_decode", config.single_stream_decode);
   const MeshConfig& m = config.mesh;
-  settings.field("mesh", m.occupancy + "," + std::to_string(m.occupancy_coarsest_resolution_base) +
-                             "," + std::to_string(m.occupancy_dilation) + "," +
-                             std::to_string(m.postprocess) + "," +
-                             std::to_string(m.remove_floaters) + "," +
-                             std::to_string(m.floater_ratio) + "," + std::to_string(m.simplify));
+  settings.field(
+      "mesh", m.occupancy + "," + std::to_string(m.occupancy_coarsest_resolution_base) + "," +
+                  std::to_string(m.occupancy_dilation) + "," + std::to_string(m.postprocess) + "," +
+                  std::to_string(m.remove_floaters) + "," + std::to_string(m.floater_ratio) + "," +
+                  std::to_string(m.simplify) + "," + std::to_string(m.max_marching_cubes_faces));
   identity.config_digest = settings.hex();
   return identity;
 }

@@ -40,6 +40,7 @@
 #include "cube3d/server/app/file_limits.h"
 #include "cube3d/server/app/model_identity_loader.h"
 #include "cube3d/server/app/signal_watcher.h"
+#include "cube3d/server/cache/redis_result_tier.h"
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/config/layer_options.h"
 #include "cube3d/server/config/server_config.h"
@@ -49,7 +50,12 @@
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/jobs/job_store.h"
+#include "cube3d/server/jobs/memory_job_store.h"
+#include "cube3d/server/jobs/redis_job_store.h"
 #include "cube3d/server/observability/metrics.h"
+#include "cube3d/server/redis/redis_client.h"
+#include "cube3d/server/redis/redis_subscriber.h"
+#include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
 namespace {
@@ -96,6 +102,9 @@ CliArgs make_args() {
       .env("CUBE3D_METRICS_LISTEN")
       .option("--http-listen", 1, "override http_listen ('' = off)", "HOST:PORT")
       .env("CUBE3D_HTTP_LISTEN")
+      .option("--redis-url", 1, "override redis.url (a password stays out of the config file)",
+              "URL")
+      .env("CUBE3D_REDIS_URL")
       .option("--log-level", 1, "override logging.level", "L")
       .env("CUBE3D_LOG_LEVEL")
       .option("--log-format", 1, "override logging.format: text | json", "F")
@@ -115,11 +124,7 @@ int run(int argc, char** argv) {
   SignalWatcher signals;
 
   CliArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::fputs(args.help().c_str(), stdout);
-    return 0;
-  }
+  args.parse_answering_help(argc, argv);
   if (!args.has("--config")) {
     throw invalid_argument("--config is required (or set CUBE3D_CONFIG)");
   }
@@ -128,6 +133,7 @@ int run(int argc, char** argv) {
       {"--listen", "listen"},
       {"--metrics-listen", "metrics_listen"},
       {"--http-listen", "http_listen"},
+      {"--redis-url", "redis.url"},
       {"--log-level", "logging.level"},
       {"--log-format", "logging.format"},
       {"--device", "device"},
@@ -173,9 +179,51 @@ int run(int argc, char** argv) {
   const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
-  MeshServiceCore core(service_options(config, model_config), metrics);
-  // The result cache's store (its dir is checked and indexed here: a bad cache.dir stops the
-  // start). Declared after the core: it goes first, joining its I/O thread while the core that
+  Service core(service_options(config, model_config), metrics);
+  // Redis (redis.url): the shared job store and the shared cache tier, over one client (its own
+  // threads; every call with its deadline) and one subscriber. jobs.store redis needs it at
+  // start: a Redis that cannot be reached stops the start, saying why. The cache tier alone
+  // does not: its lookups miss until Redis answers.
+  const bool redis_jobs = config.jobs.store == "redis";
+  const bool redis_cache = config.cache.enabled && config.cache.redis;
+  // This process in the job records and cache claims it holds.
+  const std::string replica_id = make_job_tag() + make_job_tag();
+  std::unique_ptr<RedisClient> redis;
+  std::unique_ptr<RedisSubscriber> redis_events;
+  if (redis_jobs || redis_cache) {
+    RedisObserver observer;
+    observer.on_call = [&metrics](const std::string& command, double seconds, bool ok) {
+      metrics.redis_call(command, seconds, ok);
+    };
+    observer.on_state = [&metrics](bool up) { metrics.set_redis_up(up); };
+    redis = std::make_unique<RedisClient>(redis_client_options(config), observer);
+    const Status reached = redis->check();
+    if (!reached.ok() && redis_jobs) {
+      throw unavailable(
+          "redis.url " + redact_redis_url(config.redis.url) +
+          ": cannot reach Redis, which jobs.store: redis needs: " + reached.message());
+    }
+    if (!reached.ok()) {
+      spdlog::warn("redis.url {}: {}; the shared cache tier misses until Redis answers",
+                   redact_redis_url(config.redis.url), reached.message());
+    }
+    redis_events = std::make_unique<RedisSubscriber>(redis_client_options(config));
+    spdlog::info("redis: {} (replica {}; jobs {}, cache tier {})",
+                 redact_redis_url(config.redis.url), replica_id, redis_jobs ? "shared" : "memory",
+                 redis_cache ? "on" : "off");
+  }
+  std::unique_ptr<RedisResultTier> shared_tier;
+  if (redis_cache) {
+    RedisResultTierObserver observer;
+    observer.on_lookup = [&metrics](const char* result) { metrics.cache_redis_lookup(result); };
+    observer.on_waited = [&metrics](bool hit) { metrics.cache_redis_wait(hit); };
+    shared_tier = std::make_unique<RedisResultTier>(*redis, *redis_events, core.timers(),
+                                                    redis_result_tier_options(config, replica_id),
+                                                    std::move(observer));
+  }
+  // The result cache's store (its dir is checked and indexed here: an unusable cache.dir turns
+  // the disk tier off, logged and counted, and the server serves from memory). Declared after the
+  // core: it goes first, joining its I/O thread while the core that
   // its lookups call back into still stands.
   std::unique_ptr<ResultCache> cache;
   if (config.cache.enabled) {
@@ -186,7 +234,9 @@ int run(int argc, char** argv) {
     observer.on_eviction = [&metrics](const char* tier) { metrics.cache_eviction(tier); };
     observer.on_corrupt = [&metrics] { metrics.cache_corrupt_entry(); };
     observer.on_write_dropped = [&metrics] { metrics.cache_write_dropped(); };
-    cache = std::make_unique<ResultCache>(result_cache_options(config), std::move(observer));
+    observer.on_disk_tier = [&metrics](bool up) { metrics.set_cache_disk_tier(up); };
+    cache = std::make_unique<ResultCache>(result_cache_options(config), std::move(observer),
+                                          shared_tier.get());
     core.use_cache(cache.get());
     const ResultCache::Stats stats = cache->stats();
     spdlog::info("result cache: {} MiB in memory{}", config.cache.max_bytes >> 20,
@@ -197,7 +247,18 @@ int run(int argc, char** argv) {
   }
   // Jobs: after the core (the store's timers are the core's), before everything that can end
   // a job (the scheduler, the executor) and the front doors that read them, which go first.
-  JobStore job_store(job_store_options(config), core.timers());
+  std::unique_ptr<JobStore> job_store_owner;
+  if (redis_jobs) {
+    RedisJobStoreOptions options = redis_job_store_options(config);
+    options.replica = replica_id;
+    RedisJobStoreObserver observer;
+    observer.on_takeover = [&metrics](const char* outcome) { metrics.job_takeover(outcome); };
+    job_store_owner = std::make_unique<RedisJobStore>(*redis, *redis_events, core.timers(),
+                                                      std::move(options), std::move(observer));
+  } else {
+    job_store_owner = std::make_unique<MemoryJobStore>(job_store_options(config), core.timers());
+  }
+  JobStore& job_store = *job_store_owner;
   job_store.on_counts([&metrics](const JobStore::Counts& c) {
     metrics.set_jobs("queued", c.queued);
     metrics.set_jobs("running", c.running);
@@ -221,8 +282,9 @@ int run(int argc, char** argv) {
   }
   std::unique_ptr<PromptPolicy> prompt_policy;
   if (!config.policy.prompt_denylist_file.empty()) {
-    prompt_policy =
-        std::make_unique<PromptPolicy>(PromptDenylist::load(config.policy.prompt_denylist_file));
+    prompt_policy = std::make_unique<PromptPolicy>(
+        PromptDenylist::load(config.policy.prompt_denylist_file),
+        PromptFolding{config.policy.fold_separators, config.policy.fold_digits});
     core.use_prompt_policy(prompt_policy.get());
     spdlog::info("prompt policy: {} denylist patterns from {}", prompt_policy->size(),
                  config.policy.prompt_denylist_file);
@@ -293,8 +355,9 @@ int run(int argc, char** argv) {
   if (!config.http_listen.empty() || !config.metrics_listen.empty()) {
     HttpGatewayOptions http_options = http_gateway_options(config);
     http_options.jobs = &jobs;
+    if (redis_jobs) http_options.jobs_health = [&job_store] { return job_store.health(); };
     http = std::make_unique<HttpGateway>(core, metrics, http_options);
-    spdlog::info("HTTP on {}, metrics on {} ({} I/O threads)",
+    spdlog::info("HTTP{} on {}, metrics on {} ({} I/O threads)", http_options.tls ? "S" : "",
                  config.http_listen.empty() ? "off" : config.http_listen,
                  config.metrics_listen.empty() ? "off" : config.metrics_listen,
                  http_options.server.io_threads);
@@ -303,7 +366,8 @@ int run(int argc, char** argv) {
       const std::string host = config.http_listen.starts_with("0.0.0.0:")
                                    ? "127.0.0.1"
                                    : config.http_listen.substr(0, config.http_listen.rfind(':'));
-      spdlog::info("playground at http://{}:{}/ ({} files, {} KiB)", host, http->port(),
+      spdlog::info("playground at {}://{}:{}/ ({} files, {} KiB)",
+                   http_options.tls ? "https" : "http", host, http->port(),
                    http_options.playground->paths().size(),
                    http_options.playground->total_bytes() / 1024);
     }
@@ -340,6 +404,18 @@ int run(int argc, char** argv) {
     metrics.decode_step(bucket, slots);
   };
   executor_setup.on_active_slots = [&metrics](int64_t slots) { metrics.set_active_slots(slots); };
+  executor_setup.on_mesh_wait = [&metrics](double seconds) {
+    metrics.observe_mesh_wait_seconds(seconds);
+  };
+  executor_setup.on_mesh_budget_exceeded = [&metrics] { metrics.mesh_budget_exceeded(); };
+  spdlog::info(
+      "mesh stage: {} objects at once (mesh.mesh_threads {}), every core shared among them; "
+      "budget {} marching-cubes faces (mesh.max_marching_cubes_faces{})",
+      executor_setup.mesh_threads,
+      config.mesh.mesh_threads == 0 ? std::string("0: auto, the machine's cores")
+                                    : std::to_string(config.mesh.mesh_threads),
+      config.mesh.max_marching_cubes_faces,
+      config.mesh.max_marching_cubes_faces == 0 ? ": 0, none" : "");
   // A device fault met by a mesh thread goes to the scheduler like one met in a step (null until
   // the scheduler exists, and again once it has stopped).
   std::atomic<Scheduler*> fault_scheduler{nullptr};
@@ -404,6 +480,7 @@ int run(int argc, char** argv) {
   // Long-polls answer now, with their jobs as they are: gRPC's Shutdown waits for every call
   // to finish, and a long-poll would otherwise hold it for up to jobs.max_wait_ms.
   job_store.end_long_polls();
+  jobs.set_draining(true);  // no more takeovers here
   scheduler.begin_drain();
   // The scheduler cancels what is still running when the grace runs out; mesh work stops at
   // its next check (between occupancy chunks), so the wait after it is short.

@@ -1,5 +1,7 @@
 #include "cube3d/server/cache/cache_key.h"
 
+#include "cube3d/core/sha256.h"
+
 namespace cube3d {
 namespace {
 
@@ -11,16 +13,7 @@ int lower_hex_digit(char c) {
 
 }  // namespace
 
-std::string to_hex(const CacheKey& key) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * key.size());
-  for (const uint8_t byte : key) {
-    out += kDigits[byte >> 4];
-    out += kDigits[byte & 15];
-  }
-  return out;
-}
+std::string to_hex(const CacheKey& key) { return hex_of(key); }
 
 std::optional<CacheKey> cache_key_from_hex(std::string_view hex) {
   CacheKey key{};

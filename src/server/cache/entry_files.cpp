@@ -12,6 +12,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
+#include "cube3d/core/unique_fd.h"
 
 namespace cube3d {
 namespace {
@@ -19,28 +20,6 @@ namespace {
 constexpr std::string_view kEntrySuffix = ".entry";
 constexpr std::string_view kTempInfix = ".entry.tmp-";
 constexpr size_t kTempRandomChars = 6;  // mkstemp's XXXXXX
-
-// Owns a file descriptor.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // close(2)'s own answer: on some file systems a failed write shows only there.
-  int close() {
-    const int result = ::close(fd_);
-    fd_ = -1;
-    return result;
-  }
-
- private:
-  int fd_;
-};
 
 // Owns a DIR stream.
 class Dir {
@@ -121,7 +100,7 @@ void set_mtime(int fd, int64_t mtime_ns) {
 
 // fsync of a folder makes a rename or a new name in it durable.
 std::string sync_folder(const std::string& folder) {
-  const Fd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) {
     return "cannot sync folder " + folder + ": " + errno_text(errno);
   }
@@ -228,15 +207,26 @@ EntryRead read_entry(const std::string& dir, const CacheKey& key, int64_t mtime_
     read.detail = path + ": " + why;
     return read;
   };
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Never following a link and never waiting: a named pipe (or a device) put in an entry's place
+  // opens at once with O_NONBLOCK, instead of holding the I/O thread (and every lookup queued
+  // behind it, and the shutdown) until a writer comes, and fstat then refuses it. O_NONBLOCK
+  // changes nothing for the regular files entries are.
+  const UniqueFd fd(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
     if (errno == ENOENT) return fail(Outcome::kMissing, "no such file");
+    if (errno == ELOOP) return fail(Outcome::kCorrupt, "a symbolic link, not an entry");
     return fail(Outcome::kError, "cannot open: " + errno_text(errno));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
     return fail(Outcome::kError, "cannot stat: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) return fail(Outcome::kError, "not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    return fail(Outcome::kCorrupt, S_ISFIFO(st.st_mode)   ? "a named pipe, not a regular file"
+                                   : S_ISSOCK(st.st_mode) ? "a socket, not a regular file"
+                                   : S_ISDIR(st.st_mode)  ? "a folder, not a regular file"
+                                                          : "not a regular file");
+  }
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < kEntryHeaderBytes) {
     return fail(Outcome::kCorrupt,
@@ -281,7 +271,7 @@ EntryWrite write_entry(const std::string& dir, const CacheKey& key, std::string_
   }
   const std::string path = dir + "/" + entry_relative_path(key);
   std::string temp = path + ".tmp-XXXXXX";
-  Fd fd(::mkostemp(temp.data(), O_CLOEXEC));
+  UniqueFd fd(::mkostemp(temp.data(), O_CLOEXEC));
   if (!fd.valid()) {
     write.error = folder + ": cannot create a temporary file: " + errno_text(errno);
     return write;

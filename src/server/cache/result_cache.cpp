@@ -24,6 +24,9 @@ namespace {
 
 // How long the destructor lets queued writes finish: a shutdown must not wait on a slow disk.
 constexpr auto kShutdownWriteBudget = std::chrono::seconds(2);
+// And how long it waits for the I/O thread at all: a call that a hung file system holds cannot
+// be interrupted, so past this the thread is left behind and the process goes on exiting.
+constexpr auto kShutdownJoinBudget = std::chrono::seconds(3);
 // A full or read-only disk fails every write: one log line per interval, with a count.
 constexpr auto kErrorLogInterval = std::chrono::seconds(10);
 // Successive stamps differ by at least this much, so that entries touched within one clock tick
@@ -38,16 +41,27 @@ int64_t realtime_ns() {
 
 }  // namespace
 
-class ResultCache::Impl {
+// Owned by the ResultCache and by its I/O thread: a thread that a hung file system holds past
+// the shutdown's budget is left behind (detached) with the state it uses, instead of holding the
+// process's exit.
+class ResultCache::Impl : public std::enable_shared_from_this<ResultCache::Impl> {
  public:
   struct OnDisk {};  // the disk index keeps only each file's size and recency
 
-  Impl(ResultCacheOptions options, ResultCacheObserver observer);
-  ~Impl();
+  Impl(ResultCacheOptions options, ResultCacheObserver observer, RedisResultTier* shared);
+  // Starts the I/O thread (after construction: it holds a reference to this).
+  void start();
+  // Finishes the queued writes for at most kShutdownWriteBudget and joins the I/O thread, or,
+  // when a file system call holds it past kShutdownJoinBudget, leaves it behind (logged).
+  void stop();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  void lookup(const CacheKey& key, std::function<void(Value)> done);
+  void lookup(const CacheKey& key, SteadyClock::time_point wait_until,
+              std::function<void(Value)> done);
+  std::shared_ptr<Claim> claim(const CacheKey& key) {
+    return shared_ ? shared_->claim(key) : nullptr;
+  }
   Value find_in_memory(const CacheKey& key);
   void insert(const CacheKey& key, std::string value);
   void erase(const CacheKey& key);
@@ -58,6 +72,7 @@ class ResultCache::Impl {
   struct Read {
     CacheKey key;
     std::function<void(Value)> done;
+    SteadyClock::time_point wait_until;  // for the shared tier
   };
   struct FileOp {
     bool write;  // else a deletion (erase)
@@ -69,7 +84,7 @@ class ResultCache::Impl {
     uint64_t seq;
   };
 
-  bool has_disk() const { return !options_.dir.empty(); }
+  bool has_disk() const { return !options_.dir.empty() && !disk_disabled_; }
   // Memory or a queued write (mutex_ held).
   Value find_held(const CacheKey& key);
   // Puts the value into the memory tier (mutex_ held); returns what was evicted for it, to be
@@ -84,10 +99,16 @@ class ResultCache::Impl {
   void report_corrupt();
   void report_disk_error(const std::string& what);
   static void finish(Read& read, Value value);
+  // A miss of memory and disk: the shared tier's answer (kept in memory on a hit), or a miss.
+  void ask_shared(Read read);
   int64_t next_stamp();
 
   const ResultCacheOptions options_;
   const ResultCacheObserver observer_;
+  RedisResultTier* const shared_;
+  // cache.dir is set but unusable (missing and cannot be made, read-only, not a folder): the
+  // cache runs with its memory tier alone (set in the constructor only).
+  bool disk_disabled_ = false;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;  // to the I/O thread: a read, a file op, or stop
@@ -117,29 +138,51 @@ class ResultCache::Impl {
   std::thread io_;  // last: it starts once everything above exists
 };
 
-ResultCache::Impl::Impl(ResultCacheOptions options, ResultCacheObserver observer)
-    : options_(std::move(options)), observer_(std::move(observer)) {
+ResultCache::Impl::Impl(ResultCacheOptions options, ResultCacheObserver observer,
+                        RedisResultTier* shared)
+    : options_(std::move(options)), observer_(std::move(observer)), shared_(shared) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   require_in_range("cache.max_bytes", options_.max_bytes, 0, kMax);
   require_in_range("cache.max_dir_bytes", options_.max_dir_bytes, 0, kMax);
   require_in_range("cache.max_pending_write_bytes", options_.max_pending_write_bytes, 0, kMax);
   if (has_disk()) {
-    prepare_cache_dir(options_.dir);
-    load_index();
+    try {
+      prepare_cache_dir(options_.dir);
+    } catch (const Error& e) {
+      // The disk tier is an optimisation: without it the server still serves, from memory.
+      spdlog::error("result cache: {}: the disk tier is off, the memory tier serves alone",
+                    e.what());
+      disk_disabled_ = true;
+    }
   }
+  if (!options_.dir.empty() && observer_.on_disk_tier) observer_.on_disk_tier(has_disk());
+  if (has_disk()) load_index();
   report_sizes(true, true);
-  if (has_disk()) io_ = std::thread([this] { run(); });
 }
 
-ResultCache::Impl::~Impl() {
+void ResultCache::Impl::start() {
+  if (has_disk()) io_ = std::thread([self = shared_from_this()] { self->run(); });
+}
+
+void ResultCache::Impl::stop() {
   if (!io_.joinable()) return;
+  bool finished = false;
   {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     stopping_ = true;
     stop_deadline_ = SteadyClock::now() + kShutdownWriteBudget;
+    work_.notify_all();
+    finished = idle_.wait_for(lock, kShutdownJoinBudget, [&] { return io_done_; });
   }
-  work_.notify_all();
-  io_.join();
+  if (finished) {
+    io_.join();
+    return;
+  }
+  spdlog::error(
+      "result cache: {}: the I/O thread is still in a file system call after {} s; leaving it "
+      "behind (lookups waiting on it answer a miss at their deadline)",
+      options_.dir, kShutdownJoinBudget.count());
+  io_.detach();
 }
 
 void ResultCache::Impl::load_index() {
@@ -186,14 +229,15 @@ ResultCache::Value ResultCache::Impl::find_held(const CacheKey& key) {
   return nullptr;
 }
 
-void ResultCache::Impl::lookup(const CacheKey& key, std::function<void(Value)> done) {
+void ResultCache::Impl::lookup(const CacheKey& key, SteadyClock::time_point wait_until,
+                               std::function<void(Value)> done) {
   Value hit;
   bool queued = false;
   {
     const std::lock_guard lock(mutex_);
     hit = find_held(key);
     if (!hit && has_disk() && !stopping_ && disk_.touch(key) != nullptr) {
-      reads_.push_back({key, std::move(done)});
+      reads_.push_back({key, std::move(done), wait_until});
       queued = true;
     }
   }
@@ -201,7 +245,27 @@ void ResultCache::Impl::lookup(const CacheKey& key, std::function<void(Value)> d
     work_.notify_one();
     return;
   }
+  if (!hit && shared_) return ask_shared({key, std::move(done), wait_until});
   done(std::move(hit));
+}
+
+void ResultCache::Impl::ask_shared(Read read) {
+  if (!shared_) return finish(read, nullptr);
+  const CacheKey key = read.key;
+  shared_->lookup(key, read.wait_until,
+                  [self = shared_from_this(), read = std::move(read)](Value value) mutable {
+                    if (value && self->options_.max_bytes > 0) {
+                      std::vector<Value> evicted;
+                      {
+                        const std::lock_guard lock(self->mutex_);
+                        evicted = self->keep_in_memory(read.key, value);
+                      }
+                      self->report_evictions("memory", evicted.size());
+                      evicted.clear();
+                      self->report_sizes(true, false);
+                    }
+                    finish(read, std::move(value));
+                  });
 }
 
 ResultCache::Value ResultCache::Impl::find_in_memory(const CacheKey& key) {
@@ -248,6 +312,7 @@ void ResultCache::Impl::insert(const CacheKey& key, std::string value) {
     }
   }
   if (queued) work_.notify_one();
+  if (shared_) shared_->store(key, shared);
   report_evictions("memory", evicted.size());
   evicted.clear();
   if (options_.max_bytes > 0) report_sizes(true, false);
@@ -281,6 +346,7 @@ void ResultCache::Impl::erase(const CacheKey& key) {
     if (has_disk()) file_ops_.push_back({false, key, 0});
   }
   if (has_disk()) work_.notify_one();
+  if (shared_) shared_->erase(key);
   report_sizes(memory_changed, disk_changed);
 }
 
@@ -336,8 +402,8 @@ void ResultCache::Impl::run() {
   unwritten_.clear();
   unwritten_bytes_ = 0;
   io_done_ = true;
-  lock.unlock();
   idle_.notify_all();
+  lock.unlock();
   for (Read& read : reads) finish(read, nullptr);
   if (dropped > 0) {
     spdlog::warn("result cache: {}: shutdown dropped {} queued writes after {} s", options_.dir,
@@ -398,7 +464,7 @@ void ResultCache::Impl::serve(Read& read) {
     report_disk_error(entry.detail);
   }
   report_sizes(false, was_indexed);
-  finish(read, nullptr);
+  ask_shared(std::move(read));
 }
 
 void ResultCache::Impl::write(const FileOp& op) {
@@ -491,13 +557,25 @@ int64_t ResultCache::Impl::next_stamp() {
   return last_stamp_ns_;
 }
 
-ResultCache::ResultCache(ResultCacheOptions options, ResultCacheObserver observer)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(observer))) {}
+ResultCache::ResultCache(ResultCacheOptions options, ResultCacheObserver observer,
+                         RedisResultTier* shared)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(observer), shared)) {
+  impl_->start();
+}
 
-ResultCache::~ResultCache() = default;
+ResultCache::~ResultCache() { impl_->stop(); }
 
 void ResultCache::lookup(const CacheKey& key, std::function<void(Value)> done) {
-  impl_->lookup(key, std::move(done));
+  impl_->lookup(key, SteadyClock::time_point::min(), std::move(done));
+}
+
+void ResultCache::lookup(const CacheKey& key, SteadyClock::time_point wait_until,
+                         std::function<void(Value)> done) {
+  impl_->lookup(key, wait_until, std::move(done));
+}
+
+std::shared_ptr<ResultCache::Claim> ResultCache::claim(const CacheKey& key) {
+  return impl_->claim(key);
 }
 
 ResultCache::Value ResultCache::find_in_memory(const CacheKey& key) {

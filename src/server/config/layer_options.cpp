@@ -32,7 +32,7 @@ ExecutorOptions executor_options(const ServerConfig& config) {
   options.single_stream_decode = parse_single_stream_decode(config.single_stream_decode);
   options.batch_buckets = config.batching.batch_buckets;
   options.progress_interval_tokens = config.progress_interval_tokens;
-  options.mesh_threads = config.mesh.mesh_threads;
+  options.mesh_threads = effective_mesh_threads(config.mesh);
   OccupancySamplingOptions& sampling = options.shape.occupancy.sampling;
   sampling.hierarchical = parse_occupancy_mode(config.mesh.occupancy, "mesh.occupancy");
   sampling.coarsest_resolution_base = config.mesh.occupancy_coarsest_resolution_base;
@@ -42,6 +42,7 @@ ExecutorOptions executor_options(const ServerConfig& config) {
   mesh.simplify = config.mesh.simplify;
   mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
   mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
+  mesh.max_marching_cubes_faces = static_cast<std::size_t>(config.mesh.max_marching_cubes_faces);
   return options;
 }
 
@@ -68,6 +69,37 @@ JobStoreOptions job_store_options(const ServerConfig& config) {
 
 JobServiceOptions job_service_options(const ServerConfig& config) {
   return {config.jobs.deadline_ms};
+}
+
+RedisClientOptions redis_client_options(const ServerConfig& config) {
+  RedisClientOptions options;
+  options.endpoint = parse_redis_url(config.redis.url);
+  options.connect.connect_timeout = std::chrono::milliseconds(config.redis.connect_timeout_ms);
+  options.connect.tls_ca_file = config.redis.tls_ca_file;
+  options.connect.client_name = "cube3d-server";
+  options.command_timeout = std::chrono::milliseconds(config.redis.timeout_ms);
+  options.lanes = config.redis.connections;
+  return options;
+}
+
+RedisJobStoreOptions redis_job_store_options(const ServerConfig& config) {
+  RedisJobStoreOptions options;
+  options.limits = job_store_options(config);
+  options.key_prefix = config.redis.key_prefix;
+  options.lease_ms = config.jobs.lease_ms;
+  options.max_takeovers = config.jobs.max_takeovers;
+  return options;
+}
+
+RedisResultTierOptions redis_result_tier_options(const ServerConfig& config,
+                                                 const std::string& replica) {
+  RedisResultTierOptions options;
+  options.key_prefix = config.redis.key_prefix;
+  options.ttl_s = config.cache.redis_ttl_s;
+  options.claim_ms = config.jobs.lease_ms;
+  options.max_entry_bytes = config.limits.max_message_bytes;
+  options.replica = replica;
+  return options;
 }
 
 ServiceOptions service_options(const ServerConfig& config, const ModelConfig& model) {
@@ -111,6 +143,14 @@ HttpGatewayOptions http_gateway_options(const ServerConfig& config) {
   server.limits.max_header_bytes = h.max_header_bytes;
   server.limits.max_header_count = h.max_header_count;
   server.limits.max_body_bytes = config.limits.max_message_bytes;
+  server.gzip.enabled = h.gzip;
+  server.gzip.min_bytes = h.gzip_min_bytes;
+  if (h.tls) {
+    // The same files and client-certificate rule as the gRPC listener's (server_main.cpp).
+    options.tls =
+        http::TlsOptions{config.tls.cert_file, config.tls.key_file, config.tls.client_ca_file,
+                         config.tls.client_certificates != "optional"};
+  }
   return options;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cube3d/core/paths.h"
 #include "cube3d/core/suggest.h"
 #include "cube3d/core/yaml_reader.h"
+#include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
 namespace {
@@ -107,6 +109,35 @@ Key int_key(std::string_view name, Access access) {
   };
   key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
     out << static_cast<long long>(access(c));
+  };
+  return key;
+}
+
+// An int where 0 means "the machine's cores": --print-config says how many that is here.
+template <class Access>
+Key mesh_threads_key(std::string_view name, Access access) {
+  Key key = int_key(name, access);
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << static_cast<long long>(access(c));
+    if (access(c) == 0) {
+      out << YAML::Comment("auto: " + std::to_string(effective_mesh_threads(c.mesh)) +
+                           ", the cores of this machine");
+    }
+  };
+  return key;
+}
+
+// redis.url: printed with its password hidden ("***", said in a comment), so that
+// --print-config's output can be shared; such a printout loads back with that password.
+template <class Access>
+Key redis_url_key(std::string_view name, Access access) {
+  Key key = string_key(name, access);
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    const std::string shown = redact_redis_url(access(c));
+    out << YAML::DoubleQuoted << shown;
+    if (shown != access(c)) {
+      out << YAML::Comment("password hidden: give it with --redis-url or CUBE3D_REDIS_URL");
+    }
   };
   return key;
 }
@@ -268,6 +299,10 @@ const std::vector<Key>& keys() {
           "policy.prompt_denylist_file",
           [](auto& c) -> auto& { return c.policy.prompt_denylist_file; }),
       bool_key(
+          "policy.fold_separators", [](auto& c) -> auto& { return c.policy.fold_separators; }),
+      bool_key(
+          "policy.fold_digits", [](auto& c) -> auto& { return c.policy.fold_digits; }),
+      bool_key(
           "reflection", [](auto& c) -> auto& { return c.reflection; }),
       path_key(
           "model.config", [](auto& c) -> auto& { return c.model.config; }, true),
@@ -319,6 +354,8 @@ const std::vector<Key>& keys() {
           "limits.max_target_face_count",
           [](auto& c) -> auto& { return c.limits.max_target_face_count; }),
       int_key(
+          "limits.max_lod_levels", [](auto& c) -> auto& { return c.limits.max_lod_levels; }),
+      int_key(
           "limits.default_deadline_ms",
           [](auto& c) -> auto& { return c.limits.default_deadline_ms; }),
       int_key(
@@ -349,8 +386,13 @@ const std::vector<Key>& keys() {
           "mesh.floater_ratio", [](auto& c) -> auto& { return c.mesh.floater_ratio; }),
       bool_key(
           "mesh.simplify", [](auto& c) -> auto& { return c.mesh.simplify; }),
-      int_key(
+      mesh_threads_key(
           "mesh.mesh_threads", [](auto& c) -> auto& { return c.mesh.mesh_threads; }),
+      int_key(
+          "mesh.max_marching_cubes_faces",
+          [](auto& c) -> auto& { return c.mesh.max_marching_cubes_faces; }),
+      string_key(
+          "jobs.store", [](auto& c) -> auto& { return c.jobs.store; }),
       int_key(
           "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.result_ttl_s; }),
       int_key(
@@ -365,6 +407,10 @@ const std::vector<Key>& keys() {
           "jobs.poll_after_ms", [](auto& c) -> auto& { return c.jobs.poll_after_ms; }),
       int_key(
           "jobs.deadline_ms", [](auto& c) -> auto& { return c.jobs.deadline_ms; }),
+      int_key(
+          "jobs.lease_ms", [](auto& c) -> auto& { return c.jobs.lease_ms; }),
+      int_key(
+          "jobs.max_takeovers", [](auto& c) -> auto& { return c.jobs.max_takeovers; }),
       bool_key(
           "cache.enabled", [](auto& c) -> auto& { return c.cache.enabled; }),
       int_key(
@@ -375,6 +421,22 @@ const std::vector<Key>& keys() {
           "cache.max_dir_bytes", [](auto& c) -> auto& { return c.cache.max_dir_bytes; }),
       bool_key(
           "cache.shared_across_keys", [](auto& c) -> auto& { return c.cache.shared_across_keys; }),
+      bool_key(
+          "cache.redis", [](auto& c) -> auto& { return c.cache.redis; }),
+      int_key(
+          "cache.redis_ttl_s", [](auto& c) -> auto& { return c.cache.redis_ttl_s; }),
+      redis_url_key(
+          "redis.url", [](auto& c) -> auto& { return c.redis.url; }),
+      path_key(
+          "redis.tls_ca_file", [](auto& c) -> auto& { return c.redis.tls_ca_file; }),
+      int_key(
+          "redis.timeout_ms", [](auto& c) -> auto& { return c.redis.timeout_ms; }),
+      int_key(
+          "redis.connect_timeout_ms", [](auto& c) -> auto& { return c.redis.connect_timeout_ms; }),
+      int_key(
+          "redis.connections", [](auto& c) -> auto& { return c.redis.connections; }),
+      string_key(
+          "redis.key_prefix", [](auto& c) -> auto& { return c.redis.key_prefix; }),
       string_key(
           "metrics_listen", [](auto& c) -> auto& { return c.metrics_listen; }),
       string_key(
@@ -410,6 +472,12 @@ const std::vector<Key>& keys() {
           "http.playground_dir", [](auto& c) -> auto& { return c.http.playground_dir; }),
       path_key(
           "http.three_js_dir", [](auto& c) -> auto& { return c.http.three_js_dir; }),
+      bool_key(
+          "http.tls", [](auto& c) -> auto& { return c.http.tls; }),
+      bool_key(
+          "http.gzip", [](auto& c) -> auto& { return c.http.gzip; }),
+      int_key(
+          "http.gzip_min_bytes", [](auto& c) -> auto& { return c.http.gzip_min_bytes; }),
       int_key(
           "grpc.max_threads", [](auto& c) -> auto& { return c.grpc.max_threads; }),
       int_key(
@@ -631,8 +699,8 @@ bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
     return std::tie(c.listen, c.tls, c.auth, c.policy, c.reflection, c.model, c.device, c.dtype,
                     c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
-                    c.jobs, c.cache, c.metrics_listen, c.http_listen, c.http, c.grpc, c.logging,
-                    c.drain_grace_seconds, c.progress_interval_tokens);
+                    c.jobs, c.cache, c.redis, c.metrics_listen, c.http_listen, c.http, c.grpc,
+                    c.logging, c.drain_grace_seconds, c.progress_interval_tokens);
   };
   return settings(*this) == settings(other);
 }
@@ -653,6 +721,11 @@ ServerConfig load_server_config(const std::string& path,
   // Name the overrides in messages: the value at fault may not be the one in the file.
   validate_as(config, overrides.empty() ? path : path + " with command-line overrides");
   return config;
+}
+
+int64_t effective_mesh_threads(const MeshConfig& mesh) {
+  if (mesh.mesh_threads > 0) return mesh.mesh_threads;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 std::string server_config_to_yaml(const ServerConfig& config) {

@@ -21,6 +21,7 @@
 #include "cube3d/core/net_address.h"
 #include "cube3d/core/yaml_reader.h"
 #include "cube3d/server/config/server_config.h"
+#include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
 namespace {
@@ -33,6 +34,8 @@ constexpr int64_t kMaxMessageBytes = INT_MAX;  // gRPC takes the limits as int
 constexpr int64_t kMaxDeadlineMs = 7LL * 24 * 3600 * 1000;  // a week
 constexpr int64_t kMaxDrainGraceSeconds = 24 * 3600;
 constexpr int64_t kMaxMeshThreads = 1024;
+// A budget above ~2^30 faces is no budget (marching cubes numbers vertices in 32 bits anyway).
+constexpr int64_t kMaxMarchingCubesFaces = int64_t{1} << 30;
 // Memory bounds (cache.max_bytes, jobs.max_result_bytes): 1 TiB is beyond any machine here, and
 // a typo with extra digits is refused rather than taken as "unbounded".
 constexpr int64_t kMaxCacheBytes = int64_t{1} << 40;
@@ -47,6 +50,14 @@ constexpr int64_t kMaxLongPollMs = 600'000;
 // (mesh/hierarchical_occupancy.h). The sampler accepts up to 2^10, which only a typo asks for.
 constexpr int64_t kMaxOccupancyDilation = 8;
 
+// A lease renewed every third of it: shorter than a few hundred milliseconds is renewal traffic
+// for nothing; longer than an hour leaves a dead replica's jobs waiting all that time.
+constexpr int64_t kMaxLeaseMs = 3'600'000;
+constexpr int64_t kMaxTakeovers = 100;
+constexpr int64_t kMaxRedisTimeoutMs = 60'000;
+constexpr int64_t kMaxRedisConnections = 64;
+
+constexpr std::array<std::string_view, 2> kJobStores = {"memory", "redis"};
 constexpr std::array<std::string_view, 2> kWeightDtypes = {"float32", "bfloat16"};
 constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
 constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
@@ -120,6 +131,35 @@ void check_device(std::string_view where, const std::string& device) {
   fail(where, "device: unknown device '" + device + "' (expected cpu, cuda or cuda:N)");
 }
 
+// redis.*: a URL that parses whenever something uses it, and its bounds.
+void check_redis(std::string_view where, const ServerConfig& c) {
+  const bool used = c.jobs.store == "redis" || (c.cache.enabled && c.cache.redis);
+  if (used && c.redis.url.empty()) {
+    fail(where, std::string(c.jobs.store == "redis" ? "jobs.store: redis" : "cache.redis: true") +
+                    " needs redis.url (redis://host:6379, or --redis-url / CUBE3D_REDIS_URL)");
+  }
+  if (!c.redis.url.empty()) {
+    try {
+      parse_redis_url(c.redis.url);
+    } catch (const Error& e) {
+      fail(where, e.what());
+    }
+  }
+  if (!c.redis.tls_ca_file.empty()) {
+    check_file(where, "redis.tls_ca_file", c.redis.tls_ca_file, ReadableKind::kFile);
+  }
+  check_server_range(where, "redis.timeout_ms", c.redis.timeout_ms, 1, kMaxRedisTimeoutMs);
+  check_server_range(where, "redis.connect_timeout_ms", c.redis.connect_timeout_ms, 1,
+                     kMaxRedisTimeoutMs);
+  check_server_range(where, "redis.connections", c.redis.connections, 1, kMaxRedisConnections);
+  if (c.redis.key_prefix.empty() ||
+      std::any_of(c.redis.key_prefix.begin(), c.redis.key_prefix.end(),
+                  [](unsigned char ch) { return ch <= ' ' || ch >= 0x7f; })) {
+    fail(where, "redis.key_prefix: must be printable ASCII without spaces, and not empty ('" +
+                    c.redis.key_prefix + "')");
+  }
+}
+
 }  // namespace
 
 void validate_server_config(const ServerConfig& c) {
@@ -141,6 +181,14 @@ void validate_server_config(const ServerConfig& c) {
     check_file(where, "tls.client_ca_file", c.tls.client_ca_file, ReadableKind::kFile);
   }
   check_word(where, "tls.client_certificates", c.tls.client_certificates, kClientCertificates);
+  if (c.http.tls && !c.tls.enabled()) {
+    fail(where,
+         "http.tls: TLS on http_listen uses the tls: section's certificate and key "
+         "(tls.cert_file, tls.key_file), and they are not set");
+  }
+  if (c.http.tls && c.http_listen.empty()) {
+    fail(where, "http.tls: there is no http_listen to serve over TLS");
+  }
   if (!c.auth.api_keys_file.empty()) {
     check_file(where, "auth.api_keys_file", c.auth.api_keys_file, ReadableKind::kFile);
   }
@@ -212,6 +260,7 @@ void validate_server_config(const ServerConfig& c) {
                      kMaxMessageBytes);
   check_server_range(where, "limits.max_target_face_count", limits.max_target_face_count, 1,
                      std::numeric_limits<int64_t>::max());
+  check_server_range(where, "limits.max_lod_levels", limits.max_lod_levels, 1, kMaxLodLevels);
   check_server_range(where, "limits.default_deadline_ms", limits.default_deadline_ms, 0,
                      kMaxDeadlineMs);
   check_server_range(where, "limits.request_read_timeout_ms", limits.request_read_timeout_ms, 100,
@@ -251,7 +300,9 @@ void validate_server_config(const ServerConfig& c) {
     fail(where, "mesh.floater_ratio (" + format_float(c.mesh.floater_ratio) +
                     ") must be strictly between 0 and 1");
   }
-  check_server_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 1, kMaxMeshThreads);
+  check_server_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 0, kMaxMeshThreads);
+  check_server_range(where, "mesh.max_marching_cubes_faces", c.mesh.max_marching_cubes_faces, 0,
+                     kMaxMarchingCubesFaces);
 
   check_server_range(where, "jobs.result_ttl_s", c.jobs.result_ttl_s, 1, kMaxDeadlineMs / 1000);
   check_server_range(where, "jobs.max_result_bytes", c.jobs.max_result_bytes, 0, kMaxCacheBytes);
@@ -264,7 +315,12 @@ void validate_server_config(const ServerConfig& c) {
     fail(where, "jobs.max_jobs_per_key (" + std::to_string(c.jobs.max_jobs_per_key) +
                     ") is more than jobs.max_jobs (" + std::to_string(c.jobs.max_jobs) + ")");
   }
+  check_word(where, "jobs.store", c.jobs.store, kJobStores);
+  check_server_range(where, "jobs.lease_ms", c.jobs.lease_ms, 300, kMaxLeaseMs);
+  check_server_range(where, "jobs.max_takeovers", c.jobs.max_takeovers, 0, kMaxTakeovers);
   check_server_range(where, "cache.max_bytes", c.cache.max_bytes, 0, kMaxCacheBytes);
+  check_server_range(where, "cache.redis_ttl_s", c.cache.redis_ttl_s, 1, kMaxDeadlineMs / 1000);
+  check_redis(where, c);
   check_server_range(where, "cache.max_dir_bytes", c.cache.max_dir_bytes, 0, kMaxCacheBytes * 1024);
 
   if (!c.metrics_listen.empty()) {

@@ -17,16 +17,16 @@
 namespace cube3d {
 namespace {
 
-bool all_cancelled(const std::vector<std::shared_ptr<Job>>& jobs) {
-  return std::all_of(jobs.begin(), jobs.end(),
+bool all_cancelled(const std::vector<std::shared_ptr<Task>>& tasks) {
+  return std::all_of(tasks.begin(), tasks.end(),
                      [](const auto& j) { return j->cancelled() || j->finished(); });
 }
 
-std::vector<PromptRequest> prompts_of(const std::vector<std::shared_ptr<Job>>& jobs) {
+std::vector<PromptRequest> prompts_of(const std::vector<std::shared_ptr<Task>>& tasks) {
   std::vector<PromptRequest> prompts;
-  prompts.reserve(jobs.size());
-  for (const auto& job : jobs) {
-    const JobRequest& r = job->request();
+  prompts.reserve(tasks.size());
+  for (const auto& task : tasks) {
+    const TaskRequest& r = task->request();
     prompts.push_back({r.prompt, r.guidance_scale, r.top_p, r.seed, r.bounding_box});
   }
   return prompts;
@@ -47,6 +47,11 @@ decltype(auto) device_work(bool on_accelerator, const char* stage, Fn&& fn) {
     }
     throw;
   }
+}
+
+TaskMeshBounds bounds_of(const Mesh& mesh) {
+  const BoundingBox box = bounding_box(mesh);
+  return {{box.min[0], box.min[1], box.min[2]}, {box.max[0], box.max[1], box.max[2]}};
 }
 
 // What an injected device fault says (the words of a real one, and that it was injected).
@@ -113,14 +118,14 @@ EngineExecutor::~EngineExecutor() {
 void EngineExecutor::post(std::function<void()> task) {
   {
     const std::lock_guard lock(mutex_);
-    tasks_.push_back(std::move(task));
+    tasks_.push_back({std::move(task), SteadyClock::now()});
   }
   changed_.notify_one();
 }
 
 void EngineExecutor::mesh_worker() {
   for (;;) {
-    std::function<void()> task;
+    MeshTask task;
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
@@ -129,7 +134,10 @@ void EngineExecutor::mesh_worker() {
       tasks_.pop_front();
       ++busy_;
     }
-    task();
+    if (options_.on_mesh_wait) {
+      options_.on_mesh_wait(ms_between(task.posted, SteadyClock::now()) / 1000.0);
+    }
+    task.run();
     {
       const std::lock_guard lock(mutex_);
       --busy_;
@@ -143,18 +151,18 @@ bool EngineExecutor::wait_idle(std::chrono::milliseconds timeout) {
   return changed_.wait_for(lock, timeout, [&] { return tasks_.empty() && busy_ == 0; });
 }
 
-void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) {
+void EngineExecutor::execute(const std::vector<std::shared_ptr<Task>>& tasks, int64_t bucket) {
   const auto batch_start = SteadyClock::now();
-  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
-  const std::vector<PromptRequest> prompts = prompts_of(jobs);
+  for (const auto& task : tasks) task->progress({TaskStage::kTextEncoding});
+  const std::vector<PromptRequest> prompts = prompts_of(tasks);
   const int64_t total = pipeline_.engine().tokens_per_shape();
   GenerationOptions options;
   options.single_stream_decode = options_.single_stream_decode;
   options.bucket = bucket;
   options.progress_interval = options_.progress_interval_tokens;
   options.on_progress = [&](int64_t done) {
-    for (const auto& job : jobs) job->progress({JobStage::kDecoding, done, total});
-    return !all_cancelled(jobs);
+    for (const auto& task : tasks) task->progress({TaskStage::kDecoding, done, total});
+    return !all_cancelled(tasks);
   };
   ++steps_;
   if (steps_ == options_.faults.device_fault_at_step) {
@@ -164,22 +172,22 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
       on_accelerator_, "decoding", [&] { return pipeline_.generate_tokens(prompts, options); });
   const GenerationResult& generated = tokens.generation;
   if (generated.stopped) {
-    for (const auto& job : jobs) job->fail(cancelled("request cancelled during decoding"));
+    for (const auto& task : tasks) task->fail(cancelled("request cancelled during decoding"));
     return;
   }
   if (options_.on_generated) {
     options_.on_generated(tokens.text_encoding_ms + generated.prefill_ms, generated.tpot_ms(),
-                          generated.tokens * static_cast<int64_t>(jobs.size()));
+                          generated.tokens * static_cast<int64_t>(tasks.size()));
   }
 
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const JobRequest& r = jobs[i]->request();
-    JobResult result;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskRequest& r = tasks[i]->request();
+    TaskResult result;
     result.request_id = r.request_id;
     result.format = r.format;
     result.batch_bucket = bucket;
     result.warnings = tokens.warnings[i];
-    result.timings.queue_ms = ms_between(jobs[i]->enqueued(), batch_start);
+    result.timings.queue_ms = ms_between(tasks[i]->enqueued(), batch_start);
     result.timings.text_encoding_ms = tokens.text_encoding_ms;
     result.timings.prefill_ms = generated.prefill_ms;
     result.timings.decode_ms = generated.decode_ms;
@@ -189,9 +197,9 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Job>>& jobs, int6
       const int64_t* data = ids.data_ptr<int64_t>();
       result.shape_tokens.assign(data, data + ids.numel());
     }
-    auto job = jobs[i];
-    post([this, job, ids, result = std::move(result)]() mutable {
-      finish_job(job, ids, std::move(result));
+    auto task = tasks[i];
+    post([this, task, ids, result = std::move(result)]() mutable {
+      finish_task(task, ids, std::move(result));
     });
   }
 }
@@ -204,20 +212,20 @@ ContinuousDecoder& EngineExecutor::continuous_decoder() {
   return *decoder_;
 }
 
-int64_t EngineExecutor::active_slots() const { return static_cast<int64_t>(slot_jobs_.size()); }
+int64_t EngineExecutor::active_slots() const { return static_cast<int64_t>(slot_tasks_.size()); }
 
 void EngineExecutor::report_active_slots() const {
   if (options_.on_active_slots) options_.on_active_slots(active_slots());
 }
 
-void EngineExecutor::admit(const std::vector<std::shared_ptr<Job>>& jobs) {
-  device_work(on_accelerator_, "prefill", [&] { admit_on_device(jobs); });
+void EngineExecutor::admit(const std::vector<std::shared_ptr<Task>>& tasks) {
+  device_work(on_accelerator_, "prefill", [&] { admit_on_device(tasks); });
 }
 
-void EngineExecutor::admit_on_device(const std::vector<std::shared_ptr<Job>>& jobs) {
+void EngineExecutor::admit_on_device(const std::vector<std::shared_ptr<Task>>& tasks) {
   const auto admitted = SteadyClock::now();
-  for (const auto& job : jobs) job->progress({JobStage::kTextEncoding});
-  const std::vector<PromptRequest> prompts = prompts_of(jobs);
+  for (const auto& task : tasks) task->progress({TaskStage::kTextEncoding});
+  const std::vector<PromptRequest> prompts = prompts_of(tasks);
   EncodedPrompts encoded = pipeline_.encode_prompts(prompts);
   ContinuousDecoder& decoder = continuous_decoder();
   const auto prefill_start = SteadyClock::now();
@@ -226,9 +234,9 @@ void EngineExecutor::admit_on_device(const std::vector<std::shared_ptr<Job>>& jo
   const auto first_token = SteadyClock::now();
   const double prefill_ms = ms_between(prefill_start, first_token);
   const int64_t total = decoder.total_tokens();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    SlotJob& slot = slot_jobs_[ids[i]];
-    slot.job = jobs[i];
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    SlotTask& slot = slot_tasks_[ids[i]];
+    slot.task = tasks[i];
     slot.admitted = admitted;
     slot.first_token = first_token;
     slot.text_encoding_ms = encoded.text_encoding_ms;
@@ -237,12 +245,12 @@ void EngineExecutor::admit_on_device(const std::vector<std::shared_ptr<Job>>& jo
     slot.warnings = std::move(encoded.warnings[i]);
   }
   report_active_slots();
-  for (const auto& job : jobs) job->progress({JobStage::kDecoding, 1, total});
+  for (const auto& task : tasks) task->progress({TaskStage::kDecoding, 1, total});
   if (options_.on_admitted) {
-    options_.on_admitted(static_cast<int64_t>(jobs.size()), encoded.text_encoding_ms + prefill_ms);
+    options_.on_admitted(static_cast<int64_t>(tasks.size()), encoded.text_encoding_ms + prefill_ms);
   }
   spdlog::debug("continuous: {} joined ({} active, bucket {}), text {:.1f} ms, prefill {:.1f} ms",
-                jobs.size(), decoder.active(), decoder.bucket(), encoded.text_encoding_ms,
+                tasks.size(), decoder.active(), decoder.bucket(), encoded.text_encoding_ms,
                 prefill_ms);
   // A request with a single token is done at its first.
   for (const auto id : ids) {
@@ -259,17 +267,17 @@ void EngineExecutor::step_on_device() {
   if (!decoder_) return;
   // Cancelled (client gone, deadline, shutdown) or already answered: the slot is freed now.
   std::vector<ContinuousDecoder::SlotId> dropped;
-  for (const auto& [id, slot] : slot_jobs_) {
-    if (slot.job->cancelled() || slot.job->finished()) dropped.push_back(id);
+  for (const auto& [id, slot] : slot_tasks_) {
+    if (slot.task->cancelled() || slot.task->finished()) dropped.push_back(id);
   }
   for (const auto id : dropped) {
-    const std::shared_ptr<Job> job = slot_jobs_.at(id).job;
+    const std::shared_ptr<Task> task = slot_tasks_.at(id).task;
     decoder_->release(id);
-    slot_jobs_.erase(id);
-    job->fail(cancelled("request cancelled during decoding"));
+    slot_tasks_.erase(id);
+    task->fail(cancelled("request cancelled during decoding"));
   }
   if (!dropped.empty()) report_active_slots();
-  if (slot_jobs_.empty()) return;
+  if (slot_tasks_.empty()) return;
 
   const int64_t bucket = decoder_->bucket();
   const int64_t active = decoder_->active();
@@ -284,13 +292,13 @@ void EngineExecutor::step_on_device() {
   const bool report = interval > 0 && decoder_->steps() % interval == 0;
   if (report) decoder_->synchronize();
   std::vector<ContinuousDecoder::SlotId> done;
-  for (auto& [id, slot] : slot_jobs_) {
+  for (auto& [id, slot] : slot_tasks_) {
     slot.largest_bucket = std::max(slot.largest_bucket, bucket);
     const int64_t tokens = decoder_->tokens_done(id);
     if (tokens >= total) {
       done.push_back(id);
     } else if (report) {
-      slot.job->progress({JobStage::kDecoding, tokens, total});
+      slot.task->progress({TaskStage::kDecoding, tokens, total});
     }
   }
   for (const auto id : done) retire(id);
@@ -298,19 +306,19 @@ void EngineExecutor::step_on_device() {
 }
 
 void EngineExecutor::retire(ContinuousDecoder::SlotId id) {
-  SlotJob slot = std::move(slot_jobs_.at(id));
-  slot_jobs_.erase(id);
+  SlotTask slot = std::move(slot_tasks_.at(id));
+  slot_tasks_.erase(id);
   const at::Tensor ids = decoder_->ids(id).unsqueeze(0);  // waits for the last step
   decoder_->release(id);
   const auto now = SteadyClock::now();
   const int64_t total = ids.size(1);
-  const JobRequest& r = slot.job->request();
-  JobResult result;
+  const TaskRequest& r = slot.task->request();
+  TaskResult result;
   result.request_id = r.request_id;
   result.format = r.format;
   result.batch_bucket = slot.largest_bucket;
   result.warnings = std::move(slot.warnings);
-  result.timings.queue_ms = ms_between(slot.job->enqueued(), slot.admitted);
+  result.timings.queue_ms = ms_between(slot.task->enqueued(), slot.admitted);
   result.timings.text_encoding_ms = slot.text_encoding_ms;
   result.timings.prefill_ms = slot.prefill_ms;
   result.timings.decode_ms = ms_between(slot.first_token, now);
@@ -323,36 +331,36 @@ void EngineExecutor::retire(ContinuousDecoder::SlotId id) {
   if (options_.on_generated) {
     options_.on_generated(slot.text_encoding_ms + slot.prefill_ms, result.timings.tpot_ms, total);
   }
-  slot.job->progress({JobStage::kDecoding, total, total});
-  auto job = slot.job;
-  post([this, job, ids, result = std::move(result)]() mutable {
-    finish_job(job, ids, std::move(result));
+  slot.task->progress({TaskStage::kDecoding, total, total});
+  auto task = slot.task;
+  post([this, task, ids, result = std::move(result)]() mutable {
+    finish_task(task, ids, std::move(result));
   });
 }
 
-std::vector<std::shared_ptr<Job>> EngineExecutor::clear_slots() {
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (auto& [id, slot] : slot_jobs_) jobs.push_back(std::move(slot.job));
-  slot_jobs_.clear();
+std::vector<std::shared_ptr<Task>> EngineExecutor::clear_slots() {
+  std::vector<std::shared_ptr<Task>> tasks;
+  for (auto& [id, slot] : slot_tasks_) tasks.push_back(std::move(slot.task));
+  slot_tasks_.clear();
   if (decoder_) decoder_->release_all();
   report_active_slots();
-  return jobs;
+  return tasks;
 }
 
-void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids,
-                                JobResult result) {
+void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Tensor& ids,
+                                 TaskResult result) {
   const auto mesh_start = SteadyClock::now();
-  // A job that was cancelled, timed out or already failed (draining) is not meshed; the checks
-  // between chunks keep a cancelled job from holding a mesh thread (and shutdown) for long.
-  const auto stop = [&job] { return job->cancelled() || job->finished(); };
+  // A task that was cancelled, timed out or already failed (draining) is not meshed; the checks
+  // between chunks keep a cancelled task from holding a mesh thread (and shutdown) for long.
+  const auto stop = [&task] { return task->cancelled() || task->finished(); };
   if (stop()) {
-    job->fail(cancelled("request cancelled before meshing"));
+    task->fail(cancelled("request cancelled before meshing"));
     return;
   }
   try {
-    const JobRequest& r = job->request();
+    const TaskRequest& r = task->request();
     const int64_t tokens = ids.size(1);
-    job->progress({JobStage::kMeshing, tokens, tokens});
+    task->progress({TaskStage::kMeshing, tokens, tokens});
     const int64_t nth = ++meshed_;
     if (nth == options_.faults.mesh_error_at_request) {
       throw std::runtime_error("injected by " + std::string(kFaultInjectionEnv) +
@@ -370,8 +378,8 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
         return;
       }
       last_report = now;
-      job->progress({JobStage::kMeshing, tokens, tokens, p.points_done, p.points_planned,
-                     p.levels_done, p.levels_total});
+      task->progress({TaskStage::kMeshing, tokens, tokens, p.points_done, p.points_planned,
+                      p.levels_done, p.levels_total});
     };
     ShapeRequest shape_request;
     shape_request.resolution_base = r.resolution_base;
@@ -380,21 +388,44 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
       shape_request.target_faces = static_cast<size_t>(*r.target_face_count);
     }
     shape_request.limits = mesh_limits(r.mesh_profile);
+    shape_request.compact = r.compact;
+    shape_request.pivot = r.pivot;
+    for (const int64_t faces : r.lod_face_counts) {
+      shape_request.lod_targets.push_back(static_cast<size_t>(faces));
+    }
     // What made it, in the file itself (the request's id: the computation's first caller).
     shape_request.metadata = provenance_metadata(
         {r.prompt, r.seed, r.top_p, r.guidance_scale, r.resolution_base, r.bounding_box,
          r.mesh_profile, r.target_face_count, options_.model_name, options_.weights_digest,
-         options_.server_version, r.request_id});
+         options_.server_version, r.request_id, r.pivot, r.lod_face_counts});
     // One request's latents at a time: the shape's numbers then never depend on which other
     // requests shared the batch, so equal tokens give byte-identical meshes.
     Shape shape = device_work(on_accelerator_, "meshing", [&] {
       return pipeline_.make_shape(ids, shape_request, on_progress, stop);
     });
+    if (shape.report.mesh.over_budget && options_.on_mesh_budget_exceeded) {
+      options_.on_mesh_budget_exceeded();
+    }
     for (std::string& w : shape.warnings) result.warnings.push_back(std::move(w));
     result.vertex_count = static_cast<int64_t>(shape.mesh.vertex_count());
     result.face_count = static_cast<int64_t>(shape.mesh.face_count());
     result.occupancy_points = shape.report.occupancy.points_evaluated;
     result.timings.occupancy_ms = shape.report.occupancy_ms;
+    result.bounds = bounds_of(shape.mesh);
+    for (ShapeLevel& level : shape.lods) {
+      TaskLevel out;
+      out.target_face_count = static_cast<int64_t>(level.target_faces);
+      out.vertex_count = static_cast<int64_t>(level.mesh.vertex_count());
+      out.face_count = static_cast<int64_t>(level.mesh.face_count());
+      out.bounds = bounds_of(level.mesh);
+      if (r.format == MeshFormat::kRaw) {
+        out.vertices = std::move(level.mesh.vertices);
+        out.indices = std::move(level.mesh.indices);
+      } else {
+        out.encoded = std::move(level.encoded);
+      }
+      result.lods.push_back(std::move(out));
+    }
     if (r.format == MeshFormat::kRaw) {
       result.vertices = std::move(shape.mesh.vertices);
       result.indices = std::move(shape.mesh.indices);
@@ -403,31 +434,33 @@ void EngineExecutor::finish_job(const std::shared_ptr<Job>& job, const at::Tenso
     }
     const auto now = SteadyClock::now();
     result.timings.mesh_ms = ms_between(mesh_start, now);
-    result.timings.total_ms = ms_between(job->enqueued(), now);
-    job->progress({JobStage::kDone, tokens, tokens});
-    job->succeed(result);
+    result.timings.total_ms = ms_between(task->enqueued(), now);
+    task->progress({TaskStage::kDone, tokens, tokens});
+    task->succeed(result);
   } catch (const DeviceFault& fault) {
-    mesh_device_fault(job, fault);
+    mesh_device_fault(task, fault);
   } catch (const Error& e) {
-    job->fail(e.code() == ErrorCode::kCancelled ? cancelled("request cancelled while meshing") : e);
+    task->fail(e.code() == ErrorCode::kCancelled ? cancelled("request cancelled while meshing")
+                                                 : e);
   } catch (const std::exception& e) {
-    job->fail(internal_error(std::string("mesh stage failed: ") + e.what()));
+    task->fail(internal_error(std::string("mesh stage failed: ") + e.what()));
   }
 }
 
-void EngineExecutor::mesh_device_fault(const std::shared_ptr<Job>& job, const DeviceFault& fault) {
-  // Reported before the job answers, so that a client retrying at once finds the scheduler
+void EngineExecutor::mesh_device_fault(const std::shared_ptr<Task>& task,
+                                       const DeviceFault& fault) {
+  // Reported before the task answers, so that a client retrying at once finds the scheduler
   // refusing work rather than the broken device.
   if (!options_.on_device_fault) {
-    spdlog::error("executor: request {}: {}", job->request().request_id, fault.what());
+    spdlog::error("executor: request {}: {}", task->request().request_id, fault.what());
   } else {
     try {
-      options_.on_device_fault(fault, job->request().request_id);
+      options_.on_device_fault(fault, task->request().request_id);
     } catch (const std::exception& e) {
       spdlog::error("executor: the device-fault hook threw: {}", e.what());
     }
   }
-  job->fail(fault);
+  task->fail(fault);
 }
 
 void EngineExecutor::warm_up(const std::vector<int64_t>& buckets) {

@@ -1,8 +1,9 @@
 // SubmitMeshJob, GetMeshJob and CancelMeshJob: unary calls over the job service
 // (jobs/job_service.h). Their requests are read as bytes and parsed here, as GenerateMesh's
 // are, so that bytes that are no message get INVALID_ARGUMENT (SubmitMeshJob's prompt is read
-// as its wire twin: invalid UTF-8 is the core's INVALID_ARGUMENT naming `prompt`). A long-poll
-// holds no thread: its answer comes from the thread that ends the job or from the timer.
+// as bytes, generate_request_bytes.h: invalid UTF-8 is the service's INVALID_ARGUMENT naming
+// `prompt`). No call holds a thread: an answer comes from the thread that ends the job, the
+// timer's or the job store's (a Redis store answers every call from its client's threads).
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <string>
 
+#include "cube3d/api/grpc_status.h"
+#include "cube3d/server/grpc/generate_request_bytes.h"
 #include "cube3d/server/grpc/mesh_service.h"
 
 namespace cube3d {
@@ -21,6 +24,9 @@ constexpr const char* kSubmitMethod = "/cube3d.v1.MeshService/SubmitMeshJob";
 constexpr const char* kGetMethod = "/cube3d.v1.MeshService/GetMeshJob";
 constexpr const char* kCancelMethod = "/cube3d.v1.MeshService/CancelMeshJob";
 
+bool parse(const grpc::ByteBuffer* bytes, v1::GenerateMeshRequest* message) {
+  return parse_generate_request(flat_bytes(*bytes), *message);
+}
 template <typename Message>
 bool parse(const grpc::ByteBuffer* bytes, Message* message) {
   grpc::ByteBuffer copy(*bytes);  // Deserialize consumes its buffer
@@ -37,7 +43,7 @@ void answer(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reac
             v1::MeshJob* response, JobAnswer result) {
   for (const auto& [key, value] : result.trailers) context->AddTrailingMetadata(key, value);
   if (result.status.ok()) *response = std::move(result.job);
-  reactor->Finish(result.status);
+  reactor->Finish(to_grpc_status(result.status));  // the door's one map
 }
 
 std::string authorization_of(const grpc::CallbackServerContext& context) {
@@ -77,10 +83,10 @@ void add_job_methods(MeshServiceImpl& service, JobService& jobs) {
     service.AddMethod(new grpc::internal::RpcServiceMethod(  // NOLINT(*-owning-memory)
         method, grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
   }
-  add_unary<v1::wire::GenerateMeshRequest>(
+  add_unary<v1::GenerateMeshRequest>(
       service, 2, "cube3d.v1.GenerateMeshRequest",
       [&jobs](grpc::CallbackServerContext* context, const auto& request, const auto& done) {
-        done(jobs.submit(request, call_of(*context)));
+        jobs.submit(request, call_of(*context), done);
       });
   add_unary<v1::GetMeshJobRequest>(
       service, 3, "cube3d.v1.GetMeshJobRequest",
@@ -91,7 +97,7 @@ void add_job_methods(MeshServiceImpl& service, JobService& jobs) {
   add_unary<v1::CancelMeshJobRequest>(
       service, 4, "cube3d.v1.CancelMeshJobRequest",
       [&jobs](grpc::CallbackServerContext* context, const auto& request, const auto& done) {
-        done(jobs.cancel(request.id(), authorization_of(*context)));
+        jobs.cancel(request.id(), authorization_of(*context), done);
       });
 }
 

@@ -13,11 +13,13 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
+#include "cube3d/server/grpc/generate_request_bytes.h"
 
 namespace cube3d {
 namespace {
@@ -35,10 +37,10 @@ void set_final(v1::GenerateMeshEvent& out, v1::GenerateMeshResponse&& response) 
 }
 
 // One call to GenerateMesh (Response = GenerateMeshResponse) or GenerateMeshStream
-// (GenerateMeshEvent). Kept alive by itself from creation until gRPC's OnDone, and by the core's
-// observer while the core holds the call; timers hold it weakly. Every gRPC operation is
-// started under `mutex_`, none after Finish; the core is never called with `mutex_` held (the
-// core calls the observer with its own lock held).
+// (GenerateMeshEvent). Kept alive by itself from creation until gRPC's OnDone, and by the service's
+// observer while the service holds the call; timers hold it weakly. Every gRPC operation is
+// started under `mutex_`, none after Finish; the service is never called with `mutex_` held (the
+// service calls the observer with its own lock held).
 template <typename Response>
 class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response>,
                        public MeshServiceImpl::AwaitingCall,
@@ -75,7 +77,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
         return;
       }
     }
-    start_on_core();
+    start_on_service();
   }
 
   void OnWriteDone(bool ok) override {
@@ -87,7 +89,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       if (!writes_.empty()) writes_.pop_front();
       if (!ok) {
         // The client is gone (or the write timed out and the call was cancelled): nothing
-        // more goes out; the core's outcome, or the one already here, finishes the call.
+        // more goes out; the service's outcome, or the one already here, finishes the call.
         broken_ = true;
         writes_.clear();
         active = active_;
@@ -95,7 +97,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       pump_locked();
     }
     if (active) {
-      active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      active->cancel(Status(ErrorCode::kCancelled, "the client went away"));
     }
   }
 
@@ -110,10 +112,9 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     // gRPC cancels a call whose deadline passed too, and its client sees DEADLINE_EXCEEDED:
     // answer (and count) what the client sees.
     if (grpc_outcome::deadline_reached(context_->deadline())) {
-      active->cancel(
-          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the client's deadline passed"));
+      active->cancel(Status(ErrorCode::kDeadlineExceeded, "the client's deadline passed"));
     } else {
-      active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call"));
+      active->cancel(Status(ErrorCode::kCancelled, "the client cancelled the call"));
     }
   }
 
@@ -163,8 +164,8 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       leave_awaiting_locked();
       return;
     }
-    const int64_t limit_ms = service_.core().options().policy.limits.request_read_timeout_ms;
-    read_timer_ = service_.core().timers().schedule_after(
+    const int64_t limit_ms = service_.service().options().policy.limits.request_read_timeout_ms;
+    read_timer_ = service_.service().timers().schedule_after(
         std::chrono::milliseconds(limit_ms), [weak, limit_ms] {
           if (const auto call = weak.lock()) {
             call->refuse_unread(
@@ -176,15 +177,13 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     this->StartRead(&request_bytes_);
   }
 
-  void start_on_core() {
-    v1::wire::GenerateMeshRequest request;
-    const size_t bytes = request_bytes_.Length();
-    if (!grpc::SerializationTraits<v1::wire::GenerateMeshRequest>::Deserialize(&request_bytes_,
-                                                                               &request)
-             .ok()) {
+  void start_on_service() {
+    v1::GenerateMeshRequest request;
+    if (!parse_generate_request(flat_bytes(request_bytes_), request)) {
+      const size_t bytes = request_bytes_.Length();
       const std::lock_guard lock(mutex_);
       if (!finishing_) {
-        // Logged here: the core never sees it.
+        // Logged here: the service never sees it.
         spdlog::info("request - INVALID_ARGUMENT (grpc): {} bytes that are no request", bytes);
         finish_locked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                    "the request message (" + std::to_string(bytes) +
@@ -197,7 +196,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     CallObserver observer;
     if constexpr (kStreaming) {
       observer.progress =
-          [self, tokens = service_.core().options().tokens_per_shape](const JobProgress& p) {
+          [self, tokens = service_.service().options().tokens_per_shape](const TaskProgress& p) {
             v1::GenerateMeshEvent event;
             *event.mutable_progress() = to_progress_event(p, tokens);
             self->enqueue(std::move(event));
@@ -205,7 +204,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     }
     observer.done = [self](CallOutcome outcome) { self->on_outcome(std::move(outcome)); };
     std::shared_ptr<ActiveCall> active =
-        service_.core().start(request, call_of(*context_), std::move(observer));
+        service_.service().start(request, call_of(*context_), std::move(observer));
     bool cancelled = false;
     {
       const std::lock_guard lock(mutex_);
@@ -214,7 +213,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     }
     // OnCancel ran before the handle was here: pass it on now.
     if (cancelled) {
-      active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call"));
+      active->cancel(Status(ErrorCode::kCancelled, "the client cancelled the call"));
     }
   }
 
@@ -234,7 +233,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       set_final(last, std::move(outcome.response));
       writes_.push_back(std::move(last));
     }
-    final_status_ = outcome.status;
+    final_status_ = to_grpc_status(outcome.status);  // the door's one map
     pump_locked();
   }
 
@@ -256,11 +255,11 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     }
     const std::weak_ptr<MeshCall> weak = this->shared_from_this();
     const int64_t limit_ms = service_.options().write_timeout_ms;
-    write_timer_ = service_.core().timers().schedule_after(std::chrono::milliseconds(limit_ms),
-                                                           [weak, limit_ms] {
-                                                             if (const auto call = weak.lock())
-                                                               call->on_write_timeout(limit_ms);
-                                                           });
+    write_timer_ = service_.service().timers().schedule_after(std::chrono::milliseconds(limit_ms),
+                                                              [weak, limit_ms] {
+                                                                if (const auto call = weak.lock())
+                                                                  call->on_write_timeout(limit_ms);
+                                                              });
   }
 
   void on_write_timeout(int64_t limit_ms) {
@@ -275,9 +274,9 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       context_->TryCancel();
     }
     if (active) {
-      active->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "the client read nothing for " +
-                                                                   std::to_string(limit_ms) +
-                                                                   " ms (grpc.write_timeout_ms)"));
+      active->cancel(Status(ErrorCode::kCancelled, "the client read nothing for " +
+                                                       std::to_string(limit_ms) +
+                                                       " ms (grpc.write_timeout_ms)"));
     }
   }
 
@@ -320,6 +319,17 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
 
 }  // namespace
 
+std::string flat_bytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return {};
+  std::string flat;
+  flat.reserve(buffer.Length());
+  for (const auto& slice : slices) {
+    flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return flat;
+}
+
 SteadyClock::time_point steady_deadline(const grpc::CallbackServerContext& context) {
   const auto now_system = std::chrono::system_clock::now();
   const auto client = context.deadline();
@@ -342,13 +352,14 @@ CallContext call_of(const grpc::CallbackServerContext& context) {
   call.outcome_counted_by_front_door = true;
   call.authorization = metadata_value(context, "authorization");
   call.traceparent = metadata_value(context, "traceparent");
-  call.end_user = metadata_value(context, kEndUserMetadata);
+  call.end_user_count = context.client_metadata().count(kEndUserMetadata);
+  if (call.end_user_count > 0) call.end_user = metadata_value(context, kEndUserMetadata);
   return call;
 }
 
-MeshServiceImpl::MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count,
+MeshServiceImpl::MeshServiceImpl(cube3d::Service& service, GrpcOptions options, Count count,
                                  JobService* jobs)
-    : core_(core), options_(std::move(options)), count_(std::move(count)), jobs_(jobs) {
+    : service_(service), options_(std::move(options)), count_(std::move(count)), jobs_(jobs) {
   // grpc::Service takes ownership of the method and handler objects (its API takes raw
   // pointers); a callback method's handler is set by MarkMethodCallback.
   AddMethod(new grpc::internal::RpcServiceMethod(  // NOLINT(cppcoreguidelines-owning-memory)

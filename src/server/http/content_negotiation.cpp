@@ -6,8 +6,8 @@
 
 #include "cube3d/core/printable.h"
 #include "cube3d/server/http/http_error.h"
-#include "cube3d/server/http/http_message.h"
 #include "cube3d/server/http/whole_number.h"
+#include "cube3d/server/httpd/http_message.h"
 
 namespace cube3d::http {
 namespace {
@@ -17,6 +17,8 @@ constexpr MeshMediaType kMeshMediaTypes[] = {
     {v1::MESH_FORMAT_GLB, "model/gltf-binary", "glb"},
     {v1::MESH_FORMAT_OBJ, "model/obj", "obj"},
     {v1::MESH_FORMAT_PLY, "application/x-ply", "ply"},
+    // docs/mesh-encoding.md; a vendor type of our own (no registered type exists for it).
+    {v1::MESH_FORMAT_COMPACT, "application/vnd.cube3d.mesh", "c3dm"},
 };
 
 }  // namespace
@@ -41,17 +43,11 @@ Accepted parse_accept(const std::string& header) {
   std::vector<Range> ranges;
   std::string_view rest = header;
   while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    const size_t semicolon = item.find(';');
-    Range range{lower_trimmed(item.substr(0, semicolon)), 1.0};
-    for (std::string_view params = semicolon == std::string_view::npos ? std::string_view()
-                                                                       : item.substr(semicolon + 1);
-         !params.empty();) {
-      const size_t next = params.find(';');
-      const std::string param = lower_trimmed(params.substr(0, next));
-      params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+    const std::string_view item = take_item(rest, ',');
+    std::string_view params = item;  // the media range, then its parameters
+    Range range{lower_trimmed(take_item(params, ';')), 1.0};
+    while (!params.empty()) {
+      const std::string param = lower_trimmed(take_item(params, ';'));
       if (param.starts_with("q=")) {
         try {
           range.q = std::stod(param.substr(2));
@@ -113,7 +109,7 @@ Negotiated negotiate(const std::string& accept_header, v1::GenerateMeshRequest& 
     return answer;
   }
   if (accepted.json) return answer;
-  throw HttpError(406, grpc::StatusCode::INVALID_ARGUMENT,
+  throw HttpError(406, ErrorCode::kInvalidArgument,
                   "the body asks for format " + v1::MeshFormat_Name(request.format()) +
                       " but Accept is '" + printable(accept_header, 200) +
                       "': make them agree, drop one of them, or accept application/json (or "

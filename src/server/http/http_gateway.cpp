@@ -9,7 +9,6 @@
 #include <optional>
 #include <utility>
 
-#include "cube3d/api/grpc_status.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
@@ -18,11 +17,13 @@
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/job_routes.h"
+#include "cube3d/server/http/json_codec.h"
 #include "cube3d/server/http/mesh_answers.h"
 #include "cube3d/server/http/model_route.h"
-#include "cube3d/server/http/router.h"
 #include "cube3d/server/http/usage_route.h"
 #include "cube3d/server/http/whole_number.h"
+#include "cube3d/server/httpd/cache_control.h"
+#include "cube3d/server/httpd/router.h"
 
 namespace cube3d {
 namespace {
@@ -51,32 +52,6 @@ constexpr std::chrono::milliseconds kMetricsHeaderTimeout{2000};
 // do not close it as idle.
 constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
 
-// The status of an answer the HTTP layer made itself, for the error body.
-grpc::StatusCode code_of_http_status(int http_status) {
-  switch (http_status) {
-    case 400:
-    case 414:
-    case 431:
-      return grpc::StatusCode::INVALID_ARGUMENT;
-    case 403:
-      return grpc::StatusCode::PERMISSION_DENIED;
-    case 404:
-      return grpc::StatusCode::NOT_FOUND;
-    case 405:
-    case 501:
-    case 505:
-      return grpc::StatusCode::UNIMPLEMENTED;
-    case 408:
-      return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case 413:
-      return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case 417:
-      return grpc::StatusCode::FAILED_PRECONDITION;
-    default:
-      return http_status >= 500 ? grpc::StatusCode::INTERNAL : grpc::StatusCode::UNKNOWN;
-  }
-}
-
 SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_point now) {
   std::string text;
   std::string source;
@@ -98,10 +73,10 @@ std::string sse_event(const char* name, const std::string& data) {
   return fmt::format("event: {}\ndata: {}\n\n", name, data);
 }
 
-grpc::Status client_gone() {
-  return grpc::Status(grpc::StatusCode::CANCELLED,
-                      "the client went away (it closed the connection, or read nothing within "
-                      "http.write_timeout_ms)");
+Status client_gone() {
+  return Status(ErrorCode::kCancelled,
+                "the client went away (it closed the connection, or read nothing within "
+                "http.write_timeout_ms)");
 }
 
 // One of the gateway's generate calls in flight, released when the last copy goes (with the
@@ -119,13 +94,13 @@ std::shared_ptr<void> take_generate_slot(std::atomic<int64_t>& in_flight, int64_
 // What a mesh call's client got, counted once its exchange ends (as the gRPC front door counts
 // at the end of each call): the code of the answer when the answer was written in full,
 // CANCELLED when the client went before (its connection closed, or it read nothing for
-// http.write_timeout_ms), whatever the core had answered. Touched on the exchange's I/O thread
+// http.write_timeout_ms), whatever the service had answered. Touched on the exchange's I/O thread
 // only (the answer is set in a deferred task, the end reported there too).
 struct CallTally {
   std::string answered_code;  // empty until an answer is on its way
 };
 
-// Cancels the core's work when the exchange is abandoned, and counts the call.
+// Cancels the service's work when the exchange is abandoned, and counts the call.
 std::function<void(bool)> count_at_the_end(Metrics& metrics, std::shared_ptr<CallTally> tally,
                                            const std::shared_ptr<ActiveCall>& call) {
   return
@@ -140,7 +115,7 @@ std::function<void(bool)> count_at_the_end(Metrics& metrics, std::shared_ptr<Cal
 
 HttpError too_many_calls(int64_t max, int64_t retry_after) {
   return HttpError(
-      429, grpc::StatusCode::RESOURCE_EXHAUSTED,
+      429, ErrorCode::kResourceExhausted,
       "too many HTTP generate calls in flight (" + std::to_string(max) + "); retry later",
       retry_after);
 }
@@ -148,8 +123,8 @@ HttpError too_many_calls(int64_t max, int64_t retry_after) {
 }  // namespace
 
 struct HttpGateway::Impl {
-  Impl(MeshServiceCore& core, Metrics& metrics, HttpGatewayOptions options)
-      : core(core),
+  Impl(Service& service, Metrics& metrics, HttpGatewayOptions options)
+      : service(service),
         metrics(metrics),
         options(std::move(options)),
         api_router(http::Cors(this->options.cors_allowed_origins), refuse_and_count()) {
@@ -160,11 +135,13 @@ struct HttpGateway::Impl {
       ex->respond(http::make_response(200, "ok\n", "text/plain"));
     });
     api_router.add("/readyz", {"GET"}, [this](const auto& ex) { readyz(ex); });
-    api_router.add("/metrics", {"GET"}, [this](const auto& ex) { serve_metrics(ex); });
+    // On the API port, anyone may scrape: no per-key series (key names, each key's traffic).
+    api_router.add("/metrics", {"GET"},
+                   [this](const auto& ex) { serve_metrics(ex, /*per_key=*/false); });
     api_router.add(http::kUsagePath, {"GET"},
-                   [this](const auto& ex) { http::serve_usage(this->core, ex); });
+                   [this](const auto& ex) { http::serve_usage(this->service, ex); });
     api_router.add(http::kModelPath, {"GET"},
-                   [this](const auto& ex) { http::serve_model(this->core, ex); });
+                   [this](const auto& ex) { http::serve_model(this->service, ex); });
     if (const auto& site = this->options.playground) {
       for (const std::string& path : site->paths()) {
         api_router.add(
@@ -185,13 +162,14 @@ struct HttpGateway::Impl {
   }
 
   // The router's refusals (404, 405, 403): the error body, on the API listener counted like
-  // the core's answers (a request that ended with this status), not on the metrics one.
+  // the service's answers (a request that ended with this status), not on the metrics one.
   http::Router::Refuse refuse_and_count() {
-    return [this](const std::shared_ptr<http::Exchange>& ex, int http_status, grpc::StatusCode code,
+    return [this](const std::shared_ptr<http::Exchange>& ex, int http_status, ErrorCode code,
                   const std::string& message, http::Headers extra) {
-      metrics.request_finished(grpc_code_name(code));
+      metrics.request_finished(std::string(to_string(code)));
       spdlog::info("http {} {}: {} {}: {}", printable(ex->request().method, 16),
-                   printable(ex->request().path, 200), http_status, grpc_code_name(code), message);
+                   printable(ex->request().path, 200), http_status, std::string(to_string(code)),
+                   message);
       http::Response response = error_response(http_status, code, message);
       for (const auto& [k, v] : extra) response.headers.set(k, v);
       ex->respond(std::move(response));
@@ -201,15 +179,15 @@ struct HttpGateway::Impl {
   // Runs a mesh handler, answering the gateway's own errors with their status and body.
   template <typename Handler>
   void guarded(const std::shared_ptr<http::Exchange>& ex, Handler handler) {
-    // The gateway's own lines carry the caller's trace too (the core adds the rest).
+    // The gateway's own lines carry the caller's trace too (the service adds the rest).
     const LogContext log_scope({.traceparent = ex->request().headers.value_or("traceparent")});
     try {
       (this->*handler)(ex);
     } catch (const HttpError& e) {
-      // Counted like the core's answers: a request that ended with this status.
-      metrics.request_finished(grpc_code_name(e.code));
+      // Counted like the service's answers: a request that ended with this status.
+      metrics.request_finished(std::string(to_string(e.code)));
       spdlog::info("http {} {}: {} {}: {}", ex->request().method, ex->request().path, e.http_status,
-                   grpc_code_name(e.code), e.what());
+                   std::string(to_string(e.code)), e.what());
       ex->respond(error_response(e.http_status, e.code, e.what(), e.retry_after_seconds));
     }
   }
@@ -228,21 +206,23 @@ struct HttpGateway::Impl {
   }
   void job(const std::shared_ptr<http::Exchange>& ex) { jobs->job(ex); }
   void job_mesh(const std::shared_ptr<http::Exchange>& ex) { jobs->mesh(ex); }
-  void serve_metrics(const std::shared_ptr<http::Exchange>& ex) const {
-    ex->respond(http::make_response(200, metrics.exposition(), kMetricsType));
+  void serve_metrics(const std::shared_ptr<http::Exchange>& ex, bool per_key) const {
+    ex->respond(http::make_response(200, metrics.exposition(per_key), kMetricsType));
   }
   // The metrics listener: GET (or HEAD) /metrics and nothing else, for scrapers (404 otherwise,
   // in plain text, as a scraper's log shows it).
   void metrics_endpoint(const std::shared_ptr<http::Exchange>& ex) const {
     const http::Request& r = ex->request();
-    if ((r.method == "GET" || r.method == "HEAD") && r.path == "/metrics") return serve_metrics(ex);
+    if ((r.method == "GET" || r.method == "HEAD") && r.path == "/metrics") {
+      return serve_metrics(ex, /*per_key=*/true);
+    }
     ex->respond(http::make_response(404, "metrics are served at /metrics\n", "text/plain"));
   }
   http::Response answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format) const {
     return http::mesh_answer(std::move(outcome), file_format, options.retry_after_seconds);
   }
 
-  MeshServiceCore& core;
+  Service& service;
   Metrics& metrics;
   const HttpGatewayOptions options;
   http::Router api_router;
@@ -263,16 +243,15 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req)
   }
   // A client (or a proxy) that asks for a fresh answer gets one: neither read from the result
   // cache nor stored in it.
-  const std::string cache_control = req.headers.value_or("Cache-Control");
-  if (cache_control.find("no-cache") != std::string::npos ||
-      cache_control.find("no-store") != std::string::npos) {
-    prepared.request.set_bypass_cache(true);
-  }
+  if (http::wants_fresh_answer(req.headers)) prepared.request.set_bypass_cache(true);
   prepared.call.deadline = deadline_of(req, now);
   prepared.call.transport = "http";
   prepared.call.authorization = req.headers.value_or("Authorization");
   prepared.call.traceparent = req.headers.value_or("traceparent");
-  prepared.call.end_user = req.headers.value_or(kEndUserHeader);
+  prepared.call.end_user_count = req.headers.count(kEndUserHeader);
+  if (prepared.call.end_user_count > 0) {
+    prepared.call.end_user = req.headers.value_or(kEndUserHeader);
+  }
   return prepared;
 }
 
@@ -299,25 +278,25 @@ void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
     // (drawing 20k faces at 512 x 512 takes some 30 ms: the executor must not wait for it).
     ex->defer([this, ex, negotiated, png, tally, outcome = std::move(outcome)]() mutable {
       const bool ok = outcome.status.ok();
-      tally->answered_code = grpc_code_name(outcome.status.error_code());
+      tally->answered_code = std::string(to_string(outcome.status.code()));
       http::Response response =
           png ? http::mesh_png_answer(std::move(outcome), *png, options.retry_after_seconds)
               : answer(std::move(outcome), negotiated.file());
-      // A mesh the core made that could not be drawn: counted as what the client got.
+      // A mesh the service made that could not be drawn: counted as what the client got.
       if (ok && response.status != 200) {
-        tally->answered_code = grpc_code_name(grpc::StatusCode::INTERNAL);
+        tally->answered_code = std::string(to_string(ErrorCode::kInternal));
       }
       ex->respond(std::move(response));
     });
   };
   const std::shared_ptr<ActiveCall> call =
-      core.start(to_wire(prepared.request), prepared.call, std::move(observer));
+      service.start(prepared.request, prepared.call, std::move(observer));
   ex->on_finished(count_at_the_end(metrics, tally, call));
 }
 
 // One streaming call's side of the gateway: the status line waits for the job's first event,
 // so that what fails before the job is queued (a bad request, a full queue, loading, draining)
-// is an HTTP status rather than a 200 stream of one error event. The core calls the observer
+// is an HTTP status rather than a 200 stream of one error event. The service calls the observer
 // one event at a time, in order.
 struct StreamCall {
   std::shared_ptr<http::Exchange> exchange;
@@ -348,10 +327,10 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
   prepared.call.outcome_counted_by_front_door = true;
   auto tally = std::make_shared<CallTally>();
   CallObserver observer;
-  observer.progress = [call, tokens = core.options().tokens_per_shape](const JobProgress& p) {
+  observer.progress = [call, tokens = service.options().tokens_per_shape](const TaskProgress& p) {
     if (!call->started) call->start();
     // The event's JSON is made on the connection's I/O thread: the news comes from the
-    // scheduler's worker (between decode steps) with the core's lock held.
+    // scheduler's worker (between decode steps) with the service's lock held.
     call->exchange->defer([ex = call->exchange, p, tokens] {
       ex->write(sse_event("progress", to_json(to_progress_event(p, tokens))));
     });
@@ -363,7 +342,7 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
     const bool started = call->started;
     const int64_t retry_after = call->retry_after;
     ex->defer([ex, tally, started, retry_after, outcome = std::move(outcome)] {
-      tally->answered_code = grpc_code_name(outcome.status.error_code());
+      tally->answered_code = std::string(to_string(outcome.status.code()));
       if (!started && !outcome.status.ok()) {
         ex->respond(status_response(outcome.status, retry_after, outcome.trailers));
         return;
@@ -374,37 +353,43 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
     });
   };
   const std::shared_ptr<ActiveCall> active =
-      core.start(to_wire(prepared.request), prepared.call, std::move(observer));
+      service.start(prepared.request, prepared.call, std::move(observer));
   ex->on_finished(count_at_the_end(metrics, tally, active));
 }
 
 void HttpGateway::Impl::readyz(const std::shared_ptr<http::Exchange>& ex) const {
   if (device_failed.load()) {
-    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
+    ex->respond(error_response(503, ErrorCode::kUnavailable,
                                "device failed: this replica stopped serving and is restarting"));
   } else if (draining.load()) {
-    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
-                               "draining: the server is shutting down"));
-  } else if (!core.ready()) {
-    ex->respond(error_response(503, grpc::StatusCode::UNAVAILABLE,
+    ex->respond(
+        error_response(503, ErrorCode::kUnavailable, "draining: the server is shutting down"));
+  } else if (!service.ready()) {
+    ex->respond(error_response(503, ErrorCode::kUnavailable,
                                "loading: the model is still loading and warming up"));
+  } else if (const Status jobs_ok = options.jobs_health ? options.jobs_health() : Status();
+             !jobs_ok.ok()) {
+    // The shared job store cannot be reached: job submits are refused (synchronous calls still
+    // serve, and gRPC health stays SERVING: every replica shares the store).
+    ex->respond(error_response(503, ErrorCode::kUnavailable, jobs_ok.message()));
   } else {
     ex->respond(http::make_response(200, "ready\n", "text/plain"));
   }
 }
 
-HttpGateway::HttpGateway(MeshServiceCore& core, Metrics& metrics, HttpGatewayOptions options)
-    : impl_(std::make_unique<Impl>(core, metrics, std::move(options))) {
+HttpGateway::HttpGateway(Service& service, Metrics& metrics, HttpGatewayOptions options)
+    : impl_(std::make_unique<Impl>(service, metrics, std::move(options))) {
   Impl& impl = *impl_;
   http::ServerOptions server_options = impl.options.server;
   // Requests the HTTP layer refuses itself (a malformed head, a body over the limit, ...): the
   // error body; on the API listener counted like every other answer.
   server_options.refusal = [&impl](const std::string& listener, int status,
                                    const std::string& message) {
-    const grpc::StatusCode code = code_of_http_status(status);
+    const ErrorCode code = code_of_http_status(status);
     if (listener == kApiListener) {
-      impl.metrics.request_finished(grpc_code_name(code));
-      spdlog::info("http: refused a request: {} {}: {}", status, grpc_code_name(code), message);
+      impl.metrics.request_finished(std::string(to_string(code)));
+      spdlog::info("http: refused a request: {} {}: {}", status, std::string(to_string(code)),
+                   message);
     }
     return error_response(status, code, message);
   };
@@ -420,8 +405,13 @@ HttpGateway::HttpGateway(MeshServiceCore& core, Metrics& metrics, HttpGatewayOpt
   };
   std::vector<http::Listener> listeners;
   if (!impl.options.listen.empty()) {
-    listeners.push_back({kApiListener, impl.options.listen, "http_listen",
-                         [&impl](const auto& ex) { impl.api_router.handle(ex); }});
+    http::Listener api;
+    api.name = kApiListener;
+    api.address = impl.options.listen;
+    api.config_key = "http_listen";
+    api.handler = [&impl](const auto& ex) { impl.api_router.handle(ex); };
+    api.tls = impl.options.tls;
+    listeners.push_back(std::move(api));
   }
   if (!impl.options.metrics_listen.empty()) {
     // Scrapers send their head at once and scrape seldom: a short head deadline, and one

@@ -2,53 +2,118 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cube3d/api/grpc_status.h"
+#include "cube3d/server/http/json_codec.h"
 
 namespace cube3d {
+namespace {
 
-int http_status_of(grpc::StatusCode code) {
+// The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
+// unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
+bool is_queue_full(const Status& status) {
+  // The scheduler's refusals: the whole queue, or the batch priority's share of it.
+  return status.code() == ErrorCode::kResourceExhausted &&
+         (status.message().starts_with("queue full") ||
+          status.message().starts_with("batch queue full"));
+}
+
+}  // namespace
+
+int http_status_of(ErrorCode code) {
   switch (code) {
-    case grpc::StatusCode::OK:
+    case ErrorCode::kOk:
       return 200;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::OUT_OF_RANGE:
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kFailedPrecondition:
       return 400;
-    case grpc::StatusCode::UNAUTHENTICATED:
+    case ErrorCode::kUnauthenticated:
       return 401;
-    case grpc::StatusCode::PERMISSION_DENIED:
+    case ErrorCode::kPermissionDenied:
       return 403;
-    case grpc::StatusCode::NOT_FOUND:
+    case ErrorCode::kNotFound:
       return 404;
-    case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::ABORTED:
+    case ErrorCode::kAlreadyExists:
       return 409;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case ErrorCode::kResourceExhausted:
       return 429;
-    case grpc::StatusCode::CANCELLED:
+    case ErrorCode::kCancelled:
       return 499;
-    case grpc::StatusCode::UNIMPLEMENTED:
+    case ErrorCode::kUnimplemented:
       return 501;
-    case grpc::StatusCode::UNAVAILABLE:
+    case ErrorCode::kUnavailable:
       return 503;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case ErrorCode::kDeadlineExceeded:
       return 504;
-    default:
+    case ErrorCode::kInternal:
       return 500;
+  }
+  return 500;
+}
+
+ErrorCode code_of_http_status(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 414:
+    case 431:
+      return ErrorCode::kInvalidArgument;
+    case 403:
+      return ErrorCode::kPermissionDenied;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 405:
+    case 501:
+    case 505:
+      return ErrorCode::kUnimplemented;
+    case 408:
+      return ErrorCode::kDeadlineExceeded;
+    case 413:
+      return ErrorCode::kResourceExhausted;
+    case 417:
+      return ErrorCode::kFailedPrecondition;
+    default:
+      return http_status >= 500 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument;
   }
 }
 
-std::string http_error_body(int http_status, grpc::StatusCode code, std::string_view message) {
+std::string http_error_body(int http_status, ErrorCode code, std::string_view message) {
   // Ordered: code, status, message read best in that order (as Google's APIs write them).
   const nlohmann::ordered_json body = {
-      {"error", {{"code", http_status}, {"status", grpc_code_name(code)}, {"message", message}}}};
+      {"error",
+       {{"code", http_status}, {"status", std::string(to_string(code))}, {"message", message}}}};
   // Messages can quote what a client sent (a JSON parse error shows the offending bytes).
   return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string http_error_body(const grpc::Status& status) {
-  return http_error_body(http_status_of(status.error_code()), status.error_code(),
-                         status.error_message());
+std::string http_error_body(const Status& status) {
+  return http_error_body(http_status_of(status.code()), status.code(), status.message());
 }
 
+namespace http {
+
+Response error_response(int http_status, ErrorCode code, const std::string& message,
+                        int64_t retry_after_seconds) {
+  Response response =
+      make_response(http_status, http_error_body(http_status, code, message), kJsonType);
+  // Every 429 says when to try again (RFC 6585): the caller's figure, else a second, the
+  // shortest that is not an invitation to spin (a limit's own answer, such as an API key's, sets
+  // its own through the service's trailers, which win).
+  if (retry_after_seconds <= 0 && http_status == 429) retry_after_seconds = 1;
+  if (retry_after_seconds > 0) {
+    response.headers.set("Retry-After", std::to_string(retry_after_seconds));
+  }
+  if (code == ErrorCode::kUnauthenticated) {
+    response.headers.set("WWW-Authenticate", "Bearer");  // RFC 6750: how to authenticate
+  }
+  return response;
+}
+
+Response status_response(const Status& status, int64_t retry_after,
+                         const std::vector<std::pair<std::string, std::string>>& trailers) {
+  Response response = error_response(http_status_of(status.code()), status.code(), status.message(),
+                                     is_queue_full(status) ? retry_after : 0);
+  // Headers the service asked for ("retry-after" over an API key's limit) win.
+  for (const auto& [key, value] : trailers) response.headers.set(key, value);
+  return response;
+}
+
+}  // namespace http
 }  // namespace cube3d

@@ -53,21 +53,21 @@ bool wants_file(const std::string& accept_header, v1::MeshFormat format) {
   }
   if (accepted.json) return false;
   const MeshMediaType* media = media_type_of(format);
-  throw HttpError(406, grpc::StatusCode::INVALID_ARGUMENT,
+  throw HttpError(406, ErrorCode::kInvalidArgument,
                   "the job's mesh is " + std::string(media ? media->type : "RAW") +
                       "; Accept takes neither it nor application/json");
 }
 
 Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retry_after) {
   if (open(job)) {
-    Response out = error_response(409, grpc::StatusCode::FAILED_PRECONDITION,
+    Response out = error_response(409, ErrorCode::kFailedPrecondition,
                                   "job " + job.id() + " is " + v1::JobState_Name(job.state()) +
                                       ": poll GET /v1/jobs/" + job.id() + " until SUCCEEDED");
     out.headers.set("Retry-After", retry_after_of(job));
     return out;
   }
   if (job.state() != v1::JOB_STATE_SUCCEEDED) {
-    return error_response(409, grpc::StatusCode::FAILED_PRECONDITION,
+    return error_response(409, ErrorCode::kFailedPrecondition,
                           "job " + job.id() + " ended " + v1::JobState_Name(job.state()) +
                               " without a mesh (" + job.error().status() + ": " +
                               job.error().message() + ")");
@@ -84,28 +84,36 @@ Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retr
 
 void JobRoutes::submit(const std::shared_ptr<Exchange>& ex, const v1::GenerateMeshRequest& request,
                        const CallContext& call) {
-  JobAnswer answer = jobs_.submit(to_wire(request), call);
-  if (!answer.status.ok()) {
-    return ex->respond(status_response(answer.status, retry_after_seconds_, answer.trailers));
-  }
-  Response out = job_response(202, answer.job);
-  out.headers.set("Location", std::string(kJobsPath) + "/" + answer.job.id());
-  out.headers.set("Retry-After", retry_after_of(answer.job));
-  ex->respond(std::move(out));
+  const int64_t retry_after = retry_after_seconds_;
+  // The answer may come from the job store's thread: the JSON is made on the exchange's.
+  jobs_.submit(request, call, [ex, retry_after](JobAnswer answer) {
+    ex->defer([ex, retry_after, answer = std::move(answer)] {
+      if (!answer.status.ok()) {
+        return ex->respond(status_response(answer.status, retry_after, answer.trailers));
+      }
+      Response out = job_response(202, answer.job);
+      out.headers.set("Location", std::string(kJobsPath) + "/" + answer.job.id());
+      out.headers.set("Retry-After", retry_after_of(answer.job));
+      ex->respond(std::move(out));
+    });
+  });
 }
 
 void JobRoutes::job(const std::shared_ptr<Exchange>& ex) {
   const Request& req = ex->request();
   const std::string id = id_of(req.path);
   const std::string authorization = req.headers.value_or("Authorization");
-  if (req.method == "DELETE") {
-    const JobAnswer answer = jobs_.cancel(id, authorization);
-    if (!answer.status.ok()) {
-      return ex->respond(status_response(answer.status, retry_after_seconds_, answer.trailers));
-    }
-    return ex->respond(job_response(200, answer.job));
-  }
   const int64_t retry_after = retry_after_seconds_;
+  if (req.method == "DELETE") {
+    return jobs_.cancel(id, authorization, [ex, retry_after](JobAnswer answer) {
+      ex->defer([ex, retry_after, answer = std::move(answer)] {
+        if (!answer.status.ok()) {
+          return ex->respond(status_response(answer.status, retry_after, answer.trailers));
+        }
+        ex->respond(job_response(200, answer.job));
+      });
+    });
+  }
   // The answer may come from the thread that ends the job: the JSON is made on the exchange's.
   jobs_.get(id, authorization, wait_of(req), [ex, retry_after](JobAnswer answer) {
     ex->defer([ex, retry_after, answer = std::move(answer)] {

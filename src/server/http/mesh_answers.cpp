@@ -1,29 +1,18 @@
 #include "cube3d/server/http/mesh_answers.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 #include "cube3d/core/clock.h"
+#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/server/http/content_negotiation.h"
-#include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/json_codec.h"
 
 namespace cube3d::http {
 namespace {
-
-// The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
-// unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
-bool is_queue_full(const grpc::Status& status) {
-  // The scheduler's refusals: the whole queue, or the batch priority's share of it.
-  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-         (status.error_message().starts_with("queue full") ||
-          status.error_message().starts_with("batch queue full"));
-}
 
 // The headers of a file answer that describe the mesh (not the file).
 void set_mesh_headers(const v1::GenerateMeshResponse& response, Response& out) {
@@ -31,7 +20,21 @@ void set_mesh_headers(const v1::GenerateMeshResponse& response, Response& out) {
   out.headers.set("X-Face-Count", std::to_string(response.face_count()));
   out.headers.set("X-Batch-Bucket", std::to_string(response.batch_bucket()));
   out.headers.set("X-Occupancy-Points", std::to_string(response.occupancy_points()));
+  // The size contract (docs/mesh-encoding.md): the box in model units after the pivot, y up.
+  // (Only in answers that state it: service.cpp states_frame.)
+  if (response.has_bounds()) {
+    const v1::MeshBounds& b = response.bounds();
+    out.headers.set("X-Mesh-Bounds",
+                    fmt::format("{},{},{},{},{},{}", b.min().x(), b.min().y(), b.min().z(),
+                                b.max().x(), b.max().y(), b.max().z()));
+    out.headers.set("X-Up-Axis", "y");
+  }
   for (const auto& warning : response.warnings()) out.headers.add("X-Warning", warning);
+  if (response.lods_size() > 0) {
+    out.headers.add("X-Warning", "this file is level of detail 0; the other " +
+                                     std::to_string(response.lods_size()) +
+                                     " levels come in the JSON answer (lods)");
+  }
 }
 
 // The headers of every successful mesh answer.
@@ -46,64 +49,7 @@ void set_call_headers(const v1::GenerateMeshResponse& response, Response& out) {
 // 185 ms for 20k faces).
 int supersample_for(int size) { return size <= 1024 ? 3 : 2; }
 
-// Protobuf's parse errors span lines (the input and a caret): one line reads better in JSON.
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
-}
-
 }  // namespace
-
-Response error_response(int http_status, grpc::StatusCode code, const std::string& message,
-                        int64_t retry_after_seconds) {
-  Response response =
-      make_response(http_status, http_error_body(http_status, code, message), kJsonType);
-  if (retry_after_seconds > 0) {
-    response.headers.set("Retry-After", std::to_string(retry_after_seconds));
-  }
-  if (code == grpc::StatusCode::UNAUTHENTICATED) {
-    response.headers.set("WWW-Authenticate", "Bearer");  // RFC 6750: how to authenticate
-  }
-  return response;
-}
-
-Response status_response(const grpc::Status& status, int64_t retry_after,
-                         const std::vector<std::pair<std::string, std::string>>& trailers) {
-  Response response =
-      error_response(http_status_of(status.error_code()), status.error_code(),
-                     status.error_message(), is_queue_full(status) ? retry_after : 0);
-  // Headers the core asked for ("retry-after" over an API key's limit) win.
-  for (const auto& [key, value] : trailers) response.headers.set(key, value);
-  return response;
-}
-
-std::string to_json(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  // Every field, defaults included: HTTP clients have no generated defaults to fall back on.
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    throw internal_error("cannot write " + message.GetTypeName() +
-                         " as JSON: " + std::string(status.message()));
-  }
-  return json;
-}
-
-v1::GenerateMeshRequest parse_request(const std::string& body) {
-  v1::GenerateMeshRequest request;
-  // Unknown fields are an error (a misspelt field must not be silently dropped); both the
-  // lowerCamelCase and the proto field names are read, as protobuf's JSON mapping defines.
-  const google::protobuf::util::JsonParseOptions options;
-  const auto status = google::protobuf::util::JsonStringToMessage(body, &request, options);
-  if (!status.ok()) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
-                    "the body is not a cube3d.v1.GenerateMeshRequest in JSON: " +
-                        one_line(std::string(status.message())));
-  }
-  return request;
-}
 
 std::string server_timing(const v1::Timings& t) {
   return fmt::format(
@@ -113,18 +59,12 @@ std::string server_timing(const v1::Timings& t) {
 }
 
 const char* cache_header(v1::CacheStatus status) {
-  switch (status) {
-    case v1::CACHE_STATUS_HIT:
-      return "hit";
-    case v1::CACHE_STATUS_MISS:
-      return "miss";
-    case v1::CACHE_STATUS_COALESCED:
-      return "coalesced";
-    case v1::CACHE_STATUS_BYPASS:
-      return "bypass";
-    default:
-      return nullptr;
-  }
+  constexpr EnumTable<v1::CacheStatus, const char*, 4> kWords = {
+      {{v1::CACHE_STATUS_HIT, "hit"},
+       {v1::CACHE_STATUS_MISS, "miss"},
+       {v1::CACHE_STATUS_COALESCED, "coalesced"},
+       {v1::CACHE_STATUS_BYPASS, "bypass"}}};
+  return lookup(kWords, status).value_or(nullptr);
 }
 
 Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format,
@@ -158,7 +98,7 @@ Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retr
   Response out;
   try {
     // The gateway asked for RAW (negotiate): anything else, or a mesh we cannot draw (the size
-    // was checked, the core made the mesh), is a bug of ours. Answered here, not thrown: this
+    // was checked, the service made the mesh), is a bug of ours. Answered here, not thrown: this
     // runs in a deferred task, which has no one to answer for it.
     if (response.format() != v1::MESH_FORMAT_RAW) {
       throw internal_error("a " + v1::MeshFormat_Name(response.format()) + " response, not RAW");
@@ -169,7 +109,7 @@ Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retr
     PreviewOptions options;
     options.width = options.height = png.size;
     options.supersample = supersample_for(png.size);
-    // The prompt, as the mesh files' provenance records it (the core checked it is UTF-8); left
+    // The prompt, as the mesh files' provenance records it (the service checked it is UTF-8); left
     // out where PNG text cannot hold it.
     if (png.description.size() <= kMaxPreviewDescriptionBytes &&
         png.description.find('\0') == std::string::npos) {
@@ -178,7 +118,7 @@ Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retr
     out.body = preview_png(mesh, options);
   } catch (const std::exception& e) {
     spdlog::error("request {}: cannot draw its mesh as PNG: {}", response.request_id(), e.what());
-    out = error_response(500, grpc::StatusCode::INTERNAL,
+    out = error_response(500, ErrorCode::kInternal,
                          std::string("cannot draw the mesh as PNG: ") + e.what());
     out.headers.set(kRequestIdHeader, response.request_id());
     return out;

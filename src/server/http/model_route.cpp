@@ -5,26 +5,26 @@
 #include <string>
 #include <variant>
 
-#include "cube3d/server/core/request_validation.h"
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/mesh_answers.h"
+#include "cube3d/server/service/request_validation.h"
 
 namespace cube3d::http {
 
-void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& ex) {
-  const auto who = core.identify(ex->request().headers.value_or("Authorization"));
-  if (const auto* refused = std::get_if<grpc::Status>(&who)) {
+void serve_model(const Service& service, const std::shared_ptr<Exchange>& ex) {
+  const auto who = service.identify(ex->request().headers.value_or("Authorization"));
+  if (const auto* refused = std::get_if<Status>(&who)) {
     ex->respond(status_response(*refused, 0, {}));
     return;
   }
-  if (!core.ready()) {
-    ex->respond(status_response(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                             "loading: the model is still loading and warming up"),
-                                1, {}));
+  if (!service.ready()) {
+    ex->respond(status_response(
+        Status(ErrorCode::kUnavailable, "loading: the model is still loading and warming up"), 1,
+        {}));
     return;
   }
-  const RequestPolicy& policy = core.options().policy;
-  const ModelIdentity& model = core.model();
+  const RequestPolicy& policy = service.options().policy;
+  const ModelIdentity& model = service.model();
   nlohmann::json defaults = {
       {"guidanceScale", policy.defaults.guidance_scale},
       {"resolutionBase", policy.defaults.resolution_base},
@@ -32,7 +32,7 @@ void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& e
       {"meshProfile", v1::MeshProfile_Name(to_proto(policy.defaults.mesh_profile))}};
   if (policy.defaults.top_p) defaults["topP"] = *policy.defaults.top_p;
   const nlohmann::json body = {{"model", model.name},
-                               {"tokensPerShape", core.options().tokens_per_shape},
+                               {"tokensPerShape", service.options().tokens_per_shape},
                                {"boundingBox", policy.model_has_bbox},
                                {"weightsDigest", model.weights_digest},
                                {"serverVersion", model.server_version},

@@ -8,6 +8,7 @@
 
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/json_codec.h"
 #include "cube3d/server/http/mesh_answers.h"
 
 namespace cube3d::http {
@@ -37,21 +38,21 @@ nlohmann::json limits_of(const ApiKey& key) {
 
 }  // namespace
 
-void serve_usage(MeshServiceCore& core, const std::shared_ptr<Exchange>& ex) {
-  auto who = core.identify(ex->request().headers.value_or("Authorization"));
-  if (auto* refused = std::get_if<grpc::Status>(&who)) {
+void serve_usage(Service& service, const std::shared_ptr<Exchange>& ex) {
+  auto who = service.identify(ex->request().headers.value_or("Authorization"));
+  if (auto* refused = std::get_if<Status>(&who)) {
     ex->respond(status_response(*refused, 0, {}));
     return;
   }
   const std::string& key = std::get<std::string>(who);
-  const Metrics::KeyUsage usage = core.metrics().key_usage(key);
+  const Metrics::KeyUsage usage = service.metrics().key_usage(key);
   nlohmann::json body = {{"key", key},
                          {"requests", usage.requests_by_code},
                          {"shape_tokens", usage.shape_tokens},
                          {"occupancy_points", usage.occupancy_points},
                          {"mesh_bytes", usage.mesh_bytes},
                          {"prompt_refusals", usage.prompt_refusals}};
-  if (ApiKeys* const keys = core.api_keys()) {
+  if (ApiKeys* const keys = service.api_keys()) {
     if (const std::optional<ApiKeys::Standing> standing = keys->standing(key)) {
       body["running"] = standing->running;
       body["limits"] = limits_of(standing->key);

@@ -14,7 +14,7 @@ int64_t whole_number(std::string_view text, std::string_view what, std::string_v
   const char* const end = text.data() + text.size();
   const auto [stop, error] = std::from_chars(text.data(), end, value);
   if (error != std::errc() || stop != end || value < min || value > max) {
-    throw HttpError(400, grpc::StatusCode::INVALID_ARGUMENT,
+    throw HttpError(400, ErrorCode::kInvalidArgument,
                     std::string(what) + " is '" + printable(text, 64) +
                         "': it must be a whole number of " + std::string(unit) + ", " +
                         std::to_string(min) + ".." + std::to_string(max));

@@ -1,12 +1,14 @@
 #include "cube3d/server/jobs/job_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <mutex>
 #include <variant>
 
-#include "cube3d/api/grpc_status.h"
 #include "cube3d/core/error.h"
-#include "cube3d/server/core/request_validation.h"
+#include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/service/request_validation.h"
 
 namespace cube3d {
 namespace {
@@ -16,12 +18,12 @@ JobAnswer from_store(JobStore::Answer answer) {
   if (auto* job = std::get_if<v1::MeshJob>(&answer)) {
     out.job = std::move(*job);
   } else {
-    out.status = std::get<grpc::Status>(answer);
+    out.status = std::get<Status>(answer);
   }
   return out;
 }
 
-// The outcome of a job's call. The core may end a call inside start() (a refusal, or a cache
+// The outcome of a job's call. The service may end a call inside start() (a refusal, or a cache
 // hit): that outcome is the submit's, so it is held until start() returns and the submit
 // knows whether it made a job.
 struct Submission {
@@ -32,35 +34,57 @@ struct Submission {
 
 }  // namespace
 
-JobService::JobService(MeshServiceCore& core, JobStore& store, JobServiceOptions options)
-    : core_(core), store_(store), options_(options) {}
+JobService::JobService(Service& service, JobStore& store, JobServiceOptions options)
+    : service_(service), store_(store), options_(options) {
+  store_.on_takeover([this](TakenOverJob job) { take_over(std::move(job)); },
+                     [this] { return service_.ready() && !draining_.load(); });
+}
 
-JobAnswer JobService::submit(const v1::wire::GenerateMeshRequest& request_in,
-                             const CallContext& call_in) {
-  auto owner = core_.identify(call_in.authorization);
-  if (auto* refused = std::get_if<grpc::Status>(&owner)) {
-    core_.metrics().job_submitted(false);
-    return {*refused, {}, {}};
+void JobService::submit(const v1::GenerateMeshRequest& request_in, const CallContext& call,
+                        std::function<void(JobAnswer)> done) {
+  auto owner = service_.identify(call.authorization);
+  if (auto* refused = std::get_if<Status>(&owner)) {
+    service_.metrics().job_submitted(false);
+    return done({*refused, {}, {}});
   }
+  NewJob job;
+  job.owner = std::get<std::string>(owner);
   // The request id is fixed now so that the job's record carries it from the start.
-  v1::wire::GenerateMeshRequest request = request_in;
-  if (request.request_id().empty()) request.set_request_id(make_request_id());
-
-  std::string id;
-  try {
-    id = store_.create(std::get<std::string>(owner), request.request_id());
-  } catch (const Error& e) {
-    core_.metrics().job_submitted(false);
-    return {to_grpc_status(e), {}, {}};
+  job.request = request_in;
+  if (job.request.request_id().empty()) job.request.set_request_id(make_request_id());
+  job.request_id = job.request.request_id();
+  if (call.end_user) {
+    // Only its pseudonym is kept (for a takeover); an invalid id is the service's refusal at
+    // start, which discards the record.
+    try {
+      check_end_user_id(*call.end_user, call.end_user_count);
+      job.end_user = end_user_pseudonym(job.owner, *call.end_user);
+    } catch (const Error&) {
+    }
   }
+  v1::GenerateMeshRequest request = job.request;
+  const std::string key = job.owner;
+  store_.create(std::move(job), [this, key, request = std::move(request), call,
+                                 done = std::move(done)](JobStore::Created created) mutable {
+    if (auto* refused = std::get_if<Status>(&created)) {
+      service_.metrics().job_submitted(false);
+      return done({*refused, {}, {}});
+    }
+    start(std::get<std::string>(created), key, std::move(request), std::move(call),
+          std::move(done));
+  });
+}
 
-  CallContext call = call_in;
+void JobService::start(const std::string& id, const std::string& owner,
+                       v1::GenerateMeshRequest request, CallContext call,
+                       std::function<void(JobAnswer)> answer) {
+  const bool resumed = call.resumed.has_value();
   call.deadline = SteadyClock::now() + std::chrono::milliseconds(options_.deadline_ms);
-  call.outcome_counted_by_front_door = false;  // the job's outcome is counted by the core
+  call.outcome_counted_by_front_door = false;  // the job's outcome is counted by the service
   auto submission = std::make_shared<Submission>();
   CallObserver observer;
-  const int64_t tokens = core_.options().tokens_per_shape;
-  observer.progress = [this, id, tokens](const JobProgress& p) {
+  const int64_t tokens = service_.options().tokens_per_shape;
+  observer.progress = [this, id, tokens](const TaskProgress& p) {
     store_.progress(id, to_progress_event(p, tokens));
   };
   observer.done = [this, id, submission](CallOutcome outcome) {
@@ -73,7 +97,7 @@ JobAnswer JobService::submit(const v1::wire::GenerateMeshRequest& request_in,
     }
     store_.finish(id, outcome.status, std::move(outcome.response));
   };
-  const std::shared_ptr<ActiveCall> active = core_.start(request, call, std::move(observer));
+  const std::shared_ptr<ActiveCall> active = service_.start(request, call, std::move(observer));
 
   std::optional<CallOutcome> early;
   {
@@ -82,40 +106,57 @@ JobAnswer JobService::submit(const v1::wire::GenerateMeshRequest& request_in,
     early = std::move(submission->early);
   }
   if (early && !early->status.ok()) {
+    if (resumed) {
+      // A job taken over that this replica cannot run ends with the reason, as any job.
+      spdlog::warn("job {}: taken over but refused here: {}", id, early->status.message());
+      store_.finish(id, early->status, {});
+      return;
+    }
     // Refused at once: no job was made, as for the synchronous call.
     store_.discard(id);
-    core_.metrics().job_submitted(false);
-    return {early->status, {}, std::move(early->trailers)};
+    service_.metrics().job_submitted(false);
+    return answer({early->status, {}, std::move(early->trailers)});
   }
-  core_.metrics().job_submitted(true);
+  if (!resumed) service_.metrics().job_submitted(true);
   if (early) {
     store_.finish(id, early->status, std::move(early->response));  // a cache hit: done at once
   } else {
     const std::weak_ptr<ActiveCall> weak = active;
     store_.set_canceller(id, [weak] {
       if (const auto running = weak.lock()) {
-        running->cancel(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by CancelMeshJob"));
+        running->cancel(Status(ErrorCode::kCancelled, "cancelled by CancelMeshJob"));
       }
     });
   }
-  JobAnswer answer;
-  store_.get(id, std::get<std::string>(owner), std::chrono::milliseconds(0),
-             [&answer](JobStore::Answer a) { answer = from_store(std::move(a)); });
-  return answer;
+  if (!answer) return;
+  store_.get(
+      id, owner, std::chrono::milliseconds(0),
+      [answer = std::move(answer)](JobStore::Answer a) { answer(from_store(std::move(a))); });
+}
+
+void JobService::take_over(TakenOverJob job) {
+  spdlog::info("job {}: taken over from a replica that stopped renewing its lease (takeover {})",
+               job.id, job.takeover);
+  CallContext call;
+  call.transport = "job takeover";
+  call.resumed = ResumedIdentity{job.job.owner, job.job.end_user};
+  start(job.id, job.job.owner, std::move(job.job.request), std::move(call), nullptr);
 }
 
 void JobService::get(const std::string& id, const std::string& authorization,
                      std::chrono::milliseconds wait, std::function<void(JobAnswer)> done) {
-  auto owner = core_.identify(authorization);
-  if (auto* refused = std::get_if<grpc::Status>(&owner)) return done({*refused, {}, {}});
+  auto owner = service_.identify(authorization);
+  if (auto* refused = std::get_if<Status>(&owner)) return done({*refused, {}, {}});
   store_.get(id, std::get<std::string>(owner), wait,
              [done = std::move(done)](JobStore::Answer a) { done(from_store(std::move(a))); });
 }
 
-JobAnswer JobService::cancel(const std::string& id, const std::string& authorization) {
-  auto owner = core_.identify(authorization);
-  if (auto* refused = std::get_if<grpc::Status>(&owner)) return {*refused, {}, {}};
-  return from_store(store_.cancel(id, std::get<std::string>(owner)));
+void JobService::cancel(const std::string& id, const std::string& authorization,
+                        std::function<void(JobAnswer)> done) {
+  auto owner = service_.identify(authorization);
+  if (auto* refused = std::get_if<Status>(&owner)) return done({*refused, {}, {}});
+  store_.cancel(id, std::get<std::string>(owner),
+                [done = std::move(done)](JobStore::Answer a) { done(from_store(std::move(a))); });
 }
 
 }  // namespace cube3d

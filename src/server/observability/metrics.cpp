@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+
 #include "cube3d/core/error.h"
 #include "cube3d/server/observability/process_metrics.h"
 
@@ -20,6 +22,12 @@ prometheus::Histogram::BucketBoundaries duration_buckets() {
 prometheus::Histogram::BucketBoundaries token_buckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005,
           0.0075, 0.01,    0.025,  0.05,  0.1,    0.25,  0.5};
+}
+
+// A Redis pipeline: a tenth of a millisecond (a GET on loopback) to the longest redis.timeout_ms.
+prometheus::Histogram::BucketBoundaries redis_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
 prometheus::Histogram* histogram(prometheus::Registry& registry, const std::string& name,
@@ -65,6 +73,15 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                              "Successful requests' mesh stage: occupancy field, marching cubes, "
                              "clean-up, simplification and encoding",
                              duration_buckets());
+  mesh_wait_ = histogram(r, "cube3d_mesh_wait_seconds",
+                         "Time a decoded request waits for a mesh thread before its shape "
+                         "stage starts (0 while mesh threads are free)",
+                         duration_buckets());
+  mesh_budget_exceeded_ =
+      counter(r, "cube3d_mesh_budget_exceeded_total",
+              "Meshes whose surface had more marching-cubes faces than "
+              "mesh.max_marching_cubes_faces: extracted one level coarser (or more), with a "
+              "warning in the answer");
   running_ = gauge(r, "cube3d_requests_running",
                    "Requests past the queue: encoding text, decoding or meshing");
   queue_depth_ = gauge(r, "cube3d_queue_depth", "Requests waiting for a batch");
@@ -138,11 +155,62 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                           .Register(r);
   cache_corrupt_ = counter(r, "cube3d_cache_corrupt_entries_total",
                            "Disk cache entries that failed their checks: deleted and recomputed");
+  cache_disk_tier_up_ =
+      gauge(r, "cube3d_cache_disk_tier_up",
+            "1 when cache.dir's disk tier works; 0 when it is configured but unusable (missing "
+            "and cannot be made, read-only, not a folder) and the memory tier serves alone");
   cache_writes_dropped_ = counter(r, "cube3d_cache_writes_dropped_total",
                                   "Disk cache writes dropped because the write queue was full");
   device_faults_ = counter(r, "cube3d_device_faults_total",
                            "Device faults (the GPU failed during a step: a CUDA error); after "
                            "one the server stops serving and exits with status 70 for a restart");
+  redis_calls_ = &prometheus::BuildCounter()
+                      .Name("cube3d_redis_commands_total")
+                      .Help(
+                          "Pipelines of Redis commands (the shared job store and cache tier), "
+                          "by their first command and outcome (ok: answered; error: timed "
+                          "out, refused or connection lost)")
+                      .Register(r);
+  redis_seconds_ = &prometheus::BuildHistogram()
+                        .Name("cube3d_redis_command_seconds")
+                        .Help("Redis pipelines' time from queued to answered, by first command")
+                        .Register(r);
+  redis_up_ = gauge(r, "cube3d_redis_up",
+                    "1 while Redis (redis.url) can be reached, 0 when it cannot; 0 without one");
+  cache_redis_lookups_ = &prometheus::BuildCounter()
+                              .Name("cube3d_cache_redis_lookups_total")
+                              .Help(
+                                  "Lookups in the shared (Redis) cache tier, by result: hit, "
+                                  "miss, corrupt (deleted, recomputed), error (Redis could "
+                                  "not be asked: a miss)")
+                              .Register(r);
+  cache_redis_waits_ = &prometheus::BuildCounter()
+                            .Name("cube3d_cache_redis_waits_total")
+                            .Help(
+                                "Lookups that waited for another replica's computation of "
+                                "the same request, by how they ended (hit, miss)")
+                            .Register(r);
+  job_takeovers_ = &prometheus::BuildCounter()
+                        .Name("cube3d_job_takeovers_total")
+                        .Help(
+                            "Jobs whose replica stopped renewing its lease, handled here: "
+                            "rerun (taken over), failed (past jobs.max_takeovers), cancelled")
+                        .Register(r);
+  // The commands the server sends first in a pipeline, at zero from the start.
+  for (const char* command : {"EVAL", "SET", "DEL", "PING"}) {
+    for (const char* outcome : {"ok", "error"}) {
+      redis_calls_->Add({{"command", command}, {"outcome", outcome}});
+    }
+    redis_seconds_by_command_[command] =
+        &redis_seconds_->Add({{"command", command}}, redis_buckets());
+  }
+  for (const char* result : {"hit", "miss", "corrupt", "error"}) {
+    cache_redis_lookups_->Add({{"result", result}});
+  }
+  for (const char* result : {"hit", "miss"}) cache_redis_waits_->Add({{"result", result}});
+  for (const char* outcome : {"rerun", "failed", "cancelled"}) {
+    job_takeovers_->Add({{"outcome", outcome}});
+  }
   jobs_ = &prometheus::BuildGauge()
                .Name("cube3d_jobs")
                .Help("Jobs kept now, by state (queued, running, succeeded, failed, cancelled)")
@@ -188,7 +256,7 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
   for (const char* outcome : {"accepted", "refused"}) jobs_submitted_->Add({{"outcome", outcome}});
   // Every listener and reason from the start, at zero: a rate() over a series that appears
   // only with its first event misses that event, and dashboards see the families before any.
-  // The reasons are the HTTP server's (server/http/http_server.h, ServerObserver).
+  // The reasons are the HTTP server's (server/httpd/http_server.h, ServerObserver).
   for (const char* listener : {"http", "metrics"}) {
     http_connections_->Add({{"listener", listener}});
     for (const char* reason : {"client", "idle_timeout", "header_timeout", "body_timeout",
@@ -211,6 +279,8 @@ void Metrics::request_finished(const std::string& code) {
 void Metrics::observe_request_seconds(double seconds) { request_duration_->Observe(seconds); }
 void Metrics::observe_queue_seconds(double seconds) { queue_duration_->Observe(seconds); }
 void Metrics::observe_mesh_seconds(double seconds) { mesh_duration_->Observe(seconds); }
+void Metrics::observe_mesh_wait_seconds(double seconds) { mesh_wait_->Observe(seconds); }
+void Metrics::mesh_budget_exceeded() { mesh_budget_exceeded_->Increment(); }
 
 void Metrics::request_running(int64_t delta) {
   if (delta >= 0) {
@@ -278,8 +348,37 @@ void Metrics::cache_eviction(const std::string& tier) {
 
 void Metrics::cache_corrupt_entry() { cache_corrupt_->Increment(); }
 void Metrics::cache_write_dropped() { cache_writes_dropped_->Increment(); }
+void Metrics::set_cache_disk_tier(bool up) { cache_disk_tier_up_->Set(up ? 1 : 0); }
 
 void Metrics::device_fault() { device_faults_->Increment(); }
+
+void Metrics::redis_call(const std::string& command, double seconds, bool ok) {
+  redis_calls_->Add({{"command", command}, {"outcome", ok ? "ok" : "error"}}).Increment();
+  prometheus::Histogram* histogram = nullptr;
+  {
+    const std::lock_guard lock(mutex_);
+    auto& slot = redis_seconds_by_command_[command];
+    if (slot == nullptr) {
+      slot = &redis_seconds_->Add({{"command", command}}, redis_buckets());
+    }
+    histogram = slot;
+  }
+  histogram->Observe(seconds);
+}
+
+void Metrics::set_redis_up(bool up) { redis_up_->Set(up ? 1 : 0); }
+
+void Metrics::cache_redis_lookup(const std::string& result) {
+  cache_redis_lookups_->Add({{"result", result}}).Increment();
+}
+
+void Metrics::cache_redis_wait(bool hit) {
+  cache_redis_waits_->Add({{"result", hit ? "hit" : "miss"}}).Increment();
+}
+
+void Metrics::job_takeover(const std::string& outcome) {
+  job_takeovers_->Add({{"outcome", outcome}}).Increment();
+}
 
 void Metrics::set_jobs(const std::string& state, int64_t count) {
   const std::lock_guard lock(mutex_);
@@ -348,8 +447,19 @@ Metrics::KeyUsage Metrics::key_usage(const std::string& key) const {
   return usage;
 }
 
-std::string Metrics::exposition() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+std::string Metrics::exposition(bool per_key) const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  if (!per_key) {
+    // A family is per key when any of its series carries a "key" label: the API key's name.
+    std::erase_if(families, [](const prometheus::MetricFamily& family) {
+      return std::any_of(family.metric.begin(), family.metric.end(), [](const auto& metric) {
+        return std::any_of(
+            metric.label.begin(), metric.label.end(),
+            [](const prometheus::ClientMetric::Label& label) { return label.name == "key"; });
+      });
+    });
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace cube3d

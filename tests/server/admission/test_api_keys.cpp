@@ -35,6 +35,27 @@ ApiKey key(const std::string& name, const std::string& secret, std::optional<dou
   return k;
 }
 
+// Expects parse_api_keys to refuse `yaml` as invalid, with a message that names `needle` and the
+// file.
+void expect_refused_file(const std::string& yaml, const std::string& needle) {
+  SCOPED_TRACE(needle);
+  try {
+    (void)parse_api_keys(yaml, "keys.yaml");
+    ADD_FAILURE() << "accepted:\n" << yaml;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("keys.yaml"), std::string::npos) << e.what();
+  }
+}
+
+// Key "a" (secret "s") with a shape-token budget and no other limit.
+ApiKey shape_limited(double shape_tokens_per_minute) {
+  ApiKey k = key("a", "s");
+  k.shape_tokens_per_minute = shape_tokens_per_minute;
+  return k;
+}
+
 ApiKeys::Demand tokens(int64_t shape_tokens, std::string_view user = {}) {
   ApiKeys::Demand demand;
   demand.end_user = user;
@@ -88,16 +109,7 @@ TEST(ApiKeys, BadFilesNameTheField) {
       {"keys:\n  - name: a\n    sha256: " + h + "\n  - name: b\n    sha256: " + h + "\n",
        "sha256 of 'b' is listed twice"},
   };
-  for (const auto& [yaml, needle] : cases) {
-    try {
-      (void)parse_api_keys(yaml, "keys.yaml");
-      ADD_FAILURE() << "accepted:\n" << yaml;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("keys.yaml"), std::string::npos) << e.what();
-    }
-  }
+  for (const auto& [yaml, needle] : cases) expect_refused_file(yaml, needle);
 }
 
 TEST(ApiKeys, MissingMalformedOrUnknownKeysAreUnauthenticated) {
@@ -193,21 +205,12 @@ TEST(ApiKeys, FileReadsWorkLimitsPriorityAndPerUserLimits) {
       {"    per_user:\n      occupancy_points_per_minute: 5\n", "occupancy_points_per_minute"},
   };
   for (const auto& [tail, needle] : cases) {
-    const std::string bad = "keys:\n  - name: a\n    sha256: " + h + "\n" + tail;
-    try {
-      (void)parse_api_keys(bad, "keys.yaml");
-      ADD_FAILURE() << "accepted:\n" << bad;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_refused_file("keys:\n  - name: a\n    sha256: " + h + "\n" + tail, needle);
   }
 }
 
 TEST(ApiKeys, ShapeTokensAreCheckedAtAdmissionAndChargedWhenDone) {
-  ApiKey limited = key("a", "s");
-  limited.shape_tokens_per_minute = 6000;  // 100 a second
-  ApiKeys keys({limited});
+  ApiKeys keys({shape_limited(6000)});  // 100 a second
   const auto t0 = SteadyClock::now();
   // Admission takes nothing from the work bucket: only the charge does.
   EXPECT_EQ(refusal(keys.admit("Bearer s", tokens(4000), t0)), nullptr);
@@ -225,9 +228,7 @@ TEST(ApiKeys, ShapeTokensAreCheckedAtAdmissionAndChargedWhenDone) {
 }
 
 TEST(ApiKeys, AChargeOverWhatWasLeftIsDebtThatDelaysTheNextRequest) {
-  ApiKey limited = key("a", "s");
-  limited.shape_tokens_per_minute = 600;  // 10 a second
-  ApiKeys keys({limited});
+  ApiKeys keys({shape_limited(600)});  // 10 a second
   const auto t0 = SteadyClock::now();
   // One request needs more than a minute's worth: admitted on a full bucket, then in debt.
   EXPECT_EQ(refusal(keys.admit("Bearer s", tokens(1200), t0)), nullptr);

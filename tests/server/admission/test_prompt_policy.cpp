@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,13 @@ using testing::expect_error;
 using Needles = std::vector<std::string>;
 
 PromptDenylist parse(const std::string& text) { return PromptDenylist::parse(text, "deny.txt"); }
+
+// Expects `list` to match each of `matched` and none of `unmatched`.
+void expect_matching(const PromptDenylist& list, std::initializer_list<const char*> matched,
+                     std::initializer_list<const char*> unmatched) {
+  for (const char* prompt : matched) EXPECT_TRUE(list.matches(prompt)) << prompt;
+  for (const char* prompt : unmatched) EXPECT_FALSE(list.matches(prompt)) << prompt;
+}
 
 TEST(PromptDenylist, SkipsCommentsAndBlankLines) {
   const PromptDenylist list = parse(
@@ -49,9 +57,7 @@ TEST(PromptDenylist, ReadsCrlfFilesAndStripsTrailingBlanksOnly) {
   EXPECT_TRUE(list.matches("bomb"));  // neither the blanks nor the '\r' belong to the pattern
   EXPECT_EQ(list.matching_line("bomb"), 1);
   // The leading space is part of " gun".
-  EXPECT_TRUE(list.matches("a gun"));
-  EXPECT_FALSE(list.matches("gun"));
-  EXPECT_FALSE(list.matches("shotgun"));
+  expect_matching(list, {"a gun"}, {"gun", "shotgun"});
   EXPECT_EQ(list.matching_line("a gun"), 3);
 }
 
@@ -77,11 +83,7 @@ TEST(PromptDenylist, IsCaseInsensitive) {
 
 TEST(PromptDenylist, HonoursAnchors) {
   const PromptDenylist list = parse("^gun$\n^knife\n");
-  EXPECT_TRUE(list.matches("gun"));
-  EXPECT_FALSE(list.matches("a gun"));
-  EXPECT_FALSE(list.matches("gun rack"));
-  EXPECT_TRUE(list.matches("knife rack"));
-  EXPECT_FALSE(list.matches("a knife"));
+  expect_matching(list, {"gun", "knife rack"}, {"a gun", "gun rack", "a knife"});
   EXPECT_EQ(list.matching_line("knife"), 2);
 }
 

@@ -132,6 +132,7 @@ struct Heard {
   std::atomic<int> disk_evictions{0};
   std::atomic<int> corrupt{0};
   std::atomic<int> dropped{0};
+  std::atomic<int> disk_tier{-1};  // -1: never said (no dir)
   std::mutex mutex;
   std::vector<std::string> disk_errors;
   std::map<std::string, std::pair<int64_t, int64_t>> sizes;  // tier -> last (bytes, entries)
@@ -151,6 +152,7 @@ struct Heard {
       const std::lock_guard lock(mutex);
       disk_errors.push_back(what);
     };
+    o.on_disk_tier = [this](bool up) { disk_tier = up ? 1 : 0; };
     return o;
   }
   std::pair<int64_t, int64_t> size(const std::string& tier) {
@@ -187,6 +189,16 @@ Value lookup_now(ResultCache& cache, const CacheKey& key) {
     return nullptr;
   }
   return future.get();
+}
+
+// Inserts entry `n`, waits until its write is done (or given up) and expects a lookup to answer
+// it, from whichever tier kept it.
+void expect_served_after_its_write(ResultCache& cache, int n) {
+  cache.insert(key_of(n), payload_of(n));
+  EXPECT_TRUE(cache.wait_for_writes(kWait));
+  const Value value = lookup_now(cache, key_of(n));
+  ASSERT_TRUE(value);
+  EXPECT_EQ(*value, payload_of(n));
 }
 
 // Keeps the I/O thread busy in a lookup's callback until released, so that a test can queue
@@ -381,11 +393,7 @@ TEST(ResultCacheDisk, DestructorFinishesQueuedWrites) {
 TEST(ResultCacheDisk, ValueTooBigForMemoryIsStillServedFromDisk) {
   CacheDir dir;
   ResultCache cache(on_disk(dir, kPayload / 2));
-  cache.insert(key_of(1), payload_of(1));
-  ASSERT_TRUE(cache.wait_for_writes(kWait));
-  const Value value = lookup_now(cache, key_of(1));
-  ASSERT_TRUE(value);
-  EXPECT_EQ(*value, payload_of(1));
+  expect_served_after_its_write(cache, 1);
   EXPECT_EQ(cache.stats().memory_entries, 0);
 }
 
@@ -481,6 +489,49 @@ TEST(ResultCacheDisk, BadMagicIsDetected) {
     bytes[0] = 'X';
     write_bytes(dir.entry(1), bytes);
   });
+}
+
+// A special file or a link put in an entry's place while the server runs (after the index was
+// made): the read neither follows nor waits; the entry counts as corrupt, goes, and the other
+// entries are served as before.
+void expect_replacement_detected(const std::function<void(const std::string& path)>& replace) {
+  CacheDir dir;
+  Heard heard;
+  ResultCache cache(on_disk(dir), heard.observer());  // no memory tier: every hit reads the disk
+  cache.insert(key_of(1), payload_of(1));
+  cache.insert(key_of(2), payload_of(2));
+  ASSERT_TRUE(cache.wait_for_writes(kWait));
+  ASSERT_EQ(::unlink(dir.entry(1).c_str()), 0);
+  replace(dir.entry(1));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(lookup_now(cache, key_of(1)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kWait);  // (lookup_now fails past it too)
+  EXPECT_EQ(heard.corrupt, 1);
+  struct stat st {};
+  EXPECT_NE(::lstat(dir.entry(1).c_str(), &st), 0) << "the replacement was not deleted";
+  EXPECT_EQ(cache.stats().disk_entries, 1);
+  const Value other = lookup_now(cache, key_of(2));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(*other, payload_of(2));
+}
+
+TEST(ResultCacheDisk, ANamedPipeInAnEntrysPlaceNeitherHangsNorIsServed) {
+  expect_replacement_detected(
+      [](const std::string& path) { ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0); });
+}
+
+TEST(ResultCacheDisk, ALinkInAnEntrysPlaceIsNotFollowed) {
+  // Even a link to a good entry of the same key: the folder is the cache's, links are not.
+  CacheDir elsewhere;
+  {
+    ResultCache cache(on_disk(elsewhere));
+    cache.insert(key_of(1), payload_of(1));
+    ASSERT_TRUE(cache.wait_for_writes(kWait));
+  }
+  const std::string target = elsewhere.entry(1);
+  expect_replacement_detected(
+      [&](const std::string& path) { ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0); });
+  EXPECT_TRUE(exists(target));  // what the link pointed at is untouched
 }
 
 TEST(ResultCacheDisk, FileDeletedBehindTheCachesBackIsAMiss) {
@@ -638,30 +689,49 @@ TEST(ResultCacheDisk, ReadsGoBeforeQueuedWrites) {
 
 // --- the dir's errors -------------------------------------------------------------------------
 
-TEST(ResultCacheDisk, DirThatCannotBeMadeThrowsNamingCacheDir) {
+// An unusable cache.dir turns the disk tier off, with one error line naming it, and the memory
+// tier serves alone.
+void expect_disk_tier_off(const ResultCacheOptions& options, const std::string& why) {
+  CapturedLog log;
+  Heard heard;
+  {
+    ResultCacheOptions with_memory = options;
+    with_memory.max_bytes = 1000;
+    ResultCache cache(with_memory, heard.observer());
+    EXPECT_EQ(heard.disk_tier, 0);
+    expect_served_after_its_write(cache, 1);
+    EXPECT_EQ(cache.stats().disk_entries, 0);
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("cache.dir"), std::string::npos) << text;
+  EXPECT_NE(text.find(options.dir), std::string::npos) << text;
+  EXPECT_NE(text.find(why), std::string::npos) << text;
+  EXPECT_NE(text.find("the disk tier is off"), std::string::npos) << text;
+}
+
+TEST(ResultCacheDisk, DirThatCannotBeMadeTurnsTheDiskTierOff) {
   CacheDir dir;
   const std::string file = dir.root() + "/a-file";
   write_bytes(file, "x");
   ResultCacheOptions options;
   options.dir = file + "/cache";
-  testing::expect_error([&] { ResultCache cache(options); }, ErrorCode::kFailedPrecondition,
-                        {"cache.dir", options.dir});
+  expect_disk_tier_off(options, "cannot");
   options.dir = file;
-  testing::expect_error([&] { ResultCache cache(options); }, ErrorCode::kInvalidArgument,
-                        {"cache.dir", file, "not a folder"});
+  expect_disk_tier_off(options, "not a folder");
+  Heard heard;
+  ResultCache working(on_disk(dir), heard.observer());
+  EXPECT_EQ(heard.disk_tier, 1);
 }
 
-TEST(ResultCacheDisk, UnwritableDirThrowsNamingCacheDir) {
+TEST(ResultCacheDisk, UnwritableDirTurnsTheDiskTierOff) {
   if (::geteuid() == 0) GTEST_SKIP() << "root may write anywhere";
   CacheDir dir;
   ASSERT_EQ(::mkdir(dir.path().c_str(), 0555), 0);
-  testing::expect_error([&] { ResultCache cache(on_disk(dir)); }, ErrorCode::kFailedPrecondition,
-                        {"cache.dir", dir.path(), "not writable"});
+  expect_disk_tier_off(on_disk(dir), "not writable");
   // A dir to be made below an unwritable one.
   ResultCacheOptions options;
   options.dir = dir.path() + "/sub";
-  testing::expect_error([&] { ResultCache cache(options); }, ErrorCode::kFailedPrecondition,
-                        {"cache.dir", options.dir});
+  expect_disk_tier_off(options, "cannot");
 }
 
 TEST(ResultCacheDisk, DirMadeReadOnlyAfterStartIsLoggedNotThrown) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cube3d/core/error.h"
+#include "expect_error.h"
 
 namespace cube3d {
 namespace test_layer_options {
@@ -101,8 +102,8 @@ TEST(LayerOptions, DefaultsAgreeAcrossLayers) {
   EXPECT_EQ(x.shape.occupancy.sampling.coarsest_resolution_base,
             OccupancySamplingOptions{}.coarsest_resolution_base);
   EXPECT_EQ(x.shape.occupancy.sampling.dilation, OccupancySamplingOptions{}.dilation);
-  EXPECT_EQ(JobRequest{}.guidance_scale, c.defaults.guidance_scale);
-  EXPECT_EQ(JobRequest{}.resolution_base, c.defaults.resolution_base);
+  EXPECT_EQ(TaskRequest{}.guidance_scale, c.defaults.guidance_scale);
+  EXPECT_EQ(TaskRequest{}.resolution_base, c.defaults.resolution_base);
   EXPECT_EQ(GenerationRequest{}.guidance_scale, c.defaults.guidance_scale);
 }
 
@@ -141,13 +142,8 @@ TEST(LayerOptions, HttpGatewaySizedFromTheConfig) {
 TEST(LayerOptions, BadWordsNameTheKey) {
   ServerConfig c;
   c.mesh.occupancy = "sparse";
-  try {
-    (void)executor_options(c);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("mesh.occupancy"), std::string::npos) << e.what();
-  }
+  testing::expect_error([&] { (void)executor_options(c); }, ErrorCode::kInvalidArgument,
+                        "mesh.occupancy");
 }
 
 }  // namespace test_layer_options

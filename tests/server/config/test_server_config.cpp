@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
+#include "cube3d/core/files.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/server/config/server_config.h"
 
@@ -29,19 +28,6 @@ const std::string kDemoModel = kModels + "/demo.yaml";
 
 // The least a file must say; every other key takes its default.
 constexpr const char* kMinimal = "model:\n  config: demo.yaml\n";
-
-std::string read_text(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  ASSERT_TRUE(file.good()) << path;
-}
 
 std::string current_directory() {
   char buffer[4096];
@@ -68,7 +54,7 @@ class TempDir {
 
   std::string file(const std::string& name, const std::string& text) {
     const std::string full = path_ + "/" + name;
-    write_text(full, text);
+    write_file(full, text);
     created_.push_back(full);
     return full;
   }
@@ -167,7 +153,7 @@ TEST(ServerConfig, DemoModelIsARandomWeightModel) {
 
 TEST(ServerConfig, DemoServerYamlDocumentsEveryKey) {
   // Operators read this file first: every key should appear in it.
-  const std::string text = read_text(kDemoServer);
+  const std::string text = read_file(kDemoServer);
   for (const std::string& key : server_config_keys()) {
     const std::string last = key.substr(key.rfind('.') + 1);
     EXPECT_NE(text.find(last + ":"), std::string::npos) << key;
@@ -213,7 +199,9 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_TRUE(config.mesh.remove_floaters);
   EXPECT_EQ(config.mesh.floater_ratio, 0.15);
   EXPECT_TRUE(config.mesh.simplify);
-  EXPECT_EQ(config.mesh.mesh_threads, 2);
+  EXPECT_EQ(config.mesh.mesh_threads, 0);  // auto: the machine's cores
+  EXPECT_GE(effective_mesh_threads(config.mesh), 1);
+  EXPECT_EQ(config.mesh.max_marching_cubes_faces, kDefaultMaxMarchingCubesFaces);
   EXPECT_EQ(config.metrics_listen, "0.0.0.0:9464");
   EXPECT_EQ(config.logging.level, "info");
   EXPECT_EQ(config.logging.format, "text");
@@ -284,7 +272,7 @@ TEST(ServerConfig, EmptySectionMeansDefaults) {
 
 TEST(ServerConfig, RelativePathsResolveAgainstTheFileFolder) {
   TempDir dir;
-  dir.file("model.yaml", read_text(kDemoModel));
+  dir.file("model.yaml", read_file(kDemoModel));
   dir.folder("clip");
   const std::string server = dir.file("server.yaml", R"(model:
   config: ./model.yaml
@@ -303,7 +291,7 @@ TEST(ServerConfig, RelativePathsResolveAgainstTheFileFolder) {
 
 TEST(ServerConfig, WithoutBaseDirPathsStayRelativeToTheCurrentDirectory) {
   TempDir dir;
-  const std::string model = dir.file("model.yaml", read_text(kDemoModel));
+  const std::string model = dir.file("model.yaml", read_file(kDemoModel));
   const ServerConfig config =
       parse_server_config("model:\n  config: " + model + "\n", "inline.yaml");
   EXPECT_EQ(config.model.config, model);
@@ -349,7 +337,16 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("auth.api_keys_file"), at("policy.prompt_denylist_file"));
   EXPECT_LT(at("batching.max_joins_per_step"), at("batching.batch_max_wait_ms"));
   EXPECT_LT(at("batching.batch_max_wait_ms"), at("batching.max_queued_batch"));
-  EXPECT_EQ(keys.size(), 88u);
+  EXPECT_LT(at("mesh.mesh_threads"), at("mesh.max_marching_cubes_faces"));
+  EXPECT_LT(at("jobs.store"), at("jobs.result_ttl_s"));
+  EXPECT_LT(at("jobs.deadline_ms"), at("jobs.lease_ms"));
+  EXPECT_LT(at("cache.shared_across_keys"), at("cache.redis"));
+  EXPECT_LT(at("cache.redis_ttl_s"), at("redis.url"));
+  EXPECT_LT(at("redis.key_prefix"), at("metrics_listen"));
+  EXPECT_LT(at("limits.max_target_face_count"), at("limits.max_lod_levels"));
+  EXPECT_LT(at("http.three_js_dir"), at("http.tls"));
+  EXPECT_LT(at("http.gzip"), at("http.gzip_min_bytes"));
+  EXPECT_EQ(keys.size(), 106u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -484,6 +481,8 @@ TEST(ServerConfigErrors, BadLimits) {
                  {"limits.max_message_bytes (4294967296)"});
   expect_invalid("limits:\n  max_target_face_count: 0\n", {"limits.max_target_face_count (0)"});
   expect_invalid("limits:\n  default_deadline_ms: -1\n", {"limits.default_deadline_ms (-1)"});
+  expect_invalid("limits:\n  max_lod_levels: 0\n", {"limits.max_lod_levels (0)"});
+  expect_invalid("limits:\n  max_lod_levels: 9\n", {"limits.max_lod_levels (9)", "8"});
 }
 
 TEST(ServerConfigErrors, BadWords) {
@@ -514,7 +513,8 @@ TEST(ServerConfigErrors, BadJobsCacheAndProfile) {
 TEST(ServerConfigErrors, BadMeshAndServerNumbers) {
   expect_invalid("mesh:\n  floater_ratio: 1.0\n", {"mesh.floater_ratio (1.0)", "between 0 and 1"});
   expect_invalid("mesh:\n  floater_ratio: 0\n", {"mesh.floater_ratio (0.0)"});
-  expect_invalid("mesh:\n  mesh_threads: 0\n", {"mesh.mesh_threads (0)"});
+  expect_invalid("mesh:\n  mesh_threads: -1\n", {"mesh.mesh_threads (-1)"});
+  expect_invalid("mesh:\n  max_marching_cubes_faces: -5\n", {"mesh.max_marching_cubes_faces (-5)"});
   expect_invalid("drain_grace_seconds: -1\n", {"drain_grace_seconds (-1)"});
   expect_invalid("progress_interval_tokens: 0\n", {"progress_interval_tokens (0)"});
 }
@@ -561,6 +561,20 @@ TEST(ServerConfigErrors, TlsNeedsBothFiles) {
                  {"tls.cert_file and tls.key_file", "both or neither", "tls.key_file is empty"});
   expect_invalid("tls:\n  key_file: " + cert + "\n",
                  {"tls.cert_file and tls.key_file", "tls.cert_file is empty"});
+}
+
+TEST(ServerConfigErrors, HttpTlsNeedsTheTlsSectionAndAnHttpListener) {
+  expect_invalid("http_listen: 127.0.0.1:8080\nhttp:\n  tls: true\n",
+                 {"http.tls", "tls.cert_file, tls.key_file"});
+  TempDir dir;
+  const std::string cert = dir.file("server.pem", "cert");
+  const std::string tls = "tls:\n  cert_file: " + cert + "\n  key_file: " + cert + "\n";
+  expect_invalid(tls + "http:\n  tls: true\n", {"http.tls", "no http_listen"});
+  const ServerConfig ok =
+      parse(std::string(kMinimal) + tls + "http_listen: 127.0.0.1:8080\nhttp:\n  tls: true\n");
+  EXPECT_TRUE(ok.http.tls);
+  EXPECT_TRUE(ok.http.gzip);  // on by default
+  EXPECT_EQ(ok.http.gzip_min_bytes, 1024);
 }
 
 TEST(ServerConfigErrors, TlsFileMissingIsNotFound) {
@@ -624,6 +638,12 @@ TEST(ServerConfigRoundTrip, DemoPrintsAndParsesBackEqual) {
   EXPECT_NE(yaml.find("batch_buckets: [1, 2, 4, 8]"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("top_p: ~"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find(kDemoModel), std::string::npos) << yaml;
+  // mesh_threads 0 says what it means on this machine.
+  EXPECT_NE(
+      yaml.find("mesh_threads: 0  # auto: " + std::to_string(effective_mesh_threads(config.mesh)) +
+                ", the cores of this machine"),
+      std::string::npos)
+      << yaml;
   const ServerConfig again = parse_server_config(yaml, "printed.yaml");
   EXPECT_EQ(again, config) << yaml;
   EXPECT_EQ(again.source, "printed.yaml");
@@ -651,7 +671,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.single_stream_decode = "reference";
   config.cuda_graphs = "emulate";
   config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9, 1234, 5};
-  config.limits = {1, 10, 2, 1 << 20, 5, 0, 250};
+  config.limits = {1, 10, 2, 1 << 20, 5, 0, 250, 7};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
   config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
   config.metrics_listen = "";
@@ -669,7 +689,10 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
                  {"https://a.example.com", "http://[::1]:8080", "*"},
                  true,
                  "/srv/playground",
-                 "/opt/three"};
+                 "/opt/three",
+                 true,
+                 false,
+                 4096};
   config.grpc = {5, 6, 7, 1001, 1002, 8, 9, 2001, 10, 2002, 103};
   config.logging = {"critical", "json", true};
   config.drain_grace_seconds = 0;
@@ -700,6 +723,7 @@ TEST(ServerConfigErrors, BadHttpAndGrpcSections) {
   expect_invalid("http:\n  cors_allowed_origins: \"*\"\n",
                  {"http.cors_allowed_origins", "list of strings"});
   expect_invalid("http:\n  header_timeot_ms: 5\n", {"header_timeot_ms", "header_timeout_ms"});
+  expect_invalid("http:\n  gzip_min_bytes: -1\n", {"http.gzip_min_bytes"});
   expect_invalid("grpc:\n  max_threads: 1\n", {"grpc.max_threads", "1"});
   expect_invalid("grpc:\n  max_connection_age_ms: 10\n", {"grpc.max_connection_age_ms"});
   expect_invalid("grpc:\n  max_calls_awaiting_message: 0\n", {"grpc.max_calls_awaiting_message"});

@@ -20,6 +20,7 @@
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "engine/test_model_fixture.h"
+#include "scheduler/scheduler_test_support.h"
 
 namespace cube3d {
 namespace test_engine_executor_faults {
@@ -28,48 +29,20 @@ using namespace std::chrono_literals;
 
 constexpr auto kWait = 60s;  // a tiny model on a loaded CPU: seconds at most
 
-struct Outcome {
-  bool ok = false;
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-};
+using Outcome = test::TaskOutcome;
 
-class Outcomes {
+// Tasks the tiny model can make quickly; their outcomes recorded, waited for up to kWait.
+class Outcomes : public test::TaskOutcomes {
  public:
-  std::shared_ptr<Job> make_job(const std::string& id) {
-    JobRequest request;
+  Outcomes() : TaskOutcomes(kWait) {}
+  std::shared_ptr<Task> make_task(const std::string& id) {
+    TaskRequest request;
     request.request_id = id;
     request.prompt = "a small chair " + id;
     request.resolution_base = 3;
     request.format = MeshFormat::kRaw;
-    return std::make_shared<Job>(
-        std::move(request), SteadyClock::time_point::max(), [](const JobProgress&) {},
-        [this, id](const JobResult* result, const Error* error) {
-          {
-            const std::lock_guard lock(mutex_);
-            Outcome& o = outcomes_[id];
-            o.ok = result != nullptr;
-            if (error) {
-              o.code = error->code();
-              o.message = error->what();
-            }
-          }
-          changed_.notify_all();
-        });
+    return TaskOutcomes::make_task(std::move(request), test::kNoDeadline);
   }
-  Outcome wait(const std::string& id) {
-    std::unique_lock lock(mutex_);
-    if (!changed_.wait_for(lock, kWait, [&] { return outcomes_.contains(id); })) {
-      ADD_FAILURE() << "no outcome for " << id;
-      return {};
-    }
-    return outcomes_.at(id);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, Outcome> outcomes_;
 };
 
 bool has(const std::string& text, const std::string& part) {
@@ -89,7 +62,7 @@ SchedulerConfig continuous_config() {
   SchedulerConfig config;
   config.mode = BatchingMode::kContinuous;
   config.batch_buckets = {1, 2};
-  config.max_queue_delay_ms = 100;  // both jobs of a test join at once
+  config.max_queue_delay_ms = 100;  // both tasks of a test join at once
   return config;
 }
 
@@ -167,13 +140,19 @@ TEST(FaultInjectionSpec, RefusesWhatItDoesNotKnowNamingTheVariable) {
   }
 }
 
+// Submits the task `id` to the served scheduler and waits for its outcome.
+Outcome submit_and_wait(Served& served, Outcomes& outcomes, const std::string& id) {
+  served.scheduler->submit(outcomes.make_task(id));
+  return outcomes.wait(id);
+}
+
 TEST(EngineExecutorFaults, AnInjectedDeviceFaultInAStepFailsItsRequestsAndStopsAdmitting) {
   Outcomes outcomes;
   FaultInjection faults;
   faults.device_fault_at_step = 3;  // of the 11 steps after the prefill (T = 12)
   Served served(faults);
-  served.scheduler->submit(outcomes.make_job("a"));
-  served.scheduler->submit(outcomes.make_job("b"));
+  served.scheduler->submit(outcomes.make_task("a"));
+  served.scheduler->submit(outcomes.make_task("b"));
   for (const char* id : {"a", "b"}) {
     const Outcome o = outcomes.wait(id);
     EXPECT_FALSE(o.ok) << id;
@@ -187,7 +166,7 @@ TEST(EngineExecutorFaults, AnInjectedDeviceFaultInAStepFailsItsRequestsAndStopsA
   EXPECT_TRUE(served.scheduler->device_faulted());
   EXPECT_EQ(served.executor->active_slots(), 0);
   try {
-    served.scheduler->submit(outcomes.make_job("c"));
+    served.scheduler->submit(outcomes.make_task("c"));
     ADD_FAILURE() << "a submit after the fault was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
@@ -200,18 +179,14 @@ TEST(EngineExecutorFaults, AnInjectedDeviceFaultInAStepFailsItsRequestsAndStopsA
 
 TEST(EngineExecutorFaults, AnInjectedMeshErrorFailsOneRequestAndTheNextSucceeds) {
   Outcomes outcomes;
-  FaultInjection faults;
-  faults.mesh_error_at_request = 1;
-  Served served(faults);
-  served.scheduler->submit(outcomes.make_job("bad"));
-  const Outcome bad = outcomes.wait("bad");
+  Served served(FaultInjection{.mesh_error_at_request = 1});
+  const Outcome bad = submit_and_wait(served, outcomes, "bad");
   EXPECT_EQ(bad.code, ErrorCode::kInternal);
   EXPECT_TRUE(has(bad.message, "mesh stage failed: injected by CUBE3D_FAULT_INJECTION"))
       << bad.message;
   EXPECT_FALSE(has(bad.message, "device failed")) << bad.message;
 
-  served.scheduler->submit(outcomes.make_job("next"));
-  const Outcome next = outcomes.wait("next");
+  const Outcome next = submit_and_wait(served, outcomes, "next");
   EXPECT_TRUE(next.ok) << next.message;
   EXPECT_FALSE(served.scheduler->device_faulted());
   const std::lock_guard lock(served.mutex);
@@ -221,11 +196,8 @@ TEST(EngineExecutorFaults, AnInjectedMeshErrorFailsOneRequestAndTheNextSucceeds)
 
 TEST(EngineExecutorFaults, AnInjectedDeviceFaultWhileMeshingFailsThatRequestAndReportsIt) {
   Outcomes outcomes;
-  FaultInjection faults;
-  faults.device_fault_at_mesh = 1;
-  Served served(faults);
-  served.scheduler->submit(outcomes.make_job("a"));
-  const Outcome a = outcomes.wait("a");
+  Served served(FaultInjection{.device_fault_at_mesh = 1});
+  const Outcome a = submit_and_wait(served, outcomes, "a");
   EXPECT_EQ(a.code, ErrorCode::kInternal);
   EXPECT_TRUE(has(a.message, "the device failed during meshing")) << a.message;
   EXPECT_TRUE(served.scheduler->device_faulted());

@@ -119,7 +119,7 @@ TEST(ContentNegotiation, PngSizeComesFromTheQuery) {
       ADD_FAILURE() << bad << " was taken";
     } catch (const HttpError& e) {
       EXPECT_EQ(e.http_status, 400) << bad;
-      EXPECT_EQ(e.code, grpc::StatusCode::INVALID_ARGUMENT) << bad;
+      EXPECT_EQ(e.code, ErrorCode::kInvalidArgument) << bad;
       EXPECT_NE(std::string(e.what()).find("size"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("16..2048"), std::string::npos) << e.what();
     }

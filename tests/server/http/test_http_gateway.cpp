@@ -22,11 +22,11 @@
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
-#include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/observability/metrics.h"
+#include "cube3d/server/service/service.h"
 #include "eventually.h"
-#include "server/http/test_http_client.h"
+#include "server/httpd/test_http_client.h"
 
 namespace cube3d {
 namespace test_http_gateway {
@@ -45,10 +45,10 @@ const std::vector<float> kTriangle = {0, 0, 0, 1, 0, 0, 0, 1, 0};
 // until released or until every job in it is cancelled (the slot a gone client frees).
 class BlockingExecutor final : public BatchExecutor {
  public:
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override {
+  void execute(const std::vector<std::shared_ptr<Task>>& jobs, int64_t bucket) override {
     for (const auto& job : jobs) {
-      JobProgress p;
-      p.stage = JobStage::kDecoding;
+      TaskProgress p;
+      p.stage = TaskStage::kDecoding;
       p.tokens_total = 64;
       job->progress(p);
     }
@@ -70,7 +70,7 @@ class BlockingExecutor final : public BatchExecutor {
         job->fail(cube3d::cancelled("the request was cancelled"));
         continue;
       }
-      JobResult result;
+      TaskResult result;
       result.request_id = job->request().request_id;
       result.format = job->request().format;
       result.vertices = kTriangle;
@@ -138,7 +138,7 @@ class HttpGatewayTest : public ::testing::Test {
     ServiceOptions options;
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
-    core_ = std::make_unique<MeshServiceCore>(options, metrics_);
+    core_ = std::make_unique<Service>(options, metrics_);
     SchedulerConfig config;
     config.mode = BatchingMode::kStatic;  // one blocking batch at a time holds the queue
     config.batch_buckets = {1};
@@ -171,6 +171,15 @@ class HttpGatewayTest : public ::testing::Test {
     return post("/v1/meshes:generate", body, std::move(headers));
   }
 
+  // Expects a generate of `body` that accepts `accept` to be answered 200 as `content_type`.
+  void expect_answered_as(const std::string& body, const std::string& accept,
+                          const std::string& content_type) const {
+    SCOPED_TRACE("Accept: " + accept);
+    const Result res = generate(body, {"Accept: " + accept});
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->header("Content-Type"), content_type);
+  }
+
   double requests_with_status(const std::string& status) const {
     for (const auto& family : metrics_.registry()->Collect()) {
       if (family.name != "cube3d_requests_total") continue;
@@ -187,7 +196,7 @@ class HttpGatewayTest : public ::testing::Test {
 
   Metrics metrics_;
   BlockingExecutor executor_;
-  std::unique_ptr<MeshServiceCore> core_;
+  std::unique_ptr<Service> core_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HttpGateway> gateway_;
 };
@@ -282,12 +291,8 @@ TEST_F(HttpGatewayTest, AcceptAMeshTypeAnswersTheFileItself) {
   EXPECT_FALSE(res->header("X-Request-Id").empty());
   EXPECT_NE(res->header("Server-Timing").find("total;dur=9.2"), std::string::npos);
 
-  res = generate(kChair, {"Accept: application/json;q=0.5, model/obj"});
-  ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(res->header("Content-Type"), "model/obj");
-  res = generate(kChair, {"Accept: application/x-ply"});
-  ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(res->header("Content-Type"), "application/x-ply");
+  expect_answered_as(kChair, "application/json;q=0.5, model/obj", "model/obj");
+  expect_answered_as(kChair, "application/x-ply", "application/x-ply");
   EXPECT_EQ(executor_.formats(),
             (std::vector<MeshFormat>{MeshFormat::kGlb, MeshFormat::kObj, MeshFormat::kPly}));
 }
@@ -301,13 +306,9 @@ TEST_F(HttpGatewayTest, TheBodysFormatWinsOverAccept) {
   EXPECT_EQ(error_of(res)["status"], "INVALID_ARGUMENT");
   EXPECT_NE(res->body.find("MESH_FORMAT_OBJ"), std::string::npos);
   // ... with JSON acceptable too: a JSON answer in the body's format.
-  res = generate(obj, {"Accept: model/gltf-binary, application/json"});
-  ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(res->header("Content-Type"), "application/json");
+  expect_answered_as(obj, "model/gltf-binary, application/json", "application/json");
   // ... and the body's format among them: that file.
-  res = generate(obj, {"Accept: model/gltf-binary, model/obj"});
-  ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(res->header("Content-Type"), "model/obj");
+  expect_answered_as(obj, "model/gltf-binary, model/obj", "model/obj");
   EXPECT_EQ(executor_.formats(), (std::vector<MeshFormat>{MeshFormat::kObj, MeshFormat::kObj}));
 }
 
@@ -651,9 +652,7 @@ TEST_F(HttpGatewayTest, ForAPictureTheBodysFormatIsSetAsideWithAWarning) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("format MESH_FORMAT_OBJ ignored"), std::string::npos) << warnings[0];
   // Accept prefers the body's file: that file, as before.
-  res = generate(obj, {"Accept: model/obj, image/png"});
-  ASSERT_EQ(res->status, 200) << res->body;
-  EXPECT_EQ(res->header("Content-Type"), "model/obj");
+  expect_answered_as(obj, "model/obj, image/png", "model/obj");
   EXPECT_EQ(executor_.formats(), (std::vector<MeshFormat>{MeshFormat::kRaw, MeshFormat::kObj}));
 }
 

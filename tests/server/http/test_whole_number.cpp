@@ -15,7 +15,7 @@ std::string refusal(std::string_view text) {
     whole_number(text, "query parameter size", "pixels", 16, 2048);
   } catch (const HttpError& e) {
     EXPECT_EQ(e.http_status, 400);
-    EXPECT_EQ(e.code, grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
     return e.what();
   }
   return "";

@@ -105,31 +105,30 @@ TEST(ProcessMetrics, MemoryThreadsAndStartTimeArePlausible) {
   EXPECT_GT(start, now - 24 * 3600.0);
 }
 
+// Expects `line` to parse, into the fields of `expected`.
+void expect_parsed_stat(const std::string& line, const ProcStat& expected) {
+  SCOPED_TRACE(line);
+  const auto stat = parse_proc_stat(line);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->utime_ticks, expected.utime_ticks);
+  EXPECT_EQ(stat->stime_ticks, expected.stime_ticks);
+  EXPECT_EQ(stat->num_threads, expected.num_threads);
+  EXPECT_EQ(stat->starttime_ticks, expected.starttime_ticks);
+  EXPECT_EQ(stat->vsize_bytes, expected.vsize_bytes);
+  EXPECT_EQ(stat->rss_pages, expected.rss_pages);
+}
+
 TEST(ProcessMetrics, ParsesStatWithAHostileCommandName) {
   // A real line's layout (proc(5)), with a comm holding spaces and both parentheses.
   const std::string line =
       "4242 (x (y)) z) S 1 4242 4242 0 -1 4194560 1234 0 5 0 "
       "731 129 0 0 20 0 17 0 99887 123456789 4321 18446744073709551615 1 1 0 0 0 0 0 4096 "
       "17410 0 0 0 17 3 0 0 0 0 0\n";
-  const auto stat = parse_proc_stat(line);
-  ASSERT_TRUE(stat.has_value());
-  EXPECT_EQ(stat->utime_ticks, 731u);
-  EXPECT_EQ(stat->stime_ticks, 129u);
-  EXPECT_EQ(stat->num_threads, 17);
-  EXPECT_EQ(stat->starttime_ticks, 99887u);
-  EXPECT_EQ(stat->vsize_bytes, 123456789u);
-  EXPECT_EQ(stat->rss_pages, 4321);
+  expect_parsed_stat(line, {731, 129, 17, 99887, 123456789, 4321});
 
   // The brief's name "a) b (c": a ')' inside, no ')' at its end.
-  const auto odd =
-      parse_proc_stat("7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 10 20 0 0 20 0 3 0 500 4096 2 0\n");
-  ASSERT_TRUE(odd.has_value());
-  EXPECT_EQ(odd->utime_ticks, 10u);
-  EXPECT_EQ(odd->stime_ticks, 20u);
-  EXPECT_EQ(odd->num_threads, 3);
-  EXPECT_EQ(odd->starttime_ticks, 500u);
-  EXPECT_EQ(odd->vsize_bytes, 4096u);
-  EXPECT_EQ(odd->rss_pages, 2);
+  expect_parsed_stat("7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 10 20 0 0 20 0 3 0 500 4096 2 0\n",
+                     {10, 20, 3, 500, 4096, 2});
 }
 
 TEST(ProcessMetrics, ParsesTheRealStatFile) {

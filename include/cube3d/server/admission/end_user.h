@@ -21,8 +21,10 @@ inline constexpr const char* kEndUserHeader = "X-End-User-Id";
 inline constexpr const char* kEndUserMetadata = "end-user-id";
 
 // Throws invalid_argument naming the header and metadata when `id` is not a valid end user id
-// (the message never echoes the id: it might be anything the client sent).
-void check_end_user_id(std::string_view id);
+// (empty, too long, a byte outside the allowed set) or was sent more than once (`times_sent`,
+// when the transport may carry it several times) (the message never echoes the id: it might be
+// anything the client sent).
+void check_end_user_id(std::string_view id, size_t times_sent = 1);
 
 // The pseudonym of `id` under API key `key_name`: "u" and 16 hex digits. Empty for an empty id.
 std::string end_user_pseudonym(std::string_view key_name, std::string_view id);

@@ -1,8 +1,9 @@
 // The prompt policy (policy.prompt_denylist_file): prompts this server refuses to generate.
 //
 // The file holds one RE2 pattern per line, matched anywhere in the prompt as the model reads it
-// (pipeline/model_text.h: HTML entities decoded, white space folded, lower case), so that letter
-// case, `&amp;` or extra spaces cannot slip past a rule:
+// (pipeline/model_text.h: HTML entities decoded, white space folded, lower case) and in its folded
+// forms (prompt_folding.h), so that letter case, `&amp;`, extra spaces or look-alike text cannot
+// slip past a rule:
 //
 //   # weapons                     <- a comment: the first non-blank character is '#'
 //   \bbomb(s)?\b                  <- matched anywhere; ^ and $ anchor to the whole prompt
@@ -27,6 +28,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "cube3d/server/admission/prompt_folding.h"
 
 namespace cube3d {
 
@@ -62,16 +65,21 @@ class PromptDenylist {
   std::shared_ptr<const Rules> rules_;  // null only in a moved-from list
 };
 
-// The rules in force, swapped whole on reload; every call is thread-safe.
+// The rules in force, swapped whole on reload; every call is thread-safe. A prompt is refused when
+// any of its forms (prompt_folding.h: the text itself, its Unicode fold, and the optional
+// foldings of separators and digits) matches: fullwidth or mathematical letters, invisible
+// characters, accents, look-alike letters of other scripts, "b o m b" or "b0mb" do not slip past
+// a rule that the plain spelling meets.
 class PromptPolicy {
  public:
   // The message of a refusal, for the client: names the policy, never a pattern or a line.
   static constexpr std::string_view kRefusal =
       "the prompt is refused by this server's prompt policy (policy.prompt_denylist_file)";
 
-  explicit PromptPolicy(PromptDenylist rules);
+  explicit PromptPolicy(PromptDenylist rules, PromptFolding folding = {});
 
-  // Whether the current rules refuse `normalised_prompt` (pipeline's text_the_model_reads).
+  // Whether the current rules refuse `normalised_prompt` (pipeline's text_the_model_reads) in
+  // any of its forms.
   bool refuses(std::string_view normalised_prompt) const;
   // Swaps in new rules; calls under way finish with the rules they started with.
   void replace(PromptDenylist rules);
@@ -80,6 +88,7 @@ class PromptPolicy {
   size_t size() const;
 
  private:
+  const PromptFolding folding_;
   mutable std::mutex mutex_;
   std::shared_ptr<const PromptDenylist> rules_;
 };

@@ -5,7 +5,7 @@
 
 #include "cube3d/core/model_config.h"
 #include "cube3d/server/config/server_config.h"
-#include "cube3d/server/core/model_identity.h"
+#include "cube3d/server/service/model_identity.h"
 
 namespace cube3d {
 

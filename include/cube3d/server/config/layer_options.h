@@ -7,13 +7,16 @@
 #include "cube3d/core/model_config.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/cache/redis_result_tier.h"
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/config/server_config.h"
-#include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/jobs/job_store.h"
+#include "cube3d/server/jobs/redis_job_store.h"
+#include "cube3d/server/redis/redis_client.h"
+#include "cube3d/server/service/service.h"
 
 namespace cube3d {
 
@@ -36,7 +39,8 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
 // body limit (limits.max_message_bytes), and how many generate calls it holds at once:
 // max_queue_size + 4 x the largest bucket + 16 (every request the scheduler holds, waiting,
 // decoding or meshing, and a burst the core refuses at once: the core's limits decide, not
-// this). I/O threads: http.io_threads, or one per core.
+// this). I/O threads: http.io_threads, or one per core. gzip: http.gzip, http.gzip_min_bytes. TLS
+// on http_listen with http.tls: the tls: section's certificate, key and client certificates.
 HttpGatewayOptions http_gateway_options(const ServerConfig& config);
 
 // The `cache:` section's store (max_bytes, dir, max_dir_bytes).
@@ -45,5 +49,14 @@ ResultCacheOptions result_cache_options(const ServerConfig& config);
 // The `jobs:` section: the store's bounds and the jobs' deadline.
 JobStoreOptions job_store_options(const ServerConfig& config);
 JobServiceOptions job_service_options(const ServerConfig& config);
+
+// The `redis:` section's client (the URL parsed; the caller checks it is set).
+RedisClientOptions redis_client_options(const ServerConfig& config);
+// jobs.store redis: the store's bounds with its key prefix, lease and takeovers.
+RedisJobStoreOptions redis_job_store_options(const ServerConfig& config);
+// cache.redis: the tier's prefix, TTL and claims (as long as jobs.lease_ms); `replica` names
+// this process in its claims.
+RedisResultTierOptions redis_result_tier_options(const ServerConfig& config,
+                                                 const std::string& replica);
 
 }  // namespace cube3d

@@ -16,9 +16,9 @@
 
 #include "cube3d/core/constants.h"
 #include "cube3d/scheduler/scheduler.h"
-#include "cube3d/server/core/request_policy.h"
 #include "cube3d/server/grpc/grpc_options.h"
-#include "cube3d/server/http/http_config.h"
+#include "cube3d/server/httpd/http_config.h"
+#include "cube3d/server/service/request_policy.h"
 
 namespace cube3d {
 
@@ -46,6 +46,10 @@ struct PolicyConfig {
   // One RE2 pattern per line, matched on the text the model reads (lower case, HTML entities
   // and white space cleaned up); a match is PERMISSION_DENIED. Re-read on SIGHUP. Empty: none.
   std::string prompt_denylist_file;
+  // The optional foldings of the prompt's forms (admission/prompt_folding.h): letters spelt out
+  // one at a time joined, digits and signs inside words read as letters.
+  bool fold_separators = true;
+  bool fold_digits = true;
   bool operator==(const PolicyConfig&) const = default;
 };
 
@@ -72,12 +76,23 @@ struct MeshConfig {
   bool remove_floaters = true;
   double floater_ratio = 0.15;  // components below this share of the largest are dropped
   bool simplify = true;
-  int64_t mesh_threads = 2;
+  // Objects meshed at once (each of them on every core: the mesh layer's one thread pool);
+  // 0: as many as the machine has cores (effective_mesh_threads).
+  int64_t mesh_threads = 0;
+  // The mesh stage's budget (mesh_pipeline.h): a surface of more marching-cubes faces is
+  // extracted from the grid one level coarser (or more), with a warning; 0: no budget.
+  int64_t max_marching_cubes_faces = kDefaultMaxMarchingCubesFaces;
   bool operator==(const MeshConfig&) const = default;
 };
 
-// Jobs (SubmitMeshJob, POST /v1/jobs): what the server keeps of them and for how long.
+// mesh.mesh_threads, with 0 (auto) resolved to the machine's cores.
+int64_t effective_mesh_threads(const MeshConfig& mesh);
+
+// Jobs (SubmitMeshJob, POST /v1/jobs): where the server keeps them, what and for how long.
 struct JobsConfig {
+  // memory: in this process (each replica its own; a restart loses them). redis: in the Redis of
+  // redis.url, shared by every replica (any replica answers any job; leases and takeovers).
+  std::string store = "memory";
   int64_t result_ttl_s = 600;                     // a finished job's result is kept this long
   int64_t max_result_bytes = int64_t{256} << 20;  // finished jobs' results, in all (LRU beyond)
   int64_t max_jobs_per_key = 64;                  // open (queued or running) jobs per API key
@@ -87,6 +102,13 @@ struct JobsConfig {
   // The time a job may take from its submission to its end, queue included (the synchronous
   // calls' limits.default_deadline_ms is for a caller that waits on the line).
   int64_t deadline_ms = 1'800'000;
+  // jobs.store redis: how long a job's lease lasts without renewal (renewed every third of it);
+  // a job whose replica stops renewing is taken over by another one after about this long (and
+  // the result cache's claims last as long).
+  int64_t lease_ms = 10'000;
+  // How many times a job is run again after its replica died before it ends FAILED
+  // (UNAVAILABLE: retryable); 0: never run again.
+  int64_t max_takeovers = 2;
   bool operator==(const JobsConfig&) const = default;
 };
 
@@ -100,7 +122,26 @@ struct CacheConfig {
   // false: each API key has a cache of its own, so that one studio cannot learn from a hit
   // (its speed, or X-Cache) what another studio asked for. true: one cache for all keys.
   bool shared_across_keys = false;
+  // A tier in the Redis of redis.url shared by every replica (after memory and disk), with
+  // claims so that replicas do not compute one request twice; entries live redis_ttl_s.
+  bool redis = false;
+  int64_t redis_ttl_s = 86'400;
   bool operator==(const CacheConfig&) const = default;
+};
+
+// The Redis behind jobs.store redis and cache.redis (redis/redis_url.h).
+struct RedisConfig {
+  // redis://[[user]:password@]host[:port][/db], or rediss:// for TLS; empty: none. Also
+  // --redis-url / CUBE3D_REDIS_URL (a Secret, so that the password stays out of the ConfigMap);
+  // --print-config hides the password.
+  std::string url;
+  std::string tls_ca_file;             // rediss://: the roots the server's certificate chains to
+  int64_t timeout_ms = 1'000;          // each command's deadline
+  int64_t connect_timeout_ms = 2'000;  // each connection's
+  int64_t connections = 2;             // command connections (each with its thread)
+  // Every key and channel the server uses starts with it: deployments sharing a Redis differ.
+  std::string key_prefix = "cube3d:";
+  bool operator==(const RedisConfig&) const = default;
 };
 
 struct LoggingConfig {
@@ -129,6 +170,7 @@ struct ServerConfig {
   MeshConfig mesh;
   JobsConfig jobs;
   CacheConfig cache;
+  RedisConfig redis;
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no metrics endpoint
   // The HTTP/JSON front door (POST /v1/meshes:generate, health, metrics), host:port; empty: off.
   std::string http_listen;

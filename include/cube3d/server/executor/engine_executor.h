@@ -8,7 +8,7 @@
 // admit() (text encoding, prefill), step() / execute() (decoding) or the mesh stage (the
 // occupancy query) whose text says the device failed becomes a DeviceFault. From admit, step
 // and execute it goes to the scheduler (which fails the slots and stops admitting); from a mesh
-// thread it fails that job and goes to ExecutorOptions::on_device_fault. On the CPU only the
+// thread it fails that task and goes to ExecutorOptions::on_device_fault. On the CPU only the
 // test-only fault injection below makes one.
 #pragma once
 
@@ -41,9 +41,9 @@ struct FaultInjection {
   // The N-th decode step (continuous batching; static batching counts each batch as one step)
   // throws a DeviceFault before it runs, as an illegal memory access would.
   int64_t device_fault_at_step = 0;
-  // The N-th job to reach the mesh stage meets a DeviceFault there (its occupancy query).
+  // The N-th task to reach the mesh stage meets a DeviceFault there (its occupancy query).
   int64_t device_fault_at_mesh = 0;
-  // The N-th job to reach the mesh stage fails there with an ordinary error (INTERNAL "mesh
+  // The N-th task to reach the mesh stage fails there with an ordinary error (INTERNAL "mesh
   // stage failed: ..."): one request fails, the server goes on serving.
   int64_t mesh_error_at_request = 0;
   bool any() const {
@@ -64,6 +64,9 @@ struct ExecutorOptions {
   // Decoding progress is reported every this many tokens (static) or steps (continuous: all
   // slots at once, so that a GPU waits for its queued work once per interval, not per slot).
   int64_t progress_interval_tokens = 32;
+  // Objects meshed at once (the server resolves its config's 0 to the machine's cores): each
+  // one's marching cubes and post-processing use every core through the mesh layer's shared
+  // pool, so as many threads as cores keep a decoded request from waiting while cores idle.
   int64_t mesh_threads = 2;
   // What every mesh file records of how it was made (provenance), besides its request.
   std::string model_name;
@@ -73,12 +76,16 @@ struct ExecutorOptions {
                        // shape.mesh.simplification's
   // Observers for metrics (may be empty).
   std::function<void(double ttft_ms, double tpot_ms, int64_t tokens)> on_generated;
-  // Continuous mode: jobs that joined and their text encoding + prefill time; every decode
+  // Continuous mode: tasks that joined and their text encoding + prefill time; every decode
   // step's bucket and the slots it ran; the active slots whenever they change.
-  std::function<void(int64_t jobs, double prefill_ms)> on_admitted;
+  std::function<void(int64_t tasks, double prefill_ms)> on_admitted;
   std::function<void(int64_t bucket, int64_t slots)> on_step;
   std::function<void(int64_t active_slots)> on_active_slots;
-  // A device fault met on a mesh thread (its job already failed with it): the server hands it
+  // A decoded request's wait for a mesh thread (seconds), as its shape stage starts; a mesh
+  // whose surface was over the mesh stage's budget.
+  std::function<void(double seconds)> on_mesh_wait;
+  std::function<void()> on_mesh_budget_exceeded;
+  // A device fault met on a mesh thread (its task already failed with it): the server hands it
   // to Scheduler::report_device_fault. Empty: logged only.
   std::function<void(const DeviceFault& fault, const std::string& request_id)> on_device_fault;
   FaultInjection faults;  // TEST ONLY, see FaultInjection
@@ -91,13 +98,13 @@ class EngineExecutor final : public BatchExecutor {
   EngineExecutor(const EngineExecutor&) = delete;
   EngineExecutor& operator=(const EngineExecutor&) = delete;
 
-  void execute(const std::vector<std::shared_ptr<Job>>& jobs, int64_t bucket) override;
+  void execute(const std::vector<std::shared_ptr<Task>>& tasks, int64_t bucket) override;
 
   bool supports_continuous() const override { return true; }
   int64_t active_slots() const override;
-  void admit(const std::vector<std::shared_ptr<Job>>& jobs) override;
+  void admit(const std::vector<std::shared_ptr<Task>>& tasks) override;
   void step() override;
-  std::vector<std::shared_ptr<Job>> clear_slots() override;
+  std::vector<std::shared_ptr<Task>> clear_slots() override;
 
   // Creates every bucket's decode runners and runs one small batch end to end, so that the
   // first client request pays for nothing. Called once before the server reports SERVING.
@@ -109,21 +116,21 @@ class EngineExecutor final : public BatchExecutor {
  private:
   void mesh_worker();
   void post(std::function<void()> task);
-  void finish_job(const std::shared_ptr<Job>& job, const at::Tensor& ids, JobResult result);
+  void finish_task(const std::shared_ptr<Task>& task, const at::Tensor& ids, TaskResult result);
   // Continuous mode: hands a slot whose tokens are done to the mesh threads.
   void retire(ContinuousDecoder::SlotId id);
   void report_active_slots() const;
   // admit() and step() inside the device check (core/device_fault.h).
-  void admit_on_device(const std::vector<std::shared_ptr<Job>>& jobs);
+  void admit_on_device(const std::vector<std::shared_ptr<Task>>& tasks);
   void step_on_device();
-  // The mesh stage's device-fault path: reports `fault`, then fails `job` with it.
-  void mesh_device_fault(const std::shared_ptr<Job>& job, const DeviceFault& fault);
+  // The mesh stage's device-fault path: reports `fault`, then fails `task` with it.
+  void mesh_device_fault(const std::shared_ptr<Task>& task, const DeviceFault& fault);
   // Made at warm-up (its shared unconditional prefix is one prefill), or on first use.
   ContinuousDecoder& continuous_decoder();
 
-  // A job holding a continuous decode slot.
-  struct SlotJob {
-    std::shared_ptr<Job> job;
+  // A task holding a continuous decode slot.
+  struct SlotTask {
+    std::shared_ptr<Task> task;
     SteadyClock::time_point admitted;
     SteadyClock::time_point first_token;
     double text_encoding_ms = 0;
@@ -136,13 +143,17 @@ class EngineExecutor final : public BatchExecutor {
   Engine& engine_;
   const bool on_accelerator_;       // the engine runs on a CUDA device: its errors may be faults
   int64_t steps_ = 0;               // decode steps (static: batches) run, for the fault injection
-  std::atomic<int64_t> meshed_{0};  // jobs that reached the mesh stage, likewise
+  std::atomic<int64_t> meshed_{0};  // tasks that reached the mesh stage, likewise
   ShapePipeline pipeline_;
   std::unique_ptr<ContinuousDecoder> decoder_;  // made on the first admission
-  std::map<ContinuousDecoder::SlotId, SlotJob> slot_jobs_;
+  std::map<ContinuousDecoder::SlotId, SlotTask> slot_tasks_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::function<void()>> tasks_;
+  struct MeshTask {
+    std::function<void()> run;
+    SteadyClock::time_point posted;
+  };
+  std::deque<MeshTask> tasks_;
   int64_t busy_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;

@@ -1,25 +1,26 @@
 // The gRPC front door of MeshService: cube3d.v1.MeshService/GenerateMesh and
-// GenerateMeshStream over the one service core (core/mesh_service_core.h), on gRPC's callback
-// API: a call is a reactor that reads its request, starts it on the core and writes what the
-// core delivers; no thread waits for a call, whatever the client does (grpc_server_options.h
+// GenerateMeshStream over the one service (service/service.h), on gRPC's callback
+// API: a call is a reactor that reads its request, starts it on the service and writes what the
+// service delivers; no thread waits for a call, whatever the client does (grpc_server_options.h
 // says what bounds the calls themselves).
 //
 // The methods are registered by hand rather than through the generated MeshService::Service so
-// that the server reads the request itself, as its wire twin (prompt as bytes,
-// proto/cube3d/v1/wire/request_wire.proto): invalid UTF-8 then gets INVALID_ARGUMENT naming
-// `prompt`, and bytes that are no request at all INVALID_ARGUMENT too, instead of protobuf's
-// parse failure (INTERNAL). Both are bidirectional streams at the C++ level (on the wire a unary
-// call and a stream look the same), so that a message the transport refuses (over the receive
-// limit) still reaches our reactor, which counts it. The method paths, and the descriptors that
-// reflection serves (found by the service's name), are those of the public
-// cube3d/v1/mesh_service.proto.
+// that the server reads the request's bytes itself (generate_request_bytes.h): invalid UTF-8 in
+// the prompt then gets INVALID_ARGUMENT naming `prompt`, and bytes that are no request at all
+// INVALID_ARGUMENT too, instead of protobuf's parse failure (INTERNAL). Both are bidirectional
+// streams at the C++ level (on the wire a unary call and a stream look the same), so that a message
+// the transport refuses (over the receive limit) still reaches our reactor, which counts it. The
+// method paths, and the descriptors that reflection serves (found by the service's name), are those
+// of the public cube3d/v1/mesh_service.proto.
 //
 // Every call is counted once, when gRPC is done with it, with the code its client saw
-// (call_outcome.h).
+// (call_outcome.h). The service's outcomes (cube3d::Status) become gRPC statuses in one function
+// (api/grpc_status.h).
 #pragma once
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/impl/service_type.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include <cstdint>
 #include <functional>
@@ -28,9 +29,9 @@
 #include <mutex>
 #include <string>
 
-#include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/grpc/grpc_options.h"
 #include "cube3d/server/jobs/job_service.h"
+#include "cube3d/server/service/service.h"
 
 namespace cube3d {
 
@@ -41,10 +42,10 @@ class MeshServiceImpl final : public grpc::Service {
  public:
   using Count = std::function<void(const std::string& code)>;
 
-  // `core` (and `jobs`, when given: SubmitMeshJob, GetMeshJob, CancelMeshJob) must outlive the
+  // `service` (and `jobs`, when given: SubmitMeshJob, GetMeshJob, CancelMeshJob) must outlive the
   // service; `count` gets each mesh call's code (cube3d_requests_total; a job's outcome is
-  // counted by the core, its polls not at all).
-  MeshServiceImpl(MeshServiceCore& core, GrpcOptions options, Count count,
+  // counted by the service, its polls not at all).
+  MeshServiceImpl(cube3d::Service& service, GrpcOptions options, Count count,
                   JobService* jobs = nullptr);
   ~MeshServiceImpl() override;
 
@@ -65,7 +66,8 @@ class MeshServiceImpl final : public grpc::Service {
   // refused already.
   void message_arrived(uint64_t place);
 
-  MeshServiceCore& core() { return core_; }
+  // (Qualified: inside a grpc::Service, `Service` names the base class.)
+  cube3d::Service& service() { return service_; }
   // grpc::Service's registration, for the job methods (grpc/job_methods.cpp).
   using grpc::Service::AddMethod;
   using grpc::Service::MarkMethodCallback;
@@ -75,7 +77,7 @@ class MeshServiceImpl final : public grpc::Service {
   }
 
  private:
-  MeshServiceCore& core_;
+  cube3d::Service& service_;
   const GrpcOptions options_;
   const Count count_;
   JobService* const jobs_;
@@ -85,7 +87,10 @@ class MeshServiceImpl final : public grpc::Service {
   uint64_t next_place_ = 0;
 };
 
-// The call's context as the core takes it (deadline, authorization, traceparent).
+// A message's bytes in one piece (gRPC hands them over as slices).
+std::string flat_bytes(const grpc::ByteBuffer& buffer);
+
+// The call's context as the service takes it (deadline, authorization, traceparent).
 CallContext call_of(const grpc::CallbackServerContext& context);
 
 // Registers SubmitMeshJob, GetMeshJob and CancelMeshJob (grpc/job_methods.cpp).

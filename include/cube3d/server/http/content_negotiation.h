@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/server/http/http_message.h"
+#include "cube3d/server/httpd/http_message.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d::http {

@@ -14,16 +14,16 @@
 //
 // A job is visible only to the API key that submitted it: any other key gets 404, as for an
 // unknown id. These calls are not counted in cube3d_requests_total (a job's outcome is, by the
-// core); refusals of the HTTP layer itself are, as for generate.
+// service); refusals of the HTTP layer itself are, as for generate.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "cube3d/server/core/mesh_service_core.h"
-#include "cube3d/server/http/http_server.h"
+#include "cube3d/server/httpd/http_server.h"
 #include "cube3d/server/jobs/job_service.h"
+#include "cube3d/server/service/service.h"
 
 namespace cube3d::http {
 

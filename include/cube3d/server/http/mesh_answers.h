@@ -1,11 +1,7 @@
-// The HTTP front door's answers in JSON and as mesh files, shared by its routes (the mesh calls
-// in http_gateway.cpp, the jobs in job_routes.cpp): the error body with its status, the JSON
-// mapping of the API's messages, and a mesh response as its file (or a PNG picture of it) with
-// the headers that carry the rest.
+// The HTTP front door's mesh answers, shared by its routes (the mesh calls in http_gateway.cpp,
+// the jobs in job_routes.cpp): a mesh call's outcome as JSON (json_codec.h), as its file or as a
+// PNG picture of it, with the headers that carry the rest; errors as http_status.h writes them.
 #pragma once
-
-#include <google/protobuf/message.h>
-#include <grpcpp/support/status.h>
 
 #include <cstdint>
 #include <optional>
@@ -13,29 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "cube3d/server/core/mesh_service_core.h"
-#include "cube3d/server/http/http_message.h"
+#include "cube3d/server/httpd/http_message.h"
+#include "cube3d/server/service/service.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d::http {
 
-inline constexpr const char* kJsonType = "application/json";
 inline constexpr const char* kRequestIdHeader = "X-Request-Id";
-
-// The error body (http_status.h) with `http_status`; Retry-After when retry_after_seconds > 0,
-// WWW-Authenticate for UNAUTHENTICATED.
-Response error_response(int http_status, grpc::StatusCode code, const std::string& message,
-                        int64_t retry_after_seconds = 0);
-// A status from the core: its HTTP status and body; Retry-After `retry_after` for a full queue;
-// `trailers` as headers (they win).
-Response status_response(const grpc::Status& status, int64_t retry_after,
-                         const std::vector<std::pair<std::string, std::string>>& trailers);
-
-// Every field written, defaults included (HTTP clients have no generated defaults).
-std::string to_json(const google::protobuf::Message& message);
-// A GenerateMeshRequest in the JSON mapping; HttpError 400 naming what is wrong (unknown
-// fields included).
-v1::GenerateMeshRequest parse_request(const std::string& body);
 
 // "queue;dur=1.0, text;dur=..., total;dur=..." (ms).
 std::string server_timing(const v1::Timings& timings);

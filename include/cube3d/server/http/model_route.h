@@ -14,13 +14,13 @@
 
 #include <memory>
 
-#include "cube3d/server/core/mesh_service_core.h"
-#include "cube3d/server/http/http_server.h"
+#include "cube3d/server/httpd/http_server.h"
+#include "cube3d/server/service/service.h"
 
 namespace cube3d::http {
 
 inline constexpr const char* kModelPath = "/v1/model";
 
-void serve_model(const MeshServiceCore& core, const std::shared_ptr<Exchange>& ex);
+void serve_model(const Service& service, const std::shared_ptr<Exchange>& ex);
 
 }  // namespace cube3d::http

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/server/http/static_site.h"
+#include "cube3d/server/httpd/static_site.h"
 
 namespace cube3d::http {
 

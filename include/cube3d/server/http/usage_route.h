@@ -18,13 +18,13 @@
 
 #include <memory>
 
-#include "cube3d/server/core/mesh_service_core.h"
-#include "cube3d/server/http/http_server.h"
+#include "cube3d/server/httpd/http_server.h"
+#include "cube3d/server/service/service.h"
 
 namespace cube3d::http {
 
 inline constexpr const char* kUsagePath = "/v1/usage";
 
-void serve_usage(MeshServiceCore& core, const std::shared_ptr<Exchange>& ex);
+void serve_usage(Service& service, const std::shared_ptr<Exchange>& ex);
 
 }  // namespace cube3d::http

@@ -1,12 +1,16 @@
-// Jobs over the service core: SubmitMeshJob starts a request on the core exactly as
+// Jobs over the service: SubmitMeshJob starts a request on the service exactly as
 // GenerateMesh does (same admission, validation, limits, queue, fairness, cache and request
-// log) with the job store as its observer, so a client can go away and poll. What the core
+// log) with the job store as its observer, so a client can go away and poll. What the service
 // refuses at once (an invalid request, a full queue, a key over its limit) is the submit's own
 // answer, never a FAILED job. The front doors translate these calls; nothing here knows a
 // transport.
+//
+// With a shared store (jobs.store: redis) the job is written to Redis before its work starts
+// (a store that cannot be reached refuses the submit UNAVAILABLE: a job no other replica could
+// read is not made), and a job that another replica took over from a dead one runs here from
+// its stored request, as its key and end user (CallContext::resumed), without the key's request
+// and concurrency limits that it met at its submission.
 #pragma once
-
-#include <grpcpp/support/status.h>
 
 #include <chrono>
 #include <cstdint>
@@ -16,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "cube3d/server/core/mesh_service_core.h"
 #include "cube3d/server/jobs/job_store.h"
+#include "cube3d/server/service/service.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
@@ -29,32 +33,44 @@ struct JobServiceOptions {
 
 // A job, or why not; `trailers` as CallOutcome's ("retry-after" over a key's limit).
 struct JobAnswer {
-  grpc::Status status;
+  Status status;
   v1::MeshJob job;  // when status.ok()
   std::vector<std::pair<std::string, std::string>> trailers;
 };
 
 class JobService {
  public:
-  // Both must outlive the service.
-  JobService(MeshServiceCore& core, JobStore& store, JobServiceOptions options);
+  // Both must outlive the service. Registers itself with the store for takeovers.
+  JobService(Service& service, JobStore& store, JobServiceOptions options);
 
   // `call`: the submitting call's context (its deadline is not the job's: the job has
-  // jobs.deadline_ms). `done` runs once, on this thread (every submit answers at once).
-  JobAnswer submit(const v1::wire::GenerateMeshRequest& request, const CallContext& call);
+  // jobs.deadline_ms). `done` runs once: on this thread (memory store) or on the store's.
+  void submit(const v1::GenerateMeshRequest& request, const CallContext& call,
+              std::function<void(JobAnswer)> done);
   // The job for the caller that `authorization` names; with `wait`, when it ends or `wait`
   // passes (capped by jobs.max_wait_ms). `done` runs once, on this thread or later on the one
-  // that ends the job or the timer thread.
+  // that ends the job, the timer thread or the store's.
   void get(const std::string& id, const std::string& authorization, std::chrono::milliseconds wait,
            std::function<void(JobAnswer)> done);
-  JobAnswer cancel(const std::string& id, const std::string& authorization);
+  void cancel(const std::string& id, const std::string& authorization,
+              std::function<void(JobAnswer)> done);
+
+  // Draining: no more takeovers here (another replica takes them).
+  void set_draining(bool draining) { draining_ = draining; }
 
   JobStore& store() { return store_; }
 
  private:
-  MeshServiceCore& core_;
+  // Starts the job's work on the service; `answer` gets the submit's answer (a refusal at start,
+  // or the job as the store then has it). `resumed`: a takeover (no answer goes anywhere).
+  void start(const std::string& id, const std::string& owner, v1::GenerateMeshRequest request,
+             CallContext call, std::function<void(JobAnswer)> answer);
+  void take_over(TakenOverJob job);
+
+  Service& service_;
   JobStore& store_;
   const JobServiceOptions options_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace cube3d

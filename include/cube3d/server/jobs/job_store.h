@@ -1,122 +1,165 @@
 // The records of asynchronous mesh jobs (SubmitMeshJob, GetMeshJob, CancelMeshJob): game servers
 // cannot hold a request open for the seconds a mesh takes, so they submit a job, poll it
 // (optionally long-poll), fetch the result and may cancel it. Transport-neutral: the glue that
-// submits the work to the service core and the gRPC and HTTP endpoints live elsewhere; this is
-// the store they share.
+// submits the work to the service (job_service.h) and the gRPC and HTTP endpoints live
+// elsewhere; this is the store they share. Two stores implement it (jobs.store):
+//
+//   memory (memory_job_store.h, the default): in this process; each replica keeps its own jobs
+//     and a restart loses them.
+//   redis (redis_job_store.h): in a Redis that every replica shares; any replica answers any
+//     job, and a job whose replica dies is run again by another one (leases, takeovers).
 //
 // A job is QUEUED at create(), RUNNING once progress() reports a stage past STAGE_QUEUED, and
 // ends at finish() as SUCCEEDED, FAILED or CANCELLED. An ended job is kept for result_ttl_ms
 // (then NOT_FOUND "expired"); successful results count against max_result_bytes, beyond which
-// the least recently finished or fetched are evicted (NOT_FOUND "evicted"). Jobs live in memory
-// only: they do not survive a restart, and each replica keeps its own (ids carry the run's tag,
-// so that a job of another run gets a NOT_FOUND that says so).
+// the owner holding the most result bytes gives up its least recently finished or fetched one
+// (NOT_FOUND "evicted"), and records count against max_jobs, beyond which the owner holding the
+// most records gives up its oldest ended one: one key's traffic never evicts another key's jobs
+// while that key holds no more than the others (its share). A job is visible only to its owner
+// (an API key's name): another owner's job reads as an unknown id.
 //
-// Every method may be called from any thread. The callbacks (get's `done`, the canceller, the
-// counts observer) never run under the store's lock, so they may call back into the store. The
-// store has no thread of its own: long-poll timeouts and result expiry run on the TimerQueue's
-// thread, which must outlive the store.
+// Every method may be called from any thread and none waits: answers come by callback, on the
+// calling thread or later on the store's (the timer queue's, or the Redis client's). Callbacks
+// never run under a store's lock, so they may call back into the store.
 #pragma once
-
-#include <grpcpp/support/status.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 
+#include "cube3d/core/status.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
 
-class TimerQueue;
+// What the stores' log lines start with.
+inline constexpr std::string_view kJobStoreLogName = "job store";
 
 struct JobStoreOptions {
   // How long an ended job is kept (jobs.result_ttl_s, in milliseconds so that tests can use a
   // few of them).
   int64_t result_ttl_ms = 600'000;
-  // The results of SUCCEEDED jobs held, by ByteSizeLong(); beyond it the least recently finished
-  // or fetched are evicted.
+  // The results of SUCCEEDED jobs held, by ByteSizeLong(); beyond it the owner holding the most
+  // gives up its least recently finished or fetched result.
   int64_t max_result_bytes = int64_t{256} << 20;
   int64_t max_jobs_per_key = 64;  // open (QUEUED or RUNNING) jobs per owner
-  // Records of all kinds. At the limit create() evicts the oldest finished job, and refuses when
-  // every record is open.
+  // Records of all kinds. At the limit create() evicts the oldest ended job of the owner holding
+  // the most records, and refuses when every record is open.
   int64_t max_jobs = 100'000;
   int64_t max_wait_ms = 30'000;   // long-poll cap
   int64_t poll_after_ms = 1'000;  // the hint in QUEUED and RUNNING answers
   // Expired and evicted jobs remembered (id, owner, why, when) so that their NOT_FOUND says why;
-  // beyond it the oldest are forgotten and answer as unknown.
+  // beyond it the oldest are forgotten and answer as unknown (the Redis store keeps each for
+  // result_ttl_ms instead).
   int64_t max_tombstones = 65'536;
+};
+
+// A job to keep: its owner and request id, and what another replica needs to run it again.
+struct NewJob {
+  std::string owner;       // an API key's name; "" when the server has no keys
+  std::string request_id;  // fixed at submission
+  // The request as submitted (request_id set) and the end user's pseudonym ("" for none): the
+  // Redis store keeps both, so that a job whose replica died can be run again from them.
+  v1::GenerateMeshRequest request;
+  std::string end_user;
+};
+
+// A job this replica runs again because the replica that ran it stopped renewing its lease.
+struct TakenOverJob {
+  std::string id;
+  NewJob job;
+  int64_t takeover = 0;  // 1 for the first takeover
 };
 
 class JobStore {
  public:
-  // Throws invalid_argument for an option out of range (negative, or no room for one job).
-  JobStore(JobStoreOptions options, TimerQueue& timers);
-  // Answers pending long-polls (UNAVAILABLE "the server is shutting down"), cancels the store's
-  // timers and waits for a timer action already past its start (one answering a long-poll), so
-  // that no callback of the store runs after it returns. Does not run cancellers: the work's
-  // owner stops the work. No other method may be called during or after it.
-  ~JobStore();
-  JobStore(const JobStore&) = delete;
-  JobStore& operator=(const JobStore&) = delete;
-
-  // A new QUEUED record for `owner` (an API key's name; "" when the server has no keys). Throws
-  // resource_exhausted naming jobs.max_jobs_per_key or jobs.max_jobs when over. Returns the id:
-  // 40 lowercase hex digits, the run's tag (8) then 128 random bits from getrandom(2).
-  std::string create(const std::string& owner, const std::string& request_id);
-  // How to cancel the job's work. When cancel() came before it, it runs at once (in this call,
-  // without the lock); for a job that has ended or is unknown it is dropped.
-  void set_canceller(const std::string& id, std::function<void()> cancel);
-  // The last progress seen; QUEUED -> RUNNING once the stage is past STAGE_QUEUED. Ignored once
-  // the job has ended.
-  void progress(const std::string& id, const v1::Progress& progress);
-  // The outcome: OK -> SUCCEEDED with the response; CANCELLED -> CANCELLED; anything else ->
-  // FAILED; the last two with JobError{code, status name, message}. Starts the TTL, answers the
-  // job's long-polls, evicts to stay within max_result_bytes. The first finish wins: a later one
-  // (work that ended as it was cancelled) is ignored.
-  void finish(const std::string& id, const grpc::Status& status, v1::GenerateMeshResponse response);
-  // The submit was refused synchronously (invalid request, queue full): the record goes, as if
-  // it had never been made.
-  void discard(const std::string& id);
-
   // The job, or INVALID_ARGUMENT (an id that is not 40 lowercase hex digits), NOT_FOUND (with a
   // message that says why: unknown, another owner's, expired, evicted, of another server run)
-  // or UNAVAILABLE (the store is shutting down).
-  using Answer = std::variant<v1::MeshJob, grpc::Status>;
-
-  // Answers at once, on the calling thread, when the job has ended, or `wait` is 0, or the job
-  // cannot be found; else when it ends (on the thread that calls finish()) or when `wait`, capped
-  // by max_wait_ms, passes (on the TimerQueue's thread). `done` runs exactly once, never under the
-  // store's lock.
-  void get(const std::string& id, const std::string& owner, std::chrono::milliseconds wait,
-           std::function<void(Answer)> done);
-  // An open job: runs its canceller (without the lock: the canceller may call finish()
-  // re-entrantly) and answers the job as it then is (CANCELLED when the canceller finished it
-  // synchronously, else still QUEUED or RUNNING). An ended job is answered unchanged.
-  Answer cancel(const std::string& id, const std::string& owner);
-
-  // Draining: every pending long-poll answers now with its job as it is, and later ones answer
-  // at once (gRPC's shutdown waits for every call, a long-poll included). Jobs still end and
-  // can still be read.
-  void end_long_polls();
+  // or UNAVAILABLE (the store is shutting down, or cannot be reached).
+  using Answer = std::variant<v1::MeshJob, Status>;
+  // The new job's id (40 lowercase hex digits), or why not: RESOURCE_EXHAUSTED naming
+  // jobs.max_jobs_per_key or jobs.max_jobs, UNAVAILABLE (shutting down, or the store cannot be
+  // reached: a job nobody else could read is not made).
+  using Created = std::variant<std::string, Status>;
 
   struct Counts {
     int64_t queued = 0, running = 0, succeeded = 0, failed = 0, cancelled = 0;
     int64_t result_bytes = 0;  // of the SUCCEEDED results held
   };
-  Counts counts() const;
-  // Observer for metrics (gauges by state): called now and after each change, without the
-  // store's lock, one call at a time, each with the counts as they are when it runs (so the last
-  // call always tells the latest counts). It may read the store but must not change it.
-  void on_counts(std::function<void(const Counts&)> observer);
 
- private:
-  class State;
-  // Shared with the timer actions, which hold it weakly: an action that runs after the store is
-  // gone finds nothing to do.
-  std::shared_ptr<State> state_;
+  virtual ~JobStore() = default;
+
+  // A new QUEUED record; `done` runs once (inline, or on the store's thread).
+  virtual void create(NewJob job, std::function<void(Created)> done) = 0;
+  // How to cancel the job's work on this replica. When a cancel came before it, it runs at once
+  // (in this call, without the lock); for a job that has ended or is unknown it is dropped.
+  virtual void set_canceller(const std::string& id, std::function<void()> cancel) = 0;
+  // The last progress seen; QUEUED -> RUNNING once the stage is past STAGE_QUEUED. Ignored once
+  // the job has ended.
+  virtual void progress(const std::string& id, const v1::Progress& progress) = 0;
+  // The outcome: OK -> SUCCEEDED with the response; CANCELLED -> CANCELLED; anything else ->
+  // FAILED; the last two with JobError{code, status name, message}. Starts the TTL, answers the
+  // job's long-polls, evicts to stay within max_result_bytes. The first finish wins: a later one
+  // (work that ended as it was cancelled) is ignored.
+  virtual void finish(const std::string& id, const Status& status,
+                      v1::GenerateMeshResponse response) = 0;
+  // The submit was refused synchronously (invalid request, queue full): the record goes, as if
+  // it had never been made.
+  virtual void discard(const std::string& id) = 0;
+
+  // Answers at once when the job has ended, or `wait` is 0, or the job cannot be found; else
+  // when it ends or when `wait`, capped by max_wait_ms, passes. `done` runs exactly once, never
+  // under the store's lock.
+  virtual void get(const std::string& id, const std::string& owner, std::chrono::milliseconds wait,
+                   std::function<void(Answer)> done) = 0;
+  // An open job: its work is cancelled (on whichever replica runs it) and the job is answered as
+  // it then is (CANCELLED when the work ended at once, else still QUEUED or RUNNING). An ended
+  // job is answered unchanged.
+  virtual void cancel(const std::string& id, const std::string& owner,
+                      std::function<void(Answer)> done) = 0;
+
+  // Draining: every pending long-poll answers now with its job as it is, and later ones answer
+  // at once (gRPC's shutdown waits for every call, a long-poll included). Jobs still end and
+  // can still be read.
+  virtual void end_long_polls() = 0;
+
+  // The jobs by state (the memory store's own; the Redis store's: all replicas' together).
+  virtual Counts counts() const = 0;
+  // Observer for metrics (gauges by state): called now and after each change, without the
+  // store's lock, one call at a time, each with the counts as they are when it runs. It may read
+  // the store but must not change it.
+  virtual void on_counts(std::function<void(const Counts&)> observer) = 0;
+
+  // Shared stores: `run` gets each job this replica takes over (on the store's thread), while
+  // `can_run` says that this replica takes work (loaded, not draining). The memory store never
+  // calls either.
+  virtual void on_takeover(std::function<void(TakenOverJob)> run, std::function<bool()> can_run) {
+    (void)run;
+    (void)can_run;
+  }
+  // Whether the store can take jobs now: OK, or UNAVAILABLE saying why (readiness).
+  virtual Status health() const { return {}; }
 };
+
+// Throws naming the `jobs.` key of the first limit out of its range (the limits both stores
+// share; max_tombstones is the memory store's own).
+void validate_job_limits(const JobStoreOptions& limits);
+
+// Ids: 40 lowercase hex digits, a tag (8: the server run that made it) then 128 random bits
+// from getrandom(2) (an id must not be guessable from others, since on a server without API keys
+// the id is all that keeps one client from another's job).
+std::string make_job_id(const std::string& tag);
+std::string make_job_tag();  // 8 random lowercase hex digits
+bool valid_job_id(const std::string& id);
+Status invalid_job_id(const std::string& id);
+
+// Why an ended job is no longer kept, and the NOT_FOUND its owner gets then (naming the config
+// key that made it go, and when the job ended).
+enum class JobGone { kExpired, kEvictedBytes, kEvictedJobs };
+Status job_gone(const std::string& id, int64_t finished_unix_ms, JobGone why,
+                int64_t result_ttl_ms);
 
 }  // namespace cube3d

@@ -38,6 +38,10 @@ class Metrics {
   void observe_request_seconds(double seconds);
   void observe_queue_seconds(double seconds);
   void observe_mesh_seconds(double seconds);
+  // A decoded request's wait for a mesh thread (cube3d_mesh_wait_seconds); a mesh over the
+  // mesh stage's budget (cube3d_mesh_budget_exceeded_total).
+  void observe_mesh_wait_seconds(double seconds);
+  void mesh_budget_exceeded();
   // Requests past the queue (text encoding, decoding, meshing) and those waiting for a batch.
   void request_running(int64_t delta);
   void set_queue_depth(int64_t depth);
@@ -69,6 +73,22 @@ class Metrics {
   void cache_eviction(const std::string& tier);
   void cache_corrupt_entry();
   void cache_write_dropped();
+  // cube3d_cache_disk_tier_up: 1 when cache.dir's disk tier works, 0 when it is configured but
+  // unusable (the memory tier serves alone).
+  void set_cache_disk_tier(bool up);
+
+  // Redis (redis.url: the shared job store and cache tier): each pipeline of commands by its
+  // first command's name and outcome (ok: answered; error: timed out, refused, connection lost)
+  // and its time (queued included), and whether Redis can be reached now.
+  void redis_call(const std::string& command, double seconds, bool ok);
+  void set_redis_up(bool up);
+  // The shared cache tier's lookups (hit, miss, corrupt, error), and lookups that waited for
+  // another replica's computation of the same key, by how they ended (hit, miss).
+  void cache_redis_lookup(const std::string& result);
+  void cache_redis_wait(bool hit);
+  // Lapsed job leases handled by this replica: rerun (taken over), failed (past
+  // jobs.max_takeovers), cancelled (a cancel came first).
+  void job_takeover(const std::string& outcome);
 
   // A device fault (core/device_fault.h): the server stops serving and exits for a restart.
   void device_fault();
@@ -97,8 +117,11 @@ class Metrics {
   void key_prompt_refused(const std::string& key);
   KeyUsage key_usage(const std::string& key) const;
 
-  // The Prometheus text exposition of the registry (what a scrape gets).
-  std::string exposition() const;
+  // The Prometheus text exposition of the registry (what a scrape gets). Without `per_key`, the
+  // families with a "key" label (API key names and what each key did) are left out: what the
+  // API port's anonymous /metrics serves, so that no key's name or traffic reaches a stranger;
+  // the metrics listener (for Prometheus) serves everything.
+  std::string exposition(bool per_key = true) const;
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
@@ -108,6 +131,8 @@ class Metrics {
   prometheus::Histogram* request_duration_;
   prometheus::Histogram* queue_duration_;
   prometheus::Histogram* mesh_duration_;
+  prometheus::Histogram* mesh_wait_;
+  prometheus::Counter* mesh_budget_exceeded_;
   prometheus::Gauge* running_;
   prometheus::Gauge* queue_depth_;
   std::map<int64_t, prometheus::Histogram*> batch_size_by_bucket_;
@@ -128,7 +153,15 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* cache_evictions_;
   prometheus::Counter* cache_corrupt_;
   prometheus::Counter* cache_writes_dropped_;
+  prometheus::Gauge* cache_disk_tier_up_;
   prometheus::Counter* device_faults_;
+  prometheus::Family<prometheus::Counter>* redis_calls_;
+  prometheus::Family<prometheus::Histogram>* redis_seconds_;
+  std::map<std::string, prometheus::Histogram*> redis_seconds_by_command_;  // mutex_
+  prometheus::Gauge* redis_up_;
+  prometheus::Family<prometheus::Counter>* cache_redis_lookups_;
+  prometheus::Family<prometheus::Counter>* cache_redis_waits_;
+  prometheus::Family<prometheus::Counter>* job_takeovers_;
   prometheus::Family<prometheus::Gauge>* jobs_;
   prometheus::Gauge* job_result_bytes_;
   prometheus::Family<prometheus::Counter>* jobs_submitted_;

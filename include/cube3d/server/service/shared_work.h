@@ -1,0 +1,61 @@
+// One computation (a scheduler Task) on behalf of one or more identical calls: the result cache
+// coalesces identical requests in flight into one. Every member keeps its own deadline and
+// cancellation; the job runs until its last member leaves (then it is cancelled) and lives as
+// long as the latest member's deadline. The job's progress and outcome go to every member that
+// is still in when they come.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "cube3d/scheduler/task.h"
+
+namespace cube3d {
+
+class SharedWork : public std::enable_shared_from_this<SharedWork> {
+ public:
+  struct Member {
+    std::function<void(const TaskProgress&)> progress;
+    std::function<void(const TaskResult*, const Error*)> done;
+  };
+  using MemberId = uint64_t;
+
+  // `on_outcome` runs once, before the members hear of the outcome (the core stores a result
+  // in the cache there, and forgets the work, so that a later identical call finds the entry).
+  static std::shared_ptr<SharedWork> make(
+      TaskRequest request, SteadyClock::time_point deadline,
+      std::function<void(SharedWork&, const TaskResult*, const Error*)> on_outcome);
+
+  // The job to hand to the scheduler.
+  const std::shared_ptr<Task>& job() const { return job_; }
+
+  // A member in, or nullopt once the work has ended or been cancelled (the caller then looks
+  // in the cache again or starts a work of its own). Its deadline moves the job's out.
+  std::optional<MemberId> join(Member member, SteadyClock::time_point deadline);
+  // A member out (cancelled, timed out); the last one out cancels the job. Idempotent.
+  void leave(MemberId id);
+  // The job could not be queued: every member gets `error`.
+  void fail(const Error& error) { job_->fail(error); }
+
+  int64_t members() const;
+  // Whether its outcome has come, or its job was cancelled: nobody can join it any more.
+  bool ended() const;
+
+ private:
+  SharedWork() = default;
+  void on_progress(const TaskProgress& progress);
+  void on_done(const TaskResult* result, const Error* error);
+
+  std::shared_ptr<Task> job_;
+  std::function<void(SharedWork&, const TaskResult*, const Error*)> on_outcome_;
+  mutable std::mutex mutex_;
+  std::map<MemberId, Member> members_;
+  MemberId next_id_ = 0;
+  bool ended_ = false;
+};
+
+}  // namespace cube3d

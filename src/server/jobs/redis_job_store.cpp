@@ -1,0 +1,1133 @@
+#include "cube3d/server/jobs/redis_job_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "cube3d/core/error.h"
+#include "cube3d/core/guarded_call.h"
+#include "cube3d/core/printable.h"
+
+namespace cube3d {
+namespace {
+
+using StoreClock = TimerQueue::Clock;
+using Replies = std::vector<RedisReply>;
+
+// What every script shares: the key prefix in ARGV[1], Redis' clock, the counts, and how an
+// ended job goes (drop), how a job ends (end_job) and the evictions and expiry of job_store.h.
+constexpr const char* kPrelude = R"(
+  local P = ARGV[1]
+  local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local function incr(hash, field, by)
+  local v = redis.call('HINCRBY', hash, field, by)
+  if v <= 0 and hash ~= P .. 'counts' then redis.call('HDEL', hash, field) end
+  return v
+  end
+  local count_of = {QUEUED = 'queued', RUNNING = 'running', SUCCEEDED = 'succeeded',
+                  FAILED = 'failed', CANCELLED = 'cancelled'}
+  local function is_open(state) return state == 'QUEUED' or state == 'RUNNING' end
+  local function drop(id, why, tomb_ms)
+  local key = P .. 'job:' .. id
+  local j = redis.call('HMGET', key, 'owner', 'state', 'finished', 'result_bytes')
+  redis.call('ZREM', P .. 'ended', id)
+  if not j[1] then return end
+  local owner, state = j[1], j[2]
+  local bytes = tonumber(j[4] or '0') or 0
+  incr(P .. 'counts', count_of[state], -1)
+  incr(P .. 'counts', 'records', -1)
+  incr(P .. 'owner-records', owner, -1)
+  if is_open(state) then
+    incr(P .. 'owner-open', owner, -1)
+    redis.call('ZREM', P .. 'open', id)
+  end
+  if bytes > 0 then
+    incr(P .. 'counts', 'result_bytes', -bytes)
+    incr(P .. 'owner-bytes', owner, -bytes)
+    redis.call('ZREM', P .. 'owner-lru:' .. owner, id)
+  end
+  redis.call('ZREM', P .. 'owner-ended:' .. owner, id)
+  redis.call('DEL', key, P .. 'result:' .. id)
+  if why ~= '' then
+    redis.call('HSET', P .. 'tomb:' .. id, 'owner', owner, 'why', why, 'finished', j[3] or '0')
+    redis.call('PEXPIRE', P .. 'tomb:' .. id, tomb_ms)
+  end
+  redis.call('PUBLISH', P .. 'job-ended', id)
+  end
+  local function largest_holder(hash, evictable)
+  local all = redis.call('HGETALL', hash)
+  local best, most = nil, -1
+  for i = 1, #all, 2 do
+    local n = tonumber(all[i + 1])
+    if n > most and redis.call('ZCARD', evictable .. all[i]) > 0 then best, most = all[i], n end
+  end
+  return best
+  end
+  local function evict_bytes(max_bytes, tomb_ms)
+  while tonumber(redis.call('HGET', P .. 'counts', 'result_bytes') or '0') > max_bytes do
+    local owner = largest_holder(P .. 'owner-bytes', P .. 'owner-lru:')
+    if not owner then return end
+    drop(redis.call('ZRANGE', P .. 'owner-lru:' .. owner, 0, 0)[1], 'bytes', tomb_ms)
+  end
+  end
+  local function expire_due(now, tomb_ms, limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. 'ended', '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do drop(id, 'expired', tomb_ms) end
+  return #due
+  end
+  local function end_job(id, owner, old_state, state, code, status, message, payload, now, ttl_ms,
+                       max_bytes, tomb_ms)
+  local key = P .. 'job:' .. id
+  incr(P .. 'counts', count_of[old_state], -1)
+  incr(P .. 'counts', count_of[state], 1)
+  incr(P .. 'owner-open', owner, -1)
+  redis.call('ZREM', P .. 'open', id)
+  redis.call('HSET', key, 'state', state, 'finished', now, 'code', code, 'status', status,
+             'message', message, 'holder', '')
+  local seq = redis.call('INCR', P .. 'seq')
+  redis.call('ZADD', P .. 'ended', now + ttl_ms, id)
+  redis.call('ZADD', P .. 'owner-ended:' .. owner, seq, id)
+  if state == 'SUCCEEDED' then
+    local bytes = string.len(payload)
+    redis.call('SET', P .. 'result:' .. id, payload)
+    redis.call('HSET', key, 'result_bytes', bytes)
+    incr(P .. 'counts', 'result_bytes', bytes)
+    incr(P .. 'owner-bytes', owner, bytes)
+    redis.call('ZADD', P .. 'owner-lru:' .. owner, seq, id)
+    if bytes > max_bytes then
+      -- Could never be held, however much else went: evicted at once (job_store.h).
+      drop(id, 'bytes', tomb_ms)
+      return
+    end
+    evict_bytes(max_bytes, tomb_ms)
+  end
+  redis.call('PUBLISH', P .. 'job-ended', id)
+  end
+)";
+
+// ARGV: P id owner request_id request end_user replica lease_ms max_per_key max_jobs tomb_ms
+constexpr const char* kCreate = R"(
+  local now = now_ms()
+  local tomb_ms = tonumber(ARGV[11])
+  expire_due(now, tomb_ms, 100)
+  local id, owner = ARGV[2], ARGV[3]
+  local open = tonumber(redis.call('HGET', P .. 'owner-open', owner) or '0')
+  if open >= tonumber(ARGV[9]) then return {'per_key', open} end
+  while tonumber(redis.call('HGET', P .. 'counts', 'records') or '0') >= tonumber(ARGV[10]) do
+  local holder = largest_holder(P .. 'owner-records', P .. 'owner-ended:')
+  if not holder then
+    return {'max_jobs', tonumber(redis.call('HGET', P .. 'counts', 'records') or '0')}
+  end
+  drop(redis.call('ZRANGE', P .. 'owner-ended:' .. holder, 0, 0)[1], 'jobs', tomb_ms)
+  end
+  if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {'exists', 0} end
+  local lease = now + tonumber(ARGV[8])
+  redis.call('HSET', P .. 'job:' .. id, 'owner', owner, 'request_id', ARGV[4], 'request', ARGV[5],
+           'end_user', ARGV[6], 'state', 'QUEUED', 'created', now, 'holder', ARGV[7],
+           'lease', lease, 'takeovers', 0, 'cancel', 0, 'progress', '')
+  redis.call('ZADD', P .. 'open', lease, id)
+  incr(P .. 'counts', 'queued', 1)
+  incr(P .. 'counts', 'records', 1)
+  incr(P .. 'owner-open', owner, 1)
+  incr(P .. 'owner-records', owner, 1)
+  return {'ok', now}
+)";
+
+// ARGV: P id replica progress running
+constexpr const char* kProgress = R"(
+  local key = P .. 'job:' .. ARGV[2]
+  local j = redis.call('HMGET', key, 'state', 'holder')
+  if not j[1] or not is_open(j[1]) or j[2] ~= ARGV[3] then return 0 end
+  redis.call('HSET', key, 'progress', ARGV[4])
+  if j[1] == 'QUEUED' and ARGV[5] == '1' then
+  redis.call('HSET', key, 'state', 'RUNNING')
+  incr(P .. 'counts', 'queued', -1)
+  incr(P .. 'counts', 'running', 1)
+  end
+  return 1
+)";
+
+// ARGV: P id replica state code status message payload ttl_ms max_bytes tomb_ms
+constexpr const char* kFinish = R"(
+  local key = P .. 'job:' .. ARGV[2]
+  local j = redis.call('HMGET', key, 'owner', 'state', 'holder')
+  if not j[1] then return 'gone' end
+  if not is_open(j[2]) then return 'ended' end
+  if j[3] ~= ARGV[3] then return 'not_holder' end
+  end_job(ARGV[2], j[1], j[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], now_ms(),
+        tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))
+  return 'ok'
+)";
+
+// ARGV: P id (a submit refused at once: the record goes without a trace)
+constexpr const char* kDiscard = R"(
+  local state = redis.call('HGET', P .. 'job:' .. ARGV[2], 'state')
+  if state and is_open(state) then drop(ARGV[2], '', 0) end
+  return 1
+)";
+
+// ARGV: P id owner touch tomb_ms
+constexpr const char* kGet = R"(
+  local id, owner = ARGV[2], ARGV[3]
+  local key = P .. 'job:' .. id
+  local j = redis.call('HMGET', key, 'owner', 'state', 'progress', 'request_id', 'created',
+                     'finished', 'code', 'status', 'message', 'takeovers')
+  if not j[1] or j[1] ~= owner then
+  local t = redis.call('HMGET', P .. 'tomb:' .. id, 'owner', 'why', 'finished')
+  if t[1] and t[1] == owner then return {'gone', t[2], t[3]} end
+  return {'unknown'}
+  end
+  local expires = redis.call('ZSCORE', P .. 'ended', id) or '0'
+  if not is_open(j[2]) and tonumber(expires) <= now_ms() then
+  drop(id, 'expired', tonumber(ARGV[5]))
+  return {'gone', 'expired', j[6]}
+  end
+  local result = ''
+  if j[2] == 'SUCCEEDED' then
+  result = redis.call('GET', P .. 'result:' .. id) or ''
+  if ARGV[4] == '1' then
+    redis.call('ZADD', P .. 'owner-lru:' .. owner, 'XX', redis.call('INCR', P .. 'seq'), id)
+  end
+  end
+  return {'job', j[2], j[3] or '', j[4] or '', j[5] or '0', j[6] or '0', j[7] or '0', j[8] or '',
+        j[9] or '', j[10] or '0', expires, result}
+)";
+
+// ARGV: P id owner
+constexpr const char* kCancel = R"(
+  local key = P .. 'job:' .. ARGV[2]
+  local j = redis.call('HMGET', key, 'owner', 'state')
+  if j[1] and j[1] == ARGV[3] and is_open(j[2]) then
+  redis.call('HSET', key, 'cancel', 1)
+  redis.call('PUBLISH', P .. 'job-cancel', ARGV[2])
+  return 1
+  end
+  return 0
+)";
+
+// ARGV: P replica lease_ms id... -> the ids no longer ours, and 'cancel:<id>' for ours whose
+// cancel flag is set (a message missed while the subscriber was away)
+constexpr const char* kRenew = R"(
+  local lease = now_ms() + tonumber(ARGV[3])
+  local out = {}
+  for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = P .. 'job:' .. id
+  local j = redis.call('HMGET', key, 'state', 'holder', 'cancel')
+  if j[1] and is_open(j[1]) and j[2] == ARGV[2] then
+    redis.call('HSET', key, 'lease', lease)
+    redis.call('ZADD', P .. 'open', lease, id)
+    if j[3] == '1' then table.insert(out, 'cancel:' .. id) end
+  else
+    table.insert(out, id)
+  end
+  end
+  return out
+)";
+
+// ARGV: P replica lease_ms max_takeovers ttl_ms max_bytes tomb_ms limit
+// -> {{id, owner, request, request_id, end_user, takeover}...}, failed, cancelled
+constexpr const char* kClaim = R"(
+  local now = now_ms()
+  local due = redis.call('ZRANGEBYSCORE', P .. 'open', '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))
+  local taken, failed, cancelled = {}, 0, 0
+  for _, id in ipairs(due) do
+  local key = P .. 'job:' .. id
+  local j = redis.call('HMGET', key, 'owner', 'state', 'lease', 'takeovers', 'cancel', 'request',
+                       'request_id', 'end_user')
+  if not j[1] or not is_open(j[2]) then
+    redis.call('ZREM', P .. 'open', id)
+  elseif tonumber(j[3]) > now then
+    redis.call('ZADD', P .. 'open', j[3], id)
+  elseif j[5] == '1' then
+    end_job(id, j[1], j[2], 'CANCELLED', 1, 'CANCELLED',
+            'cancelled by CancelMeshJob (the replica running it stopped before it ended)', '',
+            now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+    cancelled = cancelled + 1
+  elseif tonumber(j[4]) >= tonumber(ARGV[4]) then
+    end_job(id, j[1], j[2], 'FAILED', 14, 'UNAVAILABLE',
+            'the replica running job ' .. id .. ' stopped renewing its lease, and the job was ' ..
+            'already run again ' .. j[4] .. ' times (jobs.max_takeovers); submit it again',
+            '', now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+    failed = failed + 1
+  else
+    local takeover = tonumber(j[4]) + 1
+    local lease = now + tonumber(ARGV[3])
+    redis.call('HSET', key, 'holder', ARGV[2], 'lease', lease, 'takeovers', takeover,
+               'progress', '')
+    if j[2] == 'RUNNING' then
+      redis.call('HSET', key, 'state', 'QUEUED')
+      incr(P .. 'counts', 'running', -1)
+      incr(P .. 'counts', 'queued', 1)
+    end
+    redis.call('ZADD', P .. 'open', lease, id)
+    table.insert(taken, {id, j[1], j[6] or '', j[7] or '', j[8] or '', takeover})
+  end
+  end
+  return {taken, failed, cancelled}
+)";
+
+// ARGV: P replica id... (handed back: another replica takes them over at its next renewal)
+constexpr const char* kRelease = R"(
+  for i = 3, #ARGV do
+  local key = P .. 'job:' .. ARGV[i]
+  local j = redis.call('HMGET', key, 'state', 'holder')
+  if j[1] and is_open(j[1]) and j[2] == ARGV[2] then
+    redis.call('HSET', key, 'lease', 0, 'holder', '')
+    redis.call('ZADD', P .. 'open', 0, ARGV[i])
+  end
+  end
+  return 1
+)";
+
+// ARGV: P tomb_ms limit
+constexpr const char* kSweep = R"(
+  return expire_due(now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3]))
+)";
+
+std::string script(const char* body) { return std::string(kPrelude) + body; }
+
+Status store_shutting_down() { return {ErrorCode::kUnavailable, "the server is shutting down"}; }
+
+const char* state_name(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return "SUCCEEDED";
+    case v1::JOB_STATE_CANCELLED:
+      return "CANCELLED";
+    default:
+      return "FAILED";
+  }
+}
+
+v1::JobState state_of(const std::string& name) {
+  if (name == "QUEUED") return v1::JOB_STATE_QUEUED;
+  if (name == "RUNNING") return v1::JOB_STATE_RUNNING;
+  if (name == "SUCCEEDED") return v1::JOB_STATE_SUCCEEDED;
+  if (name == "CANCELLED") return v1::JOB_STATE_CANCELLED;
+  return v1::JOB_STATE_FAILED;
+}
+
+bool is_open_state(v1::JobState state) {
+  return state == v1::JOB_STATE_QUEUED || state == v1::JOB_STATE_RUNNING;
+}
+
+// A script's reply, or why none: a failed call (UNAVAILABLE, said as the store's) or an error
+// reply (a bug of ours, or a Redis that refuses scripts: INTERNAL, logged).
+std::variant<RedisReply, Status> reply_of(RedisClient::Result result, const char* what) {
+  if (auto* status = std::get_if<Status>(&result)) {
+    return Status(ErrorCode::kUnavailable,
+                  std::string("jobs.store redis: ") + what + ": " + status->message());
+  }
+  RedisReply reply = std::move(std::get<Replies>(result).front());
+  if (reply.error()) {
+    spdlog::error("jobs.store redis: {}: {}", what, reply.text);
+    return Status(ErrorCode::kInternal,
+                  std::string("jobs.store redis: ") + what + " failed: " + reply.text);
+  }
+  return reply;
+}
+
+}  // namespace
+
+class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::State> {
+ public:
+  State(RedisClient& client, RedisSubscriber& subscriber, TimerQueue& timers,
+        RedisJobStoreOptions options, RedisJobStoreObserver observer)
+      : client_(client),
+        subscriber_(subscriber),
+        timers_(timers),
+        options_(checked(std::move(options))),
+        observer_(std::move(observer)),
+        tag_(make_job_tag()),
+        replica_(options_.replica.empty() ? make_job_tag() + make_job_tag() : options_.replica),
+        tomb_ms_(std::to_string(std::max<int64_t>(options_.limits.result_ttl_ms, 60'000))) {}
+
+  void start();
+  void close();
+
+  void create(NewJob job, std::function<void(Created)> done);
+  void set_canceller(const std::string& id, std::function<void()> cancel);
+  void progress(const std::string& id, const v1::Progress& progress);
+  void finish(const std::string& id, const Status& status, v1::GenerateMeshResponse response);
+  void discard(const std::string& id);
+  void get(const std::string& id, const std::string& owner, std::chrono::milliseconds wait,
+           std::function<void(Answer)> done);
+  void cancel(const std::string& id, const std::string& owner, std::function<void(Answer)> done);
+  void end_long_polls();
+  Counts counts() const {
+    const std::lock_guard lock(mutex_);
+    return counts_;
+  }
+  void on_counts(std::function<void(const Counts&)> observer);
+  void on_takeover(std::function<void(TakenOverJob)> run, std::function<bool()> can_run) {
+    const std::lock_guard lock(mutex_);
+    run_ = std::move(run);
+    can_run_ = std::move(can_run);
+  }
+  Status health() const;
+  const std::string& replica() const { return replica_; }
+  void stop_renewing() {
+    const std::lock_guard lock(mutex_);
+    renewing_ = false;
+  }
+
+ private:
+  // A job this replica runs.
+  struct Held {
+    std::function<void()> canceller;
+    bool cancel_requested = false;
+  };
+  // A finish that Redis did not take (unreachable): retried at each tick until `give_up`.
+  struct PendingFinish {
+    Status status;
+    std::shared_ptr<const v1::GenerateMeshResponse> response;
+    StoreClock::time_point give_up;
+  };
+  struct Waiter {
+    std::string owner;
+    std::function<void(Answer)> done;
+    TimerQueue::Timer timer;
+  };
+
+  static RedisJobStoreOptions checked(RedisJobStoreOptions options);
+  void run_script(const char* body, std::vector<std::string> args, uint64_t lane,
+                  std::function<void(RedisClient::Result)> then);
+  // The job as its owner reads it (touch: a fetch, most recently used), on the id's lane.
+  void read(const std::string& id, const std::string& owner, bool touch,
+            std::function<void(Answer)> then);
+  Answer answer_of(const std::string& id, std::variant<RedisReply, Status> reply) const;
+  void write_finish(const std::string& id, PendingFinish finish);
+  // Long-polls of `id` re-read their job; those whose job ended (or went) are answered.
+  void recheck(const std::string& id);
+  void waiter_due(const std::string& id, uint64_t seq);
+  void answer_waiter(const std::string& id, uint64_t seq, Answer answer);
+  void heard_cancel(const std::string& id);
+  // Runs a canceller taken from held_ (marked in running_cancellers_ under the same lock), then
+  // what waited for it to return.
+  void run_canceller(const std::string& id, std::function<void()>& canceller);
+  void arm_tick();
+  void tick();
+  void after_tick(RedisClient::Result result, bool claimed);
+  void publish_counts(const RedisReply& hash);
+  bool enter();
+  void leave();
+
+  RedisClient& client_;
+  RedisSubscriber& subscriber_;
+  TimerQueue& timers_;
+  const RedisJobStoreOptions options_;
+  const RedisJobStoreObserver observer_;
+  const std::string tag_;
+  const std::string replica_;
+  const std::string tomb_ms_;
+  const std::string ended_channel_ = options_.key_prefix + "job-ended";
+  const std::string cancel_channel_ = options_.key_prefix + "job-cancel";
+
+  mutable std::mutex mutex_;
+  std::condition_variable idle_;
+  bool closed_ = false;
+  bool no_waiting_ = false;  // end_long_polls()
+  bool renewing_ = true;     // false: stop_renewing_for_testing()
+  int busy_ = 0;             // timer actions in progress: close() waits for them
+  std::map<std::string, Held> held_;
+  // Jobs whose canceller runs now, with what waits for it to return: a cancel's answer is read
+  // after it, so a canceller that ends the job at once (its finish written first, on the same
+  // lane) answers CANCELLED whichever thread took the canceller.
+  std::map<std::string, std::vector<std::function<void()>>> running_cancellers_;
+  std::map<std::string, PendingFinish> pending_finishes_;
+  std::map<std::string, std::map<uint64_t, Waiter>> waiters_;
+  uint64_t next_waiter_ = 0;
+  StoreClock::time_point last_renewed_ = StoreClock::now();
+  Counts counts_;
+  std::function<void(TakenOverJob)> run_;
+  std::function<bool()> can_run_;
+  TimerQueue::Timer tick_;
+
+  std::mutex observer_mutex_;
+  std::function<void(const Counts&)> counts_observer_;
+};
+
+RedisJobStoreOptions RedisJobStore::State::checked(RedisJobStoreOptions options) {
+  validate_job_limits(options.limits);
+  require_in_range("jobs.lease_ms", options.lease_ms, 300, 3'600'000);
+  require_in_range("jobs.max_takeovers", options.max_takeovers, 0, 100);
+  require_in_range("takeovers_per_tick", options.takeovers_per_tick, 1, 1000);
+  return options;
+}
+
+bool RedisJobStore::State::enter() {
+  const std::lock_guard lock(mutex_);
+  if (closed_) return false;
+  ++busy_;
+  return true;
+}
+
+void RedisJobStore::State::leave() {
+  {
+    const std::lock_guard lock(mutex_);
+    --busy_;
+  }
+  idle_.notify_all();
+}
+
+void RedisJobStore::State::start() {
+  const std::weak_ptr<State> weak = weak_from_this();
+  subscriber_.subscribe(ended_channel_, [weak](const std::string& id) {
+    if (const auto self = weak.lock()) self->recheck(id);
+  });
+  subscriber_.subscribe(cancel_channel_, [weak](const std::string& id) {
+    if (const auto self = weak.lock()) self->heard_cancel(id);
+  });
+  // Messages sent while the subscriber was away are lost: every long-poll reads its job again.
+  subscriber_.on_connected([weak] {
+    const auto self = weak.lock();
+    if (!self) return;
+    std::vector<std::string> ids;
+    {
+      const std::lock_guard lock(self->mutex_);
+      for (const auto& [id, waiters] : self->waiters_) ids.push_back(id);
+    }
+    for (const std::string& id : ids) self->recheck(id);
+  });
+  arm_tick();
+}
+
+void RedisJobStore::State::run_script(const char* body, std::vector<std::string> args,
+                                      uint64_t lane,
+                                      std::function<void(RedisClient::Result)> then) {
+  RedisClient::Command command = {"EVAL", script(body), "0", options_.key_prefix};
+  for (std::string& arg : args) command.push_back(std::move(arg));
+  client_.run({std::move(command)}, std::move(then), lane);
+}
+
+void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (closed_) return done(store_shutting_down());
+  }
+  const std::string id = make_job_id(tag_);
+  const std::string owner = job.owner;
+  run_script(
+      kCreate,
+      {id, job.owner, job.request_id, job.request.SerializeAsString(), job.end_user, replica_,
+       std::to_string(options_.lease_ms), std::to_string(options_.limits.max_jobs_per_key),
+       std::to_string(options_.limits.max_jobs), tomb_ms_},
+      RedisClient::lane_of(id),
+      [this, self = shared_from_this(), id, owner,
+       done = std::move(done)](RedisClient::Result result) {
+        auto reply = reply_of(std::move(result), "cannot record the job");
+        if (auto* status = std::get_if<Status>(&reply)) {
+          if (status->code() == ErrorCode::kUnavailable) {
+            return done(Status(ErrorCode::kUnavailable,
+                               status->message() + "; the job was not made, submit it again"));
+          }
+          return done(*status);
+        }
+        const RedisReply& r = std::get<RedisReply>(reply);
+        const std::string what = r.elements.empty() ? std::string() : r.elements[0].text;
+        const int64_t n = r.elements.size() > 1 ? r.elements[1].as_int() : 0;
+        if (what == "per_key") {
+          return done(Status(
+              ErrorCode::kResourceExhausted,
+              "jobs.max_jobs_per_key: " +
+                  (owner.empty() ? std::string("the server") : "key \"" + printable(owner) + "\"") +
+                  " already has " + std::to_string(n) +
+                  " queued or running jobs; wait for one to end, or cancel one"));
+        }
+        if (what == "max_jobs") {
+          return done(Status(ErrorCode::kResourceExhausted,
+                             "jobs.max_jobs: the servers hold " + std::to_string(n) +
+                                 " jobs, all queued or running; retry later"));
+        }
+        if (what != "ok") {
+          return done(Status(ErrorCode::kInternal, "jobs.store redis: job id " + id + " taken"));
+        }
+        {
+          const std::lock_guard lock(mutex_);
+          held_[id];  // before the work starts: it may end at once
+        }
+        done(id);
+      });
+}
+
+void RedisJobStore::State::set_canceller(const std::string& id, std::function<void()> cancel) {
+  std::function<void()> replaced;
+  bool run_now = false;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = held_.find(id);
+    if (closed_ || it == held_.end()) return;
+    if (it->second.cancel_requested) {
+      run_now = static_cast<bool>(cancel);
+      if (run_now) running_cancellers_[id];
+    } else {
+      replaced = std::exchange(it->second.canceller, std::move(cancel));
+    }
+  }
+  if (run_now) run_canceller(id, cancel);
+}
+
+void RedisJobStore::State::run_canceller(const std::string& id, std::function<void()>& canceller) {
+  guarded_call(kJobStoreLogName, "canceller", canceller);
+  std::vector<std::function<void()>> after;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = running_cancellers_.find(id);
+    if (it == running_cancellers_.end()) return;
+    after = std::move(it->second);
+    running_cancellers_.erase(it);
+  }
+  for (auto& then : after) then();
+}
+
+void RedisJobStore::State::progress(const std::string& id, const v1::Progress& progress) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (closed_ || held_.count(id) == 0) return;
+  }
+  run_script(
+      kProgress,
+      {id, replica_, progress.SerializeAsString(), progress.stage() > v1::STAGE_QUEUED ? "1" : "0"},
+      RedisClient::lane_of(id), [](RedisClient::Result) {});
+}
+
+void RedisJobStore::State::finish(const std::string& id, const Status& status,
+                                  v1::GenerateMeshResponse response) {
+  std::function<void()> canceller;  // destroyed after the lock
+  bool hand_back = false;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = held_.find(id);
+    if (it == held_.end()) return;  // not ours (any more), or finished already
+    canceller = std::move(it->second.canceller);
+    held_.erase(it);
+    // Draining: a job that the drain cancels is handed back to another replica, not failed.
+    hand_back = no_waiting_ && status.code() == ErrorCode::kUnavailable;
+  }
+  if (hand_back) {
+    spdlog::info("job {}: handed back for another replica to run ({})", id, status.message());
+    run_script(kRelease, {replica_, id}, RedisClient::lane_of(id), [](RedisClient::Result) {});
+    return;
+  }
+  PendingFinish pending;
+  pending.status = status;
+  if (status.ok())
+    pending.response = std::make_shared<const v1::GenerateMeshResponse>(std::move(response));
+  pending.give_up = StoreClock::now() + std::chrono::milliseconds(options_.lease_ms);
+  write_finish(id, std::move(pending));
+}
+
+void RedisJobStore::State::write_finish(const std::string& id, PendingFinish finish) {
+  const Status& status = finish.status;
+  const v1::JobState state = status.ok()                              ? v1::JOB_STATE_SUCCEEDED
+                             : status.code() == ErrorCode::kCancelled ? v1::JOB_STATE_CANCELLED
+                                                                      : v1::JOB_STATE_FAILED;
+  std::vector<std::string> args = {
+      id,
+      replica_,
+      state_name(state),
+      status.ok() ? "0" : std::to_string(canonical_code(status.code())),
+      status.ok() ? "" : std::string(to_string(status.code())),
+      status.message(),
+      finish.response ? finish.response->SerializeAsString() : std::string(),
+      std::to_string(options_.limits.result_ttl_ms),
+      std::to_string(options_.limits.max_result_bytes),
+      tomb_ms_};
+  run_script(kFinish, std::move(args), RedisClient::lane_of(id),
+             [this, self = shared_from_this(), id,
+              finish = std::move(finish)](RedisClient::Result result) mutable {
+               if (!std::holds_alternative<Status>(result)) return;
+               // Not written: kept for the next tick, while our lease would still hold it.
+               const std::lock_guard lock(mutex_);
+               if (closed_ || StoreClock::now() >= finish.give_up) {
+                 spdlog::warn(
+                     "job {}: its outcome could not be written to Redis ({}); another "
+                     "replica will run it again",
+                     id, std::get<Status>(result).message());
+                 return;
+               }
+               pending_finishes_[id] = std::move(finish);
+             });
+}
+
+void RedisJobStore::State::discard(const std::string& id) {
+  {
+    const std::lock_guard lock(mutex_);
+    held_.erase(id);
+  }
+  run_script(kDiscard, {id}, RedisClient::lane_of(id), [](RedisClient::Result) {});
+}
+
+JobStore::Answer RedisJobStore::State::answer_of(const std::string& id,
+                                                 std::variant<RedisReply, Status> reply) const {
+  if (auto* status = std::get_if<Status>(&reply)) return *status;
+  const RedisReply& r = std::get<RedisReply>(reply);
+  const auto field = [&r](size_t i) -> const std::string& {
+    static const std::string kNone;
+    return i < r.elements.size() ? r.elements[i].text : kNone;
+  };
+  const auto number = [&r](size_t i) {
+    return i < r.elements.size() ? r.elements[i].as_int() : int64_t{0};
+  };
+  if (field(0) == "unknown") return Status(ErrorCode::kNotFound, "no job " + id);
+  if (field(0) == "gone") {
+    const JobGone why = field(1) == "bytes"  ? JobGone::kEvictedBytes
+                        : field(1) == "jobs" ? JobGone::kEvictedJobs
+                                             : JobGone::kExpired;
+    return job_gone(id, number(2), why, options_.limits.result_ttl_ms);
+  }
+  if (field(0) != "job") {
+    return Status(ErrorCode::kInternal, "jobs.store redis: an answer of an unknown shape");
+  }
+  v1::MeshJob job;
+  job.set_id(id);
+  const v1::JobState state = state_of(field(1));
+  job.set_state(state);
+  if (!job.mutable_progress()->ParseFromString(field(2)) || field(2).empty()) {
+    job.mutable_progress()->Clear();
+    job.mutable_progress()->set_stage(v1::STAGE_QUEUED);
+  }
+  job.set_request_id(field(3));
+  job.set_created_unix_ms(number(4));
+  if (is_open_state(state)) {
+    job.set_poll_after_ms(static_cast<uint32_t>(options_.limits.poll_after_ms));
+  } else {
+    job.set_finished_unix_ms(number(5));
+    job.set_expires_unix_ms(number(5) + options_.limits.result_ttl_ms);
+  }
+  if (state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED) {
+    v1::JobError* error = job.mutable_error();
+    error->set_code(static_cast<int32_t>(number(6)));
+    error->set_status(field(7));
+    error->set_message(field(8));
+  }
+  job.set_takeovers(static_cast<uint32_t>(number(9)));
+  if (state == v1::JOB_STATE_SUCCEEDED && !job.mutable_result()->ParseFromString(field(11))) {
+    return Status(ErrorCode::kInternal, "jobs.store redis: job " + id + "'s result does not parse");
+  }
+  return job;
+}
+
+void RedisJobStore::State::read(const std::string& id, const std::string& owner, bool touch,
+                                std::function<void(Answer)> then) {
+  run_script(
+      kGet, {id, owner, touch ? "1" : "0", tomb_ms_}, RedisClient::lane_of(id),
+      [this, self = shared_from_this(), id, then = std::move(then)](RedisClient::Result result) {
+        Answer answer = answer_of(id, reply_of(std::move(result), "cannot read the job"));
+        guarded_call(kJobStoreLogName, "get's done", then, std::move(answer));
+      });
+}
+
+void RedisJobStore::State::get(const std::string& id, const std::string& owner,
+                               std::chrono::milliseconds wait, std::function<void(Answer)> done) {
+  if (!valid_job_id(id))
+    return guarded_call(kJobStoreLogName, "get's done", done, Answer(invalid_job_id(id)));
+  const int64_t wait_ms = std::min<int64_t>(wait.count(), options_.limits.max_wait_ms);
+  std::optional<uint64_t> seq;
+  {
+    const std::lock_guard lock(mutex_);
+    if (closed_)
+      return guarded_call(kJobStoreLogName, "get's done", done, Answer(store_shutting_down()));
+    if (wait_ms > 0 && !no_waiting_) {
+      // Registered before the read, so that an end announced between the two is not missed.
+      seq = next_waiter_++;
+      Waiter& waiter = waiters_[id][*seq];
+      waiter.owner = owner;
+      waiter.done = std::move(done);
+      waiter.timer = timers_.schedule_after(std::chrono::milliseconds(wait_ms),
+                                            [weak = weak_from_this(), id, seq = *seq] {
+                                              if (const auto self = weak.lock())
+                                                self->waiter_due(id, seq);
+                                            });
+    }
+  }
+  if (!seq) return read(id, owner, true, std::move(done));
+  read(id, owner, true, [this, self = shared_from_this(), id, seq = *seq](Answer answer) {
+    const auto* job = std::get_if<v1::MeshJob>(&answer);
+    if (job != nullptr && is_open_state(job->state())) return;  // waits
+    answer_waiter(id, seq, std::move(answer));
+  });
+}
+
+void RedisJobStore::State::answer_waiter(const std::string& id, uint64_t seq, Answer answer) {
+  std::optional<Waiter> waiter;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    const auto found = it->second.find(seq);
+    if (found == it->second.end()) return;  // answered already
+    waiter = std::move(found->second);
+    it->second.erase(found);
+    if (it->second.empty()) waiters_.erase(it);
+  }
+  waiter->timer.cancel();
+  guarded_call(kJobStoreLogName, "get's done", waiter->done, std::move(answer));
+}
+
+void RedisJobStore::State::recheck(const std::string& id) {
+  std::vector<std::pair<uint64_t, std::string>> polls;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = waiters_.find(id);
+    if (closed_ || it == waiters_.end()) return;
+    for (const auto& [seq, waiter] : it->second) polls.emplace_back(seq, waiter.owner);
+  }
+  for (const auto& [seq, owner] : polls) {
+    read(id, owner, true, [this, self = shared_from_this(), id, seq = seq](Answer answer) {
+      if (std::holds_alternative<Status>(answer) &&
+          std::get<Status>(answer).code() == ErrorCode::kUnavailable) {
+        return;  // Redis is away: the waiter's timer answers
+      }
+      const auto* job = std::get_if<v1::MeshJob>(&answer);
+      if (job != nullptr && is_open_state(job->state())) return;
+      answer_waiter(id, seq, std::move(answer));
+    });
+  }
+}
+
+void RedisJobStore::State::waiter_due(const std::string& id, uint64_t seq) {
+  if (!enter()) return;
+  std::string owner;
+  bool found = false;
+  {
+    const std::lock_guard lock(mutex_);
+    if (const auto it = waiters_.find(id); it != waiters_.end()) {
+      if (const auto w = it->second.find(seq); w != it->second.end()) {
+        owner = w->second.owner;
+        found = true;
+      }
+    }
+  }
+  if (found) {
+    read(id, owner, true, [this, self = shared_from_this(), id, seq](Answer answer) {
+      answer_waiter(id, seq, std::move(answer));
+    });
+  }
+  leave();
+}
+
+void RedisJobStore::State::cancel(const std::string& id, const std::string& owner,
+                                  std::function<void(Answer)> done) {
+  if (!valid_job_id(id))
+    return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(invalid_job_id(id)));
+  {
+    const std::lock_guard lock(mutex_);
+    if (closed_)
+      return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(store_shutting_down()));
+  }
+  run_script(kCancel, {id, owner}, RedisClient::lane_of(id),
+             [this, self = shared_from_this(), id, owner,
+              done = std::move(done)](RedisClient::Result result) mutable {
+               auto reply = reply_of(std::move(result), "cannot cancel the job");
+               if (auto* status = std::get_if<Status>(&reply)) {
+                 return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(*status));
+               }
+               // Ours: stopped now (the answer then reads CANCELLED); another replica's stops
+               // when it hears the message. Our own subscriber may hear it first and be running
+               // the canceller on its thread: the answer is read once that returns.
+               if (std::get<RedisReply>(reply).as_int() == 1) heard_cancel(id);
+               auto read_answer = [this, self, id, owner, done = std::move(done)]() mutable {
+                 read(id, owner, true, std::move(done));
+               };
+               {
+                 const std::lock_guard lock(mutex_);
+                 const auto running = running_cancellers_.find(id);
+                 if (running != running_cancellers_.end()) {
+                   running->second.push_back(std::move(read_answer));
+                   return;
+                 }
+               }
+               read_answer();
+             });
+}
+
+void RedisJobStore::State::heard_cancel(const std::string& id) {
+  std::function<void()> canceller;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = held_.find(id);
+    if (closed_ || it == held_.end()) return;
+    it->second.cancel_requested = true;
+    canceller = std::exchange(it->second.canceller, nullptr);
+    if (canceller) running_cancellers_[id];
+  }
+  if (canceller) run_canceller(id, canceller);
+}
+
+void RedisJobStore::State::end_long_polls() {
+  std::vector<std::pair<std::string, uint64_t>> polls;
+  {
+    const std::lock_guard lock(mutex_);
+    no_waiting_ = true;
+    for (const auto& [id, by_seq] : waiters_) {
+      for (const auto& [seq, waiter] : by_seq) polls.emplace_back(id, seq);
+    }
+  }
+  for (const auto& [id, seq] : polls) waiter_due(id, seq);
+}
+
+void RedisJobStore::State::on_counts(std::function<void(const Counts&)> observer) {
+  std::function<void(const Counts&)> replaced;
+  {
+    const std::lock_guard lock(observer_mutex_);
+    replaced = std::exchange(counts_observer_, std::move(observer));
+    if (counts_observer_) {
+      const Counts now = counts();
+      guarded_call(kJobStoreLogName, "counts observer", counts_observer_, now);
+    }
+  }
+}
+
+void RedisJobStore::State::publish_counts(const RedisReply& hash) {
+  Counts fresh;
+  for (size_t i = 0; i + 1 < hash.elements.size(); i += 2) {
+    const std::string& name = hash.elements[i].text;
+    const int64_t value = hash.elements[i + 1].as_int();
+    if (name == "queued") fresh.queued = value;
+    if (name == "running") fresh.running = value;
+    if (name == "succeeded") fresh.succeeded = value;
+    if (name == "failed") fresh.failed = value;
+    if (name == "cancelled") fresh.cancelled = value;
+    if (name == "result_bytes") fresh.result_bytes = value;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    counts_ = fresh;
+  }
+  const std::lock_guard lock(observer_mutex_);
+  if (counts_observer_) guarded_call(kJobStoreLogName, "counts observer", counts_observer_, fresh);
+}
+
+Status RedisJobStore::State::health() const {
+  if (!client_.up()) {
+    const std::string error = client_.last_error();
+    return Status(ErrorCode::kUnavailable,
+                  "jobs.store redis: Redis cannot be reached" +
+                      (error.empty() ? std::string() : " (" + error + ")"));
+  }
+  if (!subscriber_.connected()) {
+    return Status(ErrorCode::kUnavailable,
+                  "jobs.store redis: the subscription to job events is down (reconnecting)");
+  }
+  return Status();
+}
+
+void RedisJobStore::State::arm_tick() {
+  const std::lock_guard lock(mutex_);
+  if (closed_) return;
+  tick_ = timers_.schedule_after(std::chrono::milliseconds(options_.lease_ms / 3),
+                                 [weak = weak_from_this()] {
+                                   if (const auto self = weak.lock()) self->tick();
+                                 });
+}
+
+void RedisJobStore::State::tick() {
+  if (!enter()) return;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!renewing_) {
+      --busy_;
+      idle_.notify_all();
+      return;
+    }
+  }
+  std::vector<std::string> renew = {"EVAL",   script(kRenew),
+                                    "0",      options_.key_prefix,
+                                    replica_, std::to_string(options_.lease_ms)};
+  std::map<std::string, PendingFinish> retries;
+  bool claim = false;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const auto& [id, held] : held_) renew.push_back(id);
+    retries.swap(pending_finishes_);
+    claim = run_ && can_run_ && !no_waiting_;
+  }
+  // can_run() reads the service's state (atomics), without the lock.
+  claim = claim && can_run_();
+  RedisClient::Commands commands = {std::move(renew)};
+  if (claim) {
+    commands.push_back({"EVAL", script(kClaim), "0", options_.key_prefix, replica_,
+                        std::to_string(options_.lease_ms), std::to_string(options_.max_takeovers),
+                        std::to_string(options_.limits.result_ttl_ms),
+                        std::to_string(options_.limits.max_result_bytes), tomb_ms_,
+                        std::to_string(options_.takeovers_per_tick)});
+  }
+  commands.push_back(
+      {"EVAL", script(kSweep), "0", options_.key_prefix, tomb_ms_, std::to_string(1000)});
+  commands.push_back({"HGETALL", options_.key_prefix + "counts"});
+  client_.run(std::move(commands),
+              [this, self = shared_from_this(), claim](RedisClient::Result result) {
+                after_tick(std::move(result), claim);
+                arm_tick();
+              });
+  for (auto& [id, finish] : retries) write_finish(id, std::move(finish));
+  leave();
+}
+
+void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) {
+  if (std::holds_alternative<Status>(result)) return;  // Redis away: the next tick tries again
+  const Replies& replies = std::get<Replies>(result);
+  {
+    const std::lock_guard lock(mutex_);
+    if (closed_) return;
+    if (!replies[0].error()) last_renewed_ = StoreClock::now();
+  }
+  // Renewal: jobs no longer ours stop here; ours with a cancel we did not hear are cancelled.
+  std::vector<std::pair<std::string, std::function<void()>>> cancellers;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const RedisReply& entry : replies[0].elements) {
+      const bool cancel = entry.text.starts_with("cancel:");
+      const std::string id = cancel ? entry.text.substr(7) : entry.text;
+      const auto it = held_.find(id);
+      if (it == held_.end()) continue;
+      if (cancel) {
+        it->second.cancel_requested = true;
+        if (it->second.canceller) {
+          cancellers.emplace_back(id, std::exchange(it->second.canceller, {}));
+          running_cancellers_[id];
+        }
+        continue;
+      }
+      spdlog::warn("job {}: its lease was taken over by another replica; stopping this run", id);
+      if (it->second.canceller) {
+        cancellers.emplace_back(id, std::move(it->second.canceller));
+        running_cancellers_[id];
+      }
+      held_.erase(it);  // its finish is then ignored
+    }
+  }
+  for (auto& [id, canceller] : cancellers) run_canceller(id, canceller);
+  size_t next = 1;
+  if (claimed) {
+    const RedisReply& claim = replies[next++];
+    if (claim.error()) {
+      spdlog::error("jobs.store redis: takeover failed: {}", claim.text);
+    } else if (claim.elements.size() == 3) {
+      for (int64_t i = 0; i < claim.elements[1].as_int(); ++i) {
+        if (observer_.on_takeover) observer_.on_takeover("failed");
+      }
+      for (int64_t i = 0; i < claim.elements[2].as_int(); ++i) {
+        if (observer_.on_takeover) observer_.on_takeover("cancelled");
+      }
+      std::function<void(TakenOverJob)> run;
+      {
+        const std::lock_guard lock(mutex_);
+        run = run_;
+      }
+      for (const RedisReply& taken : claim.elements[0].elements) {
+        if (taken.elements.size() < 6) continue;
+        TakenOverJob job;
+        job.id = taken.elements[0].text;
+        job.job.owner = taken.elements[1].text;
+        job.job.request.ParseFromString(taken.elements[2].text);
+        job.job.request_id = taken.elements[3].text;
+        job.job.end_user = taken.elements[4].text;
+        job.takeover = taken.elements[5].as_int();
+        {
+          const std::lock_guard lock(mutex_);
+          if (closed_) return;
+          held_[job.id];
+        }
+        if (observer_.on_takeover) observer_.on_takeover("rerun");
+        if (run) guarded_call(kJobStoreLogName, "takeover", run, std::move(job));
+      }
+    }
+  }
+  ++next;  // the sweep's count
+  if (next < replies.size() && replies[next].type == RedisReply::Type::kArray) {
+    publish_counts(replies[next]);
+  }
+}
+
+void RedisJobStore::State::close() {
+  std::map<std::string, std::map<uint64_t, Waiter>> waiters;
+  std::vector<std::string> held;
+  TimerQueue::Timer tick;
+  {
+    std::unique_lock lock(mutex_);
+    closed_ = true;
+    waiters.swap(waiters_);
+    if (renewing_) {
+      for (const auto& [id, entry] : held_) held.push_back(id);
+    }
+    held_.clear();
+    tick = std::move(tick_);
+    idle_.wait(lock, [this] { return busy_ == 0; });
+  }
+  tick.cancel();
+  for (auto& [id, by_seq] : waiters) {
+    for (auto& [seq, waiter] : by_seq) {
+      waiter.timer.cancel();
+      guarded_call(kJobStoreLogName, "get's done", waiter.done, Answer(store_shutting_down()));
+    }
+  }
+  if (!held.empty()) {
+    // Handed back now rather than when their leases lapse; best effort, bounded by
+    // redis.timeout_ms (this runs once, at the end of the process's shutdown).
+    std::vector<std::string> args = {"EVAL", script(kRelease), "0", options_.key_prefix, replica_};
+    args.insert(args.end(), held.begin(), held.end());
+    client_.run_sync({std::move(args)});
+  }
+  const std::lock_guard lock(observer_mutex_);
+  counts_observer_ = nullptr;
+}
+
+RedisJobStore::RedisJobStore(RedisClient& client, RedisSubscriber& subscriber, TimerQueue& timers,
+                             RedisJobStoreOptions options, RedisJobStoreObserver observer)
+    : state_(std::make_shared<State>(client, subscriber, timers, std::move(options),
+                                     std::move(observer))) {
+  state_->start();
+}
+
+RedisJobStore::~RedisJobStore() { state_->close(); }
+
+void RedisJobStore::create(NewJob job, std::function<void(Created)> done) {
+  state_->create(std::move(job), std::move(done));
+}
+void RedisJobStore::set_canceller(const std::string& id, std::function<void()> cancel) {
+  state_->set_canceller(id, std::move(cancel));
+}
+void RedisJobStore::progress(const std::string& id, const v1::Progress& progress) {
+  state_->progress(id, progress);
+}
+void RedisJobStore::finish(const std::string& id, const Status& status,
+                           v1::GenerateMeshResponse response) {
+  state_->finish(id, status, std::move(response));
+}
+void RedisJobStore::discard(const std::string& id) { state_->discard(id); }
+void RedisJobStore::get(const std::string& id, const std::string& owner,
+                        std::chrono::milliseconds wait, std::function<void(Answer)> done) {
+  state_->get(id, owner, wait, std::move(done));
+}
+void RedisJobStore::cancel(const std::string& id, const std::string& owner,
+                           std::function<void(Answer)> done) {
+  state_->cancel(id, owner, std::move(done));
+}
+void RedisJobStore::end_long_polls() { state_->end_long_polls(); }
+JobStore::Counts RedisJobStore::counts() const { return state_->counts(); }
+void RedisJobStore::on_counts(std::function<void(const Counts&)> observer) {
+  state_->on_counts(std::move(observer));
+}
+void RedisJobStore::on_takeover(std::function<void(TakenOverJob)> run,
+                                std::function<bool()> can_run) {
+  state_->on_takeover(std::move(run), std::move(can_run));
+}
+Status RedisJobStore::health() const { return state_->health(); }
+const std::string& RedisJobStore::replica() const { return state_->replica(); }
+void RedisJobStore::stop_renewing_for_testing() { state_->stop_renewing(); }
+
+}  // namespace cube3d

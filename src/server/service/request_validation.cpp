@@ -1,0 +1,275 @@
+#include "cube3d/server/service/request_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "cube3d/core/constants.h"
+#include "cube3d/core/enum_table.h"
+#include "cube3d/core/error.h"
+#include "cube3d/core/utf8.h"
+
+namespace cube3d {
+namespace {
+
+// The longest request_id accepted.
+constexpr size_t kMaxRequestIdBytes = 128;
+
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+bool request_id_char_ok(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == ':';
+}
+
+// Our values and the API's, both ways.
+constexpr EnumTable<MeshFormat, v1::MeshFormat, 5> kMeshFormats = {
+    {{MeshFormat::kRaw, v1::MESH_FORMAT_RAW},
+     {MeshFormat::kObj, v1::MESH_FORMAT_OBJ},
+     {MeshFormat::kPly, v1::MESH_FORMAT_PLY},
+     {MeshFormat::kGlb, v1::MESH_FORMAT_GLB},
+     {MeshFormat::kCompact, v1::MESH_FORMAT_COMPACT}}};
+constexpr EnumTable<MeshProfile, v1::MeshProfile, 2> kMeshProfiles = {
+    {{MeshProfile::kNone, v1::MESH_PROFILE_NONE}, {MeshProfile::kRoblox, v1::MESH_PROFILE_ROBLOX}}};
+
+}  // namespace
+
+MeshFormat from_proto(v1::MeshFormat format) {
+  if (const auto ours = reverse_lookup(kMeshFormats, format)) return *ours;
+  throw invalid_argument("format " + std::to_string(static_cast<int>(format)) +
+                         " is not one of UNSPECIFIED (0, the server default), RAW (1), OBJ (2), "
+                         "PLY (3), GLB (4), COMPACT (5)");
+}
+
+MeshProfile from_proto(v1::MeshProfile profile) {
+  if (const auto ours = reverse_lookup(kMeshProfiles, profile)) return *ours;
+  throw invalid_argument("mesh_profile " + std::to_string(static_cast<int>(profile)) +
+                         " is not one of UNSPECIFIED (0, the server default), NONE (1), "
+                         "ROBLOX (2)");
+}
+
+v1::MeshProfile to_proto(MeshProfile profile) {
+  return lookup(kMeshProfiles, profile).value_or(v1::MESH_PROFILE_NONE);
+}
+
+v1::MeshFormat to_proto(MeshFormat format) {
+  return lookup(kMeshFormats, format).value_or(v1::MESH_FORMAT_RAW);
+}
+
+MeshPivot from_proto(v1::Pivot pivot) {
+  switch (pivot) {
+    case v1::PIVOT_UNSPECIFIED:
+    case v1::PIVOT_MODEL_ORIGIN:
+      return MeshPivot::kModelOrigin;
+    case v1::PIVOT_CENTER:
+      return MeshPivot::kCenter;
+    case v1::PIVOT_BOTTOM_CENTER:
+      return MeshPivot::kBottomCenter;
+    default:
+      break;
+  }
+  throw invalid_argument("pivot " + std::to_string(static_cast<int>(pivot)) +
+                         " is not one of UNSPECIFIED (0, the model's origin), MODEL_ORIGIN (1), "
+                         "CENTER (2), BOTTOM_CENTER (3)");
+}
+
+v1::Pivot to_proto(MeshPivot pivot) {
+  switch (pivot) {
+    case MeshPivot::kModelOrigin:
+      return v1::PIVOT_MODEL_ORIGIN;
+    case MeshPivot::kCenter:
+      return v1::PIVOT_CENTER;
+    case MeshPivot::kBottomCenter:
+      return v1::PIVOT_BOTTOM_CENTER;
+  }
+  return v1::PIVOT_MODEL_ORIGIN;
+}
+
+CompactPositions from_proto(v1::CompactPositions positions) {
+  switch (positions) {
+    case v1::COMPACT_POSITIONS_UNSPECIFIED:
+    case v1::COMPACT_POSITIONS_FLOAT32:
+      return CompactPositions::kFloat32;
+    case v1::COMPACT_POSITIONS_QUANTIZED16:
+      return CompactPositions::kQuantized16;
+    default:
+      break;
+  }
+  throw invalid_argument("compact.positions " + std::to_string(static_cast<int>(positions)) +
+                         " is not one of UNSPECIFIED (0, float32), FLOAT32 (1), QUANTIZED16 (2)");
+}
+
+v1::CompactPositions to_proto(CompactPositions positions) {
+  return positions == CompactPositions::kQuantized16 ? v1::COMPACT_POSITIONS_QUANTIZED16
+                                                     : v1::COMPACT_POSITIONS_FLOAT32;
+}
+
+std::string make_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+TaskRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolicy& policy) {
+  TaskRequest out;
+
+  if (r.request_id().empty()) {
+    out.request_id = make_request_id();
+  } else {
+    if (r.request_id().size() > kMaxRequestIdBytes ||
+        !std::all_of(r.request_id().begin(), r.request_id().end(), request_id_char_ok)) {
+      throw invalid_argument("request_id must be 1.." + std::to_string(kMaxRequestIdBytes) +
+                             " characters of [A-Za-z0-9._:-]");
+    }
+    out.request_id = r.request_id();
+  }
+
+  const std::string& prompt = r.prompt();
+  if (prompt.empty()) throw invalid_argument("prompt is empty");
+  if (static_cast<int64_t>(prompt.size()) > policy.limits.max_prompt_bytes) {
+    throw invalid_argument("prompt is " + std::to_string(prompt.size()) + " bytes; the limit is " +
+                           std::to_string(policy.limits.max_prompt_bytes));
+  }
+  if (const auto bad = find_invalid_utf8(prompt)) {
+    throw invalid_argument("prompt is not valid UTF-8 (byte offset " + std::to_string(*bad) + ")");
+  }
+  out.prompt = prompt;
+
+  out.guidance_scale = policy.defaults.guidance_scale;
+  if (r.has_guidance_scale()) {
+    const double g = r.guidance_scale();
+    if (!std::isfinite(g) || g < 0 || g > policy.max_guidance_scale) {
+      throw invalid_argument("guidance_scale must be a finite number in [0, " +
+                             number(policy.max_guidance_scale) + "], got " + number(g));
+    }
+    out.guidance_scale = g;
+  }
+
+  out.top_p = policy.defaults.top_p;
+  if (r.has_top_p()) {
+    const double p = r.top_p();
+    if (!std::isfinite(p) || p <= 0 || p > 1) {
+      throw invalid_argument("top_p must be in (0, 1], got " + number(p));
+    }
+    out.top_p = p;
+  }
+  out.seed = r.has_seed() ? r.seed() : 0;
+
+  if (r.has_bounding_box()) {
+    if (!policy.model_has_bbox) {
+      throw invalid_argument(
+          "bounding_box: this model has no bounding-box input (use a v0.5 "
+          "model or leave bounding_box unset)");
+    }
+    const std::array<float, 3> sides = {r.bounding_box().x(), r.bounding_box().y(),
+                                        r.bounding_box().z()};
+    const char* names[] = {"bounding_box.x", "bounding_box.y", "bounding_box.z"};
+    for (int i = 0; i < 3; ++i) {
+      if (!std::isfinite(sides[i]) || sides[i] <= 0) {
+        throw invalid_argument(std::string(names[i]) + " must be a positive finite number, got " +
+                               number(sides[i]));
+      }
+    }
+    const float longest = std::max({sides[0], sides[1], sides[2]});
+    out.bounding_box = std::array<float, 3>{sides[0] / longest * kBoundingBoxLongestSide,
+                                            sides[1] / longest * kBoundingBoxLongestSide,
+                                            sides[2] / longest * kBoundingBoxLongestSide};
+  }
+
+  out.resolution_base = policy.defaults.resolution_base;
+  if (r.has_resolution_base()) {
+    const int64_t res = r.resolution_base();
+    if (res < policy.limits.min_resolution_base || res > policy.limits.max_resolution_base) {
+      throw invalid_argument("resolution_base " + std::to_string(res) + " is outside [" +
+                             std::to_string(policy.limits.min_resolution_base) + ", " +
+                             std::to_string(policy.limits.max_resolution_base) +
+                             "]: memory and time grow eightfold per step");
+    }
+    out.resolution_base = res;
+  }
+
+  out.format = r.has_format() && r.format() != v1::MESH_FORMAT_UNSPECIFIED ? from_proto(r.format())
+                                                                           : policy.defaults.format;
+
+  const auto check_faces = [&](const std::string& field, int64_t faces) {
+    if (faces < 4 || faces > policy.limits.max_target_face_count) {
+      throw invalid_argument(field + " must be in [4, " +
+                             std::to_string(policy.limits.max_target_face_count) + "], got " +
+                             std::to_string(faces));
+    }
+  };
+  if (r.has_target_face_count()) {
+    check_faces("target_face_count", r.target_face_count());
+    out.target_face_count = r.target_face_count();
+  }
+  if (r.lod_face_counts_size() > 0) {
+    if (r.has_target_face_count()) {
+      throw invalid_argument(
+          "target_face_count and lod_face_counts are both set: lod_face_counts[0] is level 0's "
+          "target; leave target_face_count unset");
+    }
+    if (r.lod_face_counts_size() > policy.limits.max_lod_levels) {
+      throw invalid_argument("lod_face_counts has " + std::to_string(r.lod_face_counts_size()) +
+                             " levels; the limit is " +
+                             std::to_string(policy.limits.max_lod_levels) +
+                             " (limits.max_lod_levels)");
+    }
+    for (int i = 0; i < r.lod_face_counts_size(); ++i) {
+      const int64_t faces = r.lod_face_counts(i);
+      const std::string field = "lod_face_counts[" + std::to_string(i) + "]";
+      check_faces(field, faces);
+      if (i > 0 && faces >= int64_t{r.lod_face_counts(i - 1)}) {
+        throw invalid_argument(field + " = " + std::to_string(faces) +
+                               " is not below lod_face_counts[" + std::to_string(i - 1) +
+                               "] = " + std::to_string(r.lod_face_counts(i - 1)) +
+                               ": levels go from the finest to the coarsest");
+      }
+      if (i == 0) {
+        out.target_face_count = faces;
+      } else {
+        out.lod_face_counts.push_back(faces);
+      }
+    }
+  }
+  out.return_shape_tokens = r.return_shape_tokens();
+
+  out.mesh_profile = policy.defaults.mesh_profile;
+  if (r.has_mesh_profile() && r.mesh_profile() != v1::MESH_PROFILE_UNSPECIFIED) {
+    out.mesh_profile = from_proto(r.mesh_profile());
+  }
+  out.bypass_cache = r.bypass_cache();
+  out.pivot = from_proto(r.pivot());
+  if (r.has_compact()) {
+    out.compact.positions = from_proto(r.compact().positions());
+    out.compact.normals = r.compact().normals();
+    if (out.format != MeshFormat::kCompact && out.compact != CompactMeshOptions{}) {
+      throw invalid_argument("compact: the options of MESH_FORMAT_COMPACT, and the format is " +
+                             v1::MeshFormat_Name(to_proto(out.format)) +
+                             " (ask for format MESH_FORMAT_COMPACT, or leave compact unset)");
+    }
+  }
+  switch (r.priority()) {
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_INTERACTIVE:
+      out.priority = TaskPriority::kInteractive;
+      break;
+    case v1::PRIORITY_BATCH:
+      out.priority = TaskPriority::kBatch;
+      break;
+    default:
+      throw invalid_argument("priority " + std::to_string(static_cast<int>(r.priority())) +
+                             " is not one of UNSPECIFIED (0, interactive), INTERACTIVE (1), "
+                             "BATCH (2)");
+  }
+  return out;
+}
+
+}  // namespace cube3d

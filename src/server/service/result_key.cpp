@@ -1,0 +1,26 @@
+#include "cube3d/server/service/result_key.h"
+
+#include "cube3d/core/canonical_fields.h"
+#include "cube3d/core/sha256.h"
+
+namespace cube3d {
+
+std::string result_key_material(const TaskRequest& r, const ModelIdentity& model,
+                                std::string_view scope) {
+  CanonicalFields c;
+  c.field("cube3d-result", "v1");
+  c.field("scope", scope);
+  c.field("weights", model.weights_digest);
+  c.field("config", model.config_digest);
+  c.field("server", model.server_version);
+  add_shape_fields(c, r, "target_face_count");
+  c.number("return_shape_tokens", r.return_shape_tokens ? 1 : 0);
+  return c.text();
+}
+
+ResultKey result_key(const TaskRequest& request, const ModelIdentity& model,
+                     std::string_view scope) {
+  return sha256(result_key_material(request, model, scope));
+}
+
+}  // namespace cube3d

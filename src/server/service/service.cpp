@@ -1,0 +1,688 @@
+#include "cube3d/server/service/service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <variant>
+
+#include "cube3d/core/enum_table.h"
+#include "cube3d/core/logging.h"
+#include "cube3d/core/printable.h"
+#include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/service/request_validation.h"
+
+namespace cube3d {
+namespace {
+
+// How often (in new works) join_or_create() drops the in-flight entries of works that every
+// caller left before they ended: a bound on that garbage, at a scan per this many works.
+constexpr int64_t kInFlightSweep = 256;
+
+constexpr EnumTable<TaskStage, v1::Stage, 5> kStages = {
+    {{TaskStage::kQueued, v1::STAGE_QUEUED},
+     {TaskStage::kTextEncoding, v1::STAGE_TEXT_ENCODING},
+     {TaskStage::kDecoding, v1::STAGE_DECODING},
+     {TaskStage::kMeshing, v1::STAGE_MESHING},
+     {TaskStage::kDone, v1::STAGE_DONE}}};
+
+v1::Stage to_proto(TaskStage stage) {
+  return lookup(kStages, stage).value_or(v1::STAGE_UNSPECIFIED);
+}
+
+int64_t raw_bytes(const v1::RawMesh& raw) {
+  return static_cast<int64_t>(sizeof(float)) * raw.vertices_size() +
+         static_cast<int64_t>(sizeof(uint32_t)) * raw.indices_size();
+}
+
+// The mesh bytes an answer returns: the file, or the raw arrays; every level of detail's too.
+int64_t mesh_bytes(const v1::GenerateMeshResponse& response) {
+  const bool raw = response.format() == v1::MESH_FORMAT_RAW;
+  int64_t bytes = raw ? raw_bytes(response.raw()) : static_cast<int64_t>(response.encoded().size());
+  for (const v1::MeshLevel& level : response.lods()) {
+    bytes += raw ? raw_bytes(level.raw()) : static_cast<int64_t>(level.encoded().size());
+  }
+  return bytes;
+}
+
+// Whether a request asked for anything of the size contract (a pivot, levels of detail, the compact
+// encoding): only then does its answer carry bounds, up_axis and effective.pivot, so that every
+// other answer stays byte for byte what it was before them.
+bool states_frame(const TaskRequest& r) {
+  return r.format == MeshFormat::kCompact || r.pivot != MeshPivot::kModelOrigin ||
+         !r.lod_face_counts.empty();
+}
+
+void set_bounds(const TaskMeshBounds& b, v1::MeshBounds* out) {
+  const auto set = [](float x, float y, float z, v1::Vector3* v) {
+    v->set_x(x);
+    v->set_y(y);
+    v->set_z(z);
+  };
+  set(b.min[0], b.min[1], b.min[2], out->mutable_min());
+  set(b.max[0], b.max[1], b.max[2], out->mutable_max());
+  set(b.max[0] - b.min[0], b.max[1] - b.min[1], b.max[2] - b.min[2], out->mutable_size());
+}
+
+}  // namespace
+
+v1::Progress to_progress_event(const TaskProgress& p, int64_t tokens_per_shape) {
+  v1::Progress event;
+  event.set_stage(to_proto(p.stage));
+  event.set_tokens_done(static_cast<uint32_t>(p.tokens_done));
+  // Stages before decoding know no token counts; the total is the model's T anyway.
+  const int64_t total = p.tokens_total > 0 ? p.tokens_total : tokens_per_shape;
+  event.set_tokens_total(static_cast<uint32_t>(total));
+  if (p.stage == TaskStage::kMeshing && p.levels_total > 0) {
+    event.set_points_done(static_cast<uint64_t>(p.points_done));
+    event.set_points_planned(static_cast<uint64_t>(p.points_planned));
+    event.set_levels_done(static_cast<uint32_t>(p.levels_done));
+    event.set_levels_total(static_cast<uint32_t>(p.levels_total));
+  }
+  return event;
+}
+
+// One call from start() to its outcome. Owned by its work's member callbacks (until the work is
+// done), by a pending cache lookup, and by the front door's handle; it holds its work only until
+// the call ends, so nothing keeps the two alive in a cycle once either side is done.
+class ServiceCall final : public ActiveCall, public std::enable_shared_from_this<ServiceCall> {
+ public:
+  ServiceCall(Service& core, const v1::GenerateMeshRequest& request, const CallContext& call,
+              CallObserver observer)
+      : core_(core),
+        observer_(std::move(observer)),
+        start_(SteadyClock::now()),
+        counted_by_front_door_(call.outcome_counted_by_front_door),
+        traceparent_(call.traceparent),
+        via_(call.transport),
+        // The client's id is logged only once validated (then it is plain [A-Za-z0-9._:-]);
+        // before that, a short escaped excerpt: a raw id could forge log lines or flood the log.
+        client_request_id_(!request.request_id().empty()),
+        unvalidated_id_(request.request_id().empty()
+                            ? std::string("-")
+                            : "- (request_id '" + printable(request.request_id(), 64) + "')") {}
+
+  // The admission, validation and lookup or submission of start(); the outcome may come before
+  // it returns.
+  void begin(const v1::GenerateMeshRequest& request, const CallContext& call);
+
+  void cancel(const Status& why) override {
+    leave_work();
+    finish(why);
+  }
+
+  bool finished() const override {
+    const std::lock_guard lock(mutex_);
+    return done_;
+  }
+
+ private:
+  // After the cache lookup (inline, or on the cache's I/O thread for the disk tier).
+  void after_lookup(ResultCache::Value cached);
+  // Joins the identical work in flight or starts one; submits a new one to the scheduler. A
+  // call that would start one is first checked against its key's work limits.
+  void compute(bool use_cache);
+  std::optional<Status> over_work_limits(bool use_cache);
+  void on_progress(const TaskProgress& p);
+  void on_deadline();
+  // Out of the work (the last member out cancels it: the scheduler drops the job, or the
+  // executor stops the batch once every request in it is gone).
+  void leave_work();
+  // The one end of the call: counts, logs and tells the observer, once. `result` is a
+  // computed result, `cached` a cached response (taken from); neither for an error.
+  void finish(const Status& status, const TaskResult* result = nullptr,
+              v1::GenerateMeshResponse* cached = nullptr);
+
+  Service& core_;
+  CallObserver observer_;
+  const SteadyClock::time_point start_;
+  const bool counted_by_front_door_;
+  const std::string traceparent_;
+  std::string via_;  // "grpc", or "grpc, key studio-a" once the key is known
+  std::string key_name_;
+  bool counted_for_key_ = false;  // authenticated (or no keys): its answer counts in key usage
+  std::string request_id_;        // once validated
+  const bool client_request_id_;  // the client chose it (else the server made one)
+  const std::string unvalidated_id_;
+  TaskRequest request_;  // once validated
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  std::optional<ResultKey> key_;  // when the cache is used
+  std::vector<std::pair<std::string, std::string>> trailers_;
+
+  mutable std::mutex mutex_;
+  bool done_ = false;
+  bool running_ = false;  // past the queue, counted in cube3d_requests_running
+  v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
+  std::shared_ptr<SharedWork> work_;
+  SharedWork::MemberId member_ = 0;
+  ApiKeys::Ticket ticket_;  // one of the key's concurrent places, until the call ends
+  TimerQueue::Timer deadline_timer_;
+};
+
+void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContext& call) {
+  // This call's log lines carry its trace id, then its key's name and its request id.
+  const LogContext log_scope({.traceparent = traceparent_});
+  // Who is asking comes first: an unauthenticated caller learns nothing about its request.
+  ApiKeys* const keys = core_.api_keys_.load();
+  if (call.resumed) {
+    // A job another replica admitted: the key it was admitted as, if it still exists.
+    key_name_ = call.resumed->key_name;
+    if (keys && !keys->standing(key_name_)) {
+      return finish(Status(ErrorCode::kUnauthenticated,
+                           "the API key \"" + printable(key_name_) +
+                               "\" that submitted this job is no longer configured"));
+    }
+    if (keys) via_ += ", key " + key_name_;
+  } else if (keys) {
+    auto who = keys->identify(call.authorization);
+    if (auto* refused = std::get_if<ApiKeys::Refusal>(&who)) {
+      return finish(Status(ErrorCode::kUnauthenticated, refused->message));
+    }
+    key_name_ = std::move(std::get<std::string>(who));
+    via_ += ", key " + key_name_;
+  }
+  counted_for_key_ = true;  // from here on, the answer is the key's (usage by key)
+  std::string end_user;     // its pseudonym: the id as sent is never logged nor kept
+  if (call.resumed) {
+    end_user = call.resumed->end_user;
+    if (!end_user.empty()) via_ += ", user " + end_user;
+  } else if (call.end_user) {
+    try {
+      check_end_user_id(*call.end_user, call.end_user_count);
+    } catch (const Error& e) {
+      return finish(Status(e));
+    }
+    end_user = end_user_pseudonym(key_name_, *call.end_user);
+    via_ += ", user " + end_user;
+  }
+
+  try {
+    request_ = validate_request(request, core_.options_.policy);
+  } catch (const Error& e) {
+    return finish(Status(e));
+  }
+  request_.client = key_name_;
+  request_.end_user = std::move(end_user);
+  request_id_ = request_.request_id;
+  if (core_.options_.log_prompts) {
+    LogContext::set_api_key(key_name_);
+    LogContext::set_request_id(request_id_);
+    spdlog::info("request {} prompt: {}", request_id_,
+                 printable(request_.prompt, request_.prompt.size()));
+  }
+
+  // The key's request and concurrency limits (its work limits come once it is known that this
+  // call computes: a cache hit or a coalesced answer needs no work).
+  ApiKeys::Ticket ticket;
+  if (keys && !call.resumed) {
+    ApiKeys::Demand demand;
+    demand.end_user = request_.end_user;
+    auto admitted = keys->admit(call.authorization, demand);
+    if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
+      if (refused->unauthenticated) {  // the key went (SIGHUP) since it was identified
+        return finish(Status(ErrorCode::kUnauthenticated, refused->message));
+      }
+      const std::string seconds = std::to_string(refused->retry_after_s);
+      trailers_.emplace_back("retry-after", seconds);
+      return finish(Status(ErrorCode::kResourceExhausted,
+                           refused->message + "; retry after " + seconds + " s"));
+    }
+    ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
+    if (ticket.batch_only()) request_.priority = TaskPriority::kBatch;
+  }
+
+  // The prompt policy sees what the model would read, before any work is queued.
+  if (PromptPolicy* const policy = core_.prompt_policy_.load()) {
+    std::string text = request_.prompt;
+    try {
+      // Validated UTF-8 already; a failure here still answers the call rather than escaping.
+      if (core_.options_.model_text) text = core_.options_.model_text(request_.prompt);
+    } catch (const Error& e) {
+      return finish(Status(e));
+    }
+    if (policy->refuses(text)) {
+      core_.metrics_.key_prompt_refused(key_name_);
+      return finish(Status(ErrorCode::kPermissionDenied, std::string(PromptPolicy::kRefusal)));
+    }
+  }
+
+  const int64_t default_ms = core_.options_.policy.limits.default_deadline_ms;
+  deadline_ = call.deadline != SteadyClock::time_point::max() || default_ms <= 0
+                  ? call.deadline
+                  : start_ + std::chrono::milliseconds(default_ms);
+  if (!core_.scheduler_.load()) {
+    return finish(Status(ErrorCode::kUnavailable,
+                         "the model is still loading; retry when health reports SERVING"));
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    ticket_ = std::move(ticket);
+  }
+  const std::shared_ptr<ServiceCall> self = shared_from_this();
+  if (deadline_ != SteadyClock::time_point::max()) {
+    const std::weak_ptr<ServiceCall> weak = self;
+    TimerQueue::Timer timer = core_.timers_.schedule(deadline_, [weak] {
+      if (const auto call = weak.lock()) call->on_deadline();
+    });
+    const std::lock_guard lock(mutex_);
+    // A call that ended meanwhile keeps no timer (it would only fire into a finished call).
+    if (!done_) deadline_timer_ = std::move(timer);
+  }
+
+  const bool use_cache = core_.options_.cache_enabled && !request_.bypass_cache;
+  if (!use_cache) return compute(false);
+  key_ = result_key(request_, core_.model_,
+                    core_.options_.cache_shared_across_keys ? std::string_view() : key_name_);
+  ResultCache* const cache = core_.cache_;
+  if (!cache) return compute(true);
+  // The lookup owns the call until it answers (inline for memory, later for the disk tier).
+  // With a shared tier the lookup may wait (no thread) for another replica's computation of
+  // the same key, never past this call's deadline.
+  cache->lookup(*key_, deadline_,
+                [self](ResultCache::Value cached) { self->after_lookup(std::move(cached)); });
+}
+
+void ServiceCall::after_lookup(ResultCache::Value cached) {
+  if (finished()) return;  // cancelled or timed out while the disk was read
+  if (cached) {
+    v1::GenerateMeshResponse response;
+    if (response.ParseFromString(*cached)) return finish(Status(), nullptr, &response);
+    // The store checks its entries; a payload that still does not parse is dropped, not served.
+    spdlog::warn("request {}: a cache entry does not parse; recomputing", request_id_);
+    if (core_.cache_) core_.cache_->erase(*key_);
+  }
+  compute(true);
+}
+
+std::optional<Status> ServiceCall::over_work_limits(bool use_cache) {
+  ApiKeys* const keys = core_.api_keys_.load();
+  if (!keys) return std::nullopt;
+  // Joining identical work in flight costs nothing. (Looked at before joining: the work may end
+  // in between, and this call then computes unchecked, once.)
+  if (use_cache && core_.in_flight(*key_)) return std::nullopt;
+  const ApiKeys::Work work{core_.shape_tokens_of(request_),
+                           core_.expected_points(request_.resolution_base)};
+  const std::optional<ApiKeys::Refusal> refused =
+      keys->check_work(key_name_, request_.end_user, work);
+  if (!refused) return std::nullopt;
+  const std::string seconds = std::to_string(refused->retry_after_s);
+  {
+    const std::lock_guard lock(mutex_);
+    trailers_.emplace_back("retry-after", seconds);
+  }
+  return Status(ErrorCode::kResourceExhausted,
+                refused->message + "; retry after " + seconds + " s");
+}
+
+void ServiceCall::compute(bool use_cache) {
+  const std::shared_ptr<ServiceCall> self = shared_from_this();
+  SharedWork::Member member;
+  member.progress = [self](const TaskProgress& p) { self->on_progress(p); };
+  member.done = [self](const TaskResult* result, const Error* error) {
+    if (error) return self->finish(Status(*error));
+    self->finish(Status(), result);
+  };
+  // A retry of a request still running under the client's id joins it (whether or not the
+  // cache is on); the id reused for another request while the first runs is refused.
+  std::optional<ResultKey> id_key;
+  Service::Joined joined;
+  if (client_request_id_) {
+    id_key = key_ ? *key_ : result_key(request_, core_.model_, key_name_);
+    if (const auto running = core_.running_.find(key_name_, request_id_, *id_key)) {
+      if (!running->same_request) {
+        return finish(Status(ErrorCode::kAlreadyExists,
+                             "request_id '" + request_id_ +
+                                 "' is already running for this API key with other "
+                                 "parameters; send another request_id for another "
+                                 "request"));
+      }
+      if (const auto id = running->work->join(member, deadline_)) {
+        joined = {running->work, *id, true};
+      }
+    }
+  }
+  if (!joined.work) {
+    if (const std::optional<Status> refused = over_work_limits(use_cache)) {
+      return finish(*refused);
+    }
+    joined = core_.join_or_create(use_cache ? key_ : std::nullopt, request_, deadline_, member);
+    if (id_key && !joined.coalesced) {
+      core_.running_.add(key_name_, request_id_, *id_key, joined.work);
+    }
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    cache_status_ = joined.coalesced ? v1::CACHE_STATUS_COALESCED
+                    : !use_cache     ? v1::CACHE_STATUS_BYPASS
+                                     : v1::CACHE_STATUS_MISS;
+    if (!done_) {
+      work_ = joined.work;
+      member_ = joined.member;
+    }
+  }
+  // Ended meanwhile (deadline, cancel): out of the work again, so that it does not run for us.
+  if (finished()) joined.work->leave(joined.member);
+  if (joined.coalesced) return;
+  Scheduler* const scheduler = core_.scheduler_.load();
+  try {
+    scheduler->submit(joined.work->job());
+  } catch (const Error& e) {
+    // Every member hears it, those that joined since too (the work is theirs as well).
+    joined.work->fail(e);
+  }
+}
+
+void ServiceCall::on_progress(const TaskProgress& p) {
+  const std::lock_guard lock(mutex_);
+  if (done_) return;
+  if (p.stage != TaskStage::kQueued && p.stage != TaskStage::kDone && !running_) {
+    running_ = true;
+    core_.metrics_.request_running(+1);
+  }
+  if (observer_.progress) observer_.progress(p);
+}
+
+void ServiceCall::leave_work() {
+  std::shared_ptr<SharedWork> work;
+  SharedWork::MemberId member = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    work = std::move(work_);
+    member = member_;
+  }
+  if (work) work->leave(member);
+}
+
+void ServiceCall::on_deadline() {
+  if (finished()) return;
+  leave_work();
+  finish(Status(ErrorCode::kDeadlineExceeded,
+                "deadline exceeded after " +
+                    std::to_string(static_cast<int64_t>(ms_between(start_, SteadyClock::now()))) +
+                    " ms"));
+}
+
+void ServiceCall::finish(const Status& status_in, const TaskResult* result,
+                         v1::GenerateMeshResponse* cached) {
+  const std::lock_guard lock(mutex_);
+  if (done_) return;
+  done_ = true;
+  if (running_) core_.metrics_.request_running(-1);
+  running_ = false;
+  deadline_timer_.cancel();
+  work_.reset();
+  // The key's concurrent place is free from here on (a retry may follow at once).
+  ticket_ = ApiKeys::Ticket();
+
+  CallOutcome outcome;
+  outcome.status = status_in;
+  outcome.trailers = std::move(trailers_);
+  const double total_ms = ms_between(start_, SteadyClock::now());
+  if (status_in.ok() && result) {
+    outcome.status = core_.fill_response(*result, request_, &outcome.response);
+    if (outcome.status.ok()) outcome.response.set_cache_status(cache_status_);
+  } else if (status_in.ok() && cached) {
+    cache_status_ = v1::CACHE_STATUS_HIT;
+    outcome.response = std::move(*cached);  // a mesh of megabytes: moved, not copied
+    outcome.response.set_request_id(request_id_);
+    outcome.response.set_cache_status(v1::CACHE_STATUS_HIT);
+    outcome.response.mutable_timings()->set_total_ms(total_ms);
+    outcome.status = core_.check_size(&outcome.response);
+    if (outcome.status.ok()) {
+      core_.metrics_.cache_hit_bytes(static_cast<int64_t>(outcome.response.ByteSizeLong()));
+    }
+  }
+  const Status& status = outcome.status;
+
+  // The end of a call may come on any thread: its log lines carry the call's own context.
+  const LogContext log_scope(
+      {.request_id = request_id_, .api_key = key_name_, .traceparent = traceparent_});
+  const std::string code(to_string(status.code()));
+  if (!counted_by_front_door_) core_.metrics_.request_finished(code);
+  if (counted_for_key_) {
+    core_.metrics_.key_request(key_name_, code);
+    if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(outcome.response));
+  }
+  if (status.ok() && result) {
+    core_.metrics_.cache_answer(cache_status_ == v1::CACHE_STATUS_MISS        ? "miss"
+                                : cache_status_ == v1::CACHE_STATUS_COALESCED ? "coalesced"
+                                                                              : "bypass");
+    core_.metrics_.observe_request_seconds(total_ms / 1000.0);
+    core_.metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
+    core_.metrics_.observe_mesh_seconds(result->timings.mesh_ms / 1000.0);
+    spdlog::info(
+        "request {} OK ({}{}) bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
+        "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
+        request_id_, via_,
+        cache_status_ == v1::CACHE_STATUS_COALESCED ? ", coalesced with " + result->request_id
+                                                    : std::string(),
+        result->batch_bucket, result->timings.queue_ms, result->timings.text_encoding_ms,
+        result->timings.prefill_ms, result->timings.tpot_ms, result->timings.mesh_ms, total_ms,
+        result->face_count);
+  } else if (status.ok()) {
+    core_.metrics_.cache_answer("hit");
+    core_.metrics_.observe_request_seconds(total_ms / 1000.0);
+    spdlog::info("request {} OK ({}, cache hit of {}) total {:.1f} ms ({} faces)", request_id_,
+                 via_, outcome.response.effective().computed_by_request_id(), total_ms,
+                 outcome.response.face_count());
+  } else {
+    spdlog::info("request {} {} ({}) after {:.1f} ms: {}",
+                 request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
+                 status.message());
+  }
+  if (observer_.done) observer_.done(std::move(outcome));
+  // What the observer captured (a connection, a reactor) is not kept by a finished call.
+  observer_ = CallObserver();
+}
+
+Service::Service(ServiceOptions options, Metrics& metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
+
+Service::~Service() = default;
+
+std::shared_ptr<ActiveCall> Service::start(const v1::GenerateMeshRequest& request,
+                                           const CallContext& call, CallObserver observer) {
+  auto active = std::make_shared<ServiceCall>(*this, request, call, std::move(observer));
+  active->begin(request, call);
+  return active;
+}
+
+std::variant<std::string, Status> Service::identify(const std::string& authorization) const {
+  ApiKeys* const keys = api_keys_.load();
+  if (!keys) return std::string();
+  auto who = keys->identify(authorization);
+  if (auto* refused = std::get_if<ApiKeys::Refusal>(&who)) {
+    return Status(ErrorCode::kUnauthenticated, refused->message);
+  }
+  return std::move(std::get<std::string>(who));
+}
+
+bool Service::in_flight(const ResultKey& key) {
+  const std::lock_guard lock(in_flight_mutex_);
+  const auto it = in_flight_.find(key);
+  return it != in_flight_.end() && !it->second.expired();
+}
+
+Service::Joined Service::join_or_create(const std::optional<ResultKey>& key,
+                                        const TaskRequest& request,
+                                        SteadyClock::time_point deadline,
+                                        SharedWork::Member member) {
+  const std::lock_guard lock(in_flight_mutex_);
+  if (key) {
+    const auto it = in_flight_.find(*key);
+    if (it != in_flight_.end()) {
+      if (const std::shared_ptr<SharedWork> work = it->second.lock()) {
+        if (const auto id = work->join(member, deadline)) return {work, *id, true};
+      }
+      in_flight_.erase(it);  // ended, or every caller left: not joinable
+    }
+  }
+  // With a shared cache tier, this replica claims the key while the work lives, so that the
+  // other replicas wait for its result instead of computing it too (the claim goes with the
+  // work's outcome callback: when the work ends, or when every caller has left it).
+  std::shared_ptr<ResultCache::Claim> claim = key && cache_ ? cache_->claim(*key) : nullptr;
+  // The job's request is the first caller's (its id goes into the mesh file's provenance).
+  std::shared_ptr<SharedWork> work = SharedWork::make(
+      request, deadline,
+      [this, key, request, claim](SharedWork& done, const TaskResult* result, const Error*) {
+        work_done(key, done, result, request);
+      });
+  const auto id = work->join(std::move(member), deadline);
+  if (key) {
+    in_flight_[*key] = work;
+    if (++works_since_sweep_ >= kInFlightSweep) {
+      works_since_sweep_ = 0;
+      std::erase_if(in_flight_, [](const auto& entry) { return entry.second.expired(); });
+    }
+  }
+  return {work, id.value_or(0), false};
+}
+
+int64_t Service::shape_tokens_of(const TaskRequest& request) const {
+  // Classifier-free guidance decodes a second (unconditional) row beside each request's own.
+  return options_.tokens_per_shape * (request.guidance_scale > 0 ? 2 : 1);
+}
+
+int64_t Service::expected_points(int64_t resolution_base) const {
+  if (resolution_base < 0 || resolution_base > kMaxResolutionBase) return 0;
+  return static_cast<int64_t>(points_by_resolution_[static_cast<size_t>(resolution_base)].load());
+}
+
+void Service::observe_points(int64_t resolution_base, int64_t points) {
+  if (resolution_base < 0 || resolution_base > kMaxResolutionBase) return;
+  std::atomic<double>& average = points_by_resolution_[static_cast<size_t>(resolution_base)];
+  const double before = average.load();
+  // A racing update may be lost; the estimate stays an estimate.
+  average.store(before == 0 ? static_cast<double>(points)
+                            : 0.8 * before + 0.2 * static_cast<double>(points));
+}
+
+void Service::work_done(const std::optional<ResultKey>& key, SharedWork& work,
+                        const TaskResult* result, const TaskRequest& request) {
+  // The work is charged to the key (and end user) that started it, before any caller hears
+  // of it, so that a caller's next request already meets the bucket this one emptied.
+  if (result) {
+    const int64_t tokens = shape_tokens_of(request);
+    metrics_.key_work(request.client, tokens, result->occupancy_points);
+    observe_points(request.resolution_base, result->occupancy_points);
+    if (ApiKeys* const keys = api_keys_.load()) {
+      keys->charge(request.client, request.end_user, tokens, result->occupancy_points);
+    }
+  }
+  // The entry first, then out of flight: a caller that finds the work ended looks again and
+  // finds the entry.
+  if (key && result && cache_) {
+    v1::GenerateMeshResponse stored;
+    if (fill_response(*result, request, &stored).ok()) {
+      // What is the same for every caller; theirs (id, timings, cache status) is set per call.
+      stored.clear_request_id();
+      stored.clear_timings();
+      stored.clear_batch_bucket();
+      cache_->insert(*key, stored.SerializeAsString());
+    }
+  }
+  if (!key) return;
+  const std::lock_guard lock(in_flight_mutex_);
+  const auto it = in_flight_.find(*key);
+  if (it == in_flight_.end()) return;
+  const std::shared_ptr<SharedWork> current = it->second.lock();
+  if (!current || current.get() == &work) in_flight_.erase(it);
+}
+
+void Service::fill_effective(const TaskRequest& r, const std::string& computed_by,
+                             v1::EffectiveParameters* e) const {
+  e->set_guidance_scale(static_cast<float>(r.guidance_scale));
+  if (r.top_p) e->set_top_p(static_cast<float>(*r.top_p));
+  e->set_seed(r.seed);
+  if (r.bounding_box) {
+    e->mutable_bounding_box()->set_x((*r.bounding_box)[0]);
+    e->mutable_bounding_box()->set_y((*r.bounding_box)[1]);
+    e->mutable_bounding_box()->set_z((*r.bounding_box)[2]);
+  }
+  e->set_resolution_base(static_cast<int32_t>(r.resolution_base));
+  e->set_format(to_proto(r.format));
+  const std::optional<int64_t> most = mesh_limits(r.mesh_profile).max_faces;
+  const auto capped = [&most](int64_t faces) {
+    return static_cast<uint32_t>(most ? std::min(faces, *most) : faces);
+  };
+  if (r.target_face_count) {
+    e->set_target_face_count(capped(*r.target_face_count));
+    if (!r.lod_face_counts.empty()) e->add_lod_face_counts(capped(*r.target_face_count));
+  }
+  for (const int64_t faces : r.lod_face_counts) e->add_lod_face_counts(capped(faces));
+  e->set_mesh_profile(to_proto(r.mesh_profile));
+  if (states_frame(r)) e->set_pivot(to_proto(r.pivot));
+  if (r.format == MeshFormat::kCompact) {
+    e->mutable_compact()->set_positions(to_proto(r.compact.positions));
+    e->mutable_compact()->set_normals(r.compact.normals);
+  }
+  e->set_model(model_.name);
+  e->set_weights_digest(model_.weights_digest);
+  e->set_server_version(model_.server_version);
+  e->set_computed_by_request_id(computed_by);
+}
+
+Status Service::fill_response(const TaskResult& result, const TaskRequest& request,
+                              v1::GenerateMeshResponse* response) const {
+  response->set_request_id(request.request_id);
+  response->set_format(to_proto(result.format));
+  if (result.format == MeshFormat::kRaw) {
+    auto* raw = response->mutable_raw();
+    raw->mutable_vertices()->Add(result.vertices.begin(), result.vertices.end());
+    raw->mutable_indices()->Add(result.indices.begin(), result.indices.end());
+  } else {
+    response->set_encoded(result.encoded);
+  }
+  response->set_vertex_count(static_cast<uint32_t>(result.vertex_count));
+  response->set_face_count(static_cast<uint32_t>(result.face_count));
+  if (states_frame(request)) {
+    set_bounds(result.bounds, response->mutable_bounds());
+    response->set_up_axis(v1::UP_AXIS_Y);
+  }
+  for (const TaskLevel& level : result.lods) {
+    v1::MeshLevel* out = response->add_lods();
+    out->set_target_face_count(static_cast<uint32_t>(level.target_face_count));
+    if (result.format == MeshFormat::kRaw) {
+      out->mutable_raw()->mutable_vertices()->Add(level.vertices.begin(), level.vertices.end());
+      out->mutable_raw()->mutable_indices()->Add(level.indices.begin(), level.indices.end());
+    } else {
+      out->set_encoded(level.encoded);
+    }
+    out->set_vertex_count(static_cast<uint32_t>(level.vertex_count));
+    out->set_face_count(static_cast<uint32_t>(level.face_count));
+    set_bounds(level.bounds, out->mutable_bounds());
+  }
+  response->set_occupancy_points(static_cast<uint64_t>(result.occupancy_points));
+  for (const int64_t t : result.shape_tokens) response->add_shape_tokens(t);
+  response->set_batch_bucket(static_cast<uint32_t>(result.batch_bucket));
+  for (const auto& w : result.warnings) response->add_warnings(w);
+  auto* t = response->mutable_timings();
+  t->set_queue_ms(result.timings.queue_ms);
+  t->set_text_encoding_ms(result.timings.text_encoding_ms);
+  t->set_prefill_ms(result.timings.prefill_ms);
+  t->set_decode_ms(result.timings.decode_ms);
+  t->set_tpot_ms(result.timings.tpot_ms);
+  t->set_mesh_ms(result.timings.mesh_ms);
+  t->set_occupancy_ms(result.timings.occupancy_ms);
+  t->set_total_ms(result.timings.total_ms);
+  fill_effective(request, result.request_id, response->mutable_effective());
+  return check_size(response);
+}
+
+Status Service::check_size(v1::GenerateMeshResponse* response) const {
+  const size_t bytes = response->ByteSizeLong();
+  if (static_cast<int64_t>(bytes) > options_.policy.limits.max_message_bytes) {
+    response->Clear();
+    return Status(ErrorCode::kResourceExhausted,
+                  "the mesh response is " + std::to_string(bytes) + " bytes, over the server's " +
+                      std::to_string(options_.policy.limits.max_message_bytes) +
+                      "-byte message limit; ask for less: a lower resolution_base, a smaller "
+                      "target_face_count, or an encoded format (GLB) instead of RAW");
+  }
+  return Status();
+}
+
+}  // namespace cube3d

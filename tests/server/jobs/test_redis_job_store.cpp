@@ -1,0 +1,393 @@
+// The Redis job store against a redis-server of the test's own (redis_test_server.h), with two
+// stores on it as two replicas: any replica answers any job, long-polls woken by the end of a job
+// on the other replica, cancels that reach the replica running the job, the limits and expiry
+// counted in Redis, leases and takeovers, and a Redis that goes away.
+#include "cube3d/server/jobs/redis_job_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cube3d/core/error.h"
+#include "cube3d/server/timing/timer_queue.h"
+#include "eventually.h"
+#include "redis_test_server.h"
+#include "server/jobs/job_store_test_helpers.h"
+#include "server/redis_replica_test.h"
+
+namespace cube3d::test_redis_job_store {
+
+using cube3d::testing::eventually;
+using cube3d::testing::job_of;
+using cube3d::testing::RedisTestServer;
+using cube3d::testing::result_of_size;
+using cube3d::testing::stage;
+using cube3d::testing::status_of;
+using std::chrono::milliseconds;
+using Answer = JobStore::Answer;
+using Clock = std::chrono::steady_clock;
+
+// One replica: its client, subscriber and store over the shared Redis.
+struct Replica : testing::RedisReplica<RedisJobStore, RedisJobStoreOptions, RedisJobStoreObserver> {
+  using RedisReplica::RedisReplica;
+  std::unique_ptr<RedisJobStore>& store = built;
+};
+
+// Waits for an answer that comes by callback.
+template <typename T>
+T wait_for(const std::function<void(std::function<void(T)>)>& call,
+           milliseconds timeout = milliseconds(10'000)) {
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> future = promise->get_future();
+  call([promise](T value) { promise->set_value(std::move(value)); });
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within " << timeout.count() << " ms";
+    return T(Status(ErrorCode::kInternal, "no answer"));
+  }
+  return future.get();
+}
+
+std::string create(JobStore& store, const std::string& owner = "studio",
+                   const std::string& prompt = "a chair") {
+  NewJob job;
+  job.owner = owner;
+  job.request.set_prompt(prompt);
+  job.request.set_request_id("req-" + prompt);
+  job.request_id = job.request.request_id();
+  const JobStore::Created created =
+      wait_for<JobStore::Created>([&](auto done) { store.create(job, std::move(done)); });
+  if (const auto* status = std::get_if<Status>(&created)) {
+    ADD_FAILURE() << "create: " << status->message();
+    return "";
+  }
+  return std::get<std::string>(created);
+}
+
+Answer get(JobStore& store, const std::string& id, const std::string& owner = "studio",
+           milliseconds wait = milliseconds(0)) {
+  return wait_for<Answer>([&](auto done) { store.get(id, owner, wait, std::move(done)); },
+                          wait + milliseconds(10'000));
+}
+
+// An observer that counts the takeovers that ended in `outcome` ("rerun", "failed").
+RedisJobStoreObserver counting_takeovers(const std::string& outcome, std::atomic<int>& count) {
+  RedisJobStoreObserver observer;
+  observer.on_takeover = [outcome, &count](const char* seen) {
+    if (seen == outcome) ++count;
+  };
+  return observer;
+}
+
+class RedisJobStoreTest : public testing::RedisReplicaTest<RedisJobStoreOptions> {
+ protected:
+  RedisJobStoreTest() : RedisReplicaTest("t") { options_.lease_ms = 600; }
+};
+
+TEST_F(RedisJobStoreTest, AnyReplicaAnswersAnyJob) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  ASSERT_EQ(id.size(), 40u);
+  v1::MeshJob job = job_of(get(*b.store, id));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.request_id(), "req-a chair");
+  EXPECT_GT(job.created_unix_ms(), 0);
+  EXPECT_EQ(job.poll_after_ms(), 1000u);
+
+  a.store->progress(id, stage(v1::STAGE_DECODING, 7));
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_RUNNING; }));
+  EXPECT_EQ(job_of(get(*b.store, id)).progress().tokens_done(), 7u);
+
+  a.store->finish(id, Status(), result_of_size(1000));
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_SUCCEEDED; }));
+  job = job_of(get(*b.store, id));
+  EXPECT_EQ(job.result().encoded().size(), 1000u);
+  EXPECT_GT(job.finished_unix_ms(), 0);
+  EXPECT_EQ(job.expires_unix_ms(), job.finished_unix_ms() + options_.limits.result_ttl_ms);
+  // The first finish wins.
+  a.store->finish(id, Status(ErrorCode::kInternal, "late"), {});
+  EXPECT_EQ(job_of(get(*a.store, id)).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(RedisJobStoreTest, JobsArePrivateToTheirOwner) {
+  Replica a(*server_, timers_, options_);
+  const std::string id = create(*a.store, "studio-a");
+  const Status other = status_of(get(*a.store, id, "studio-b"));
+  EXPECT_EQ(other.code(), ErrorCode::kNotFound);
+  EXPECT_EQ(other.message(), "no job " + id);  // as an id that never existed
+  EXPECT_EQ(status_of(get(*a.store, "zz")).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RedisJobStoreTest, LongPollOnOneReplicaWakesWhenTheOtherEndsTheJob) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  ASSERT_TRUE(eventually([&] { return b.subscriber.connected(); }));
+  const auto start = Clock::now();
+  std::thread ender([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    a.store->finish(id, Status(ErrorCode::kInternal, "the mesh failed"), {});
+  });
+  const Answer answer = get(*b.store, id, "studio", milliseconds(20'000));
+  const auto took = Clock::now() - start;
+  ender.join();
+  const v1::MeshJob job = job_of(answer);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.error().status(), "INTERNAL");
+  EXPECT_EQ(job.error().message(), "the mesh failed");
+  // Woken by the message, not by the 20 s timer.
+  EXPECT_LT(took, milliseconds(5'000));
+}
+
+TEST_F(RedisJobStoreTest, LongPollAnswersTheOpenJobWhenItsWaitRunsOut) {
+  Replica a(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  const auto start = Clock::now();
+  const v1::MeshJob job = job_of(get(*a.store, id, "studio", milliseconds(400)));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_GE(Clock::now() - start, milliseconds(350));
+}
+
+TEST_F(RedisJobStoreTest, CancelThroughAnotherReplicaStopsTheWorkWhereItRuns) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  ASSERT_TRUE(eventually([&] { return a.subscriber.connected(); }));
+  const std::string id = create(*a.store);
+  std::atomic<int> cancelled{0};
+  a.store->set_canceller(id, [&] {
+    ++cancelled;
+    a.store->finish(id, Status(ErrorCode::kCancelled, "cancelled by CancelMeshJob"), {});
+  });
+  const auto start = Clock::now();
+  const v1::MeshJob answered =
+      job_of(wait_for<Answer>([&](auto done) { b.store->cancel(id, "studio", std::move(done)); }));
+  EXPECT_TRUE(answered.state() == v1::JOB_STATE_QUEUED ||
+              answered.state() == v1::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(eventually([&] { return cancelled.load() == 1; }));
+  EXPECT_LT(Clock::now() - start, milliseconds(2'000));
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_CANCELLED; }));
+  // Cancelling an ended job answers it unchanged; another owner's reads as unknown.
+  EXPECT_EQ(job_of(wait_for<Answer>([&](auto done) {
+              b.store->cancel(id, "studio", std::move(done));
+            })).state(),
+            v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(status_of(wait_for<Answer>([&](auto done) {
+              b.store->cancel(id, "mallory", std::move(done));
+            })).code(),
+            ErrorCode::kNotFound);
+}
+
+TEST_F(RedisJobStoreTest, CancelOnTheReplicaThatRunsItAnswersCancelled) {
+  Replica a(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  a.store->set_canceller(id, [&] {
+    a.store->finish(id, Status(ErrorCode::kCancelled, "cancelled by CancelMeshJob"), {});
+  });
+  const v1::MeshJob job =
+      job_of(wait_for<Answer>([&](auto done) { a.store->cancel(id, "studio", std::move(done)); }));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job.error().code(), 1);
+}
+
+// The replica's own subscriber hears the cancel message too, and may take the canceller before
+// the cancel's reply does: the answer still waits for the canceller that ends the job.
+TEST_F(RedisJobStoreTest, CancelAnswersCancelledWhicheverThreadRunsASlowCanceller) {
+  Replica a(*server_, timers_, options_);
+  ASSERT_TRUE(eventually([&] { return a.subscriber.connected(); }));
+  for (int round = 0; round < 6; ++round) {
+    const std::string id = create(*a.store);
+    a.store->set_canceller(id, [&, id] {
+      std::this_thread::sleep_for(milliseconds(60));
+      a.store->finish(id, Status(ErrorCode::kCancelled, "cancelled by CancelMeshJob"), {});
+    });
+    const v1::MeshJob job = job_of(
+        wait_for<Answer>([&](auto done) { a.store->cancel(id, "studio", std::move(done)); }));
+    EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED) << "round " << round;
+  }
+}
+
+TEST_F(RedisJobStoreTest, ACancelBeforeTheCancellerRunsItWhenItIsSet) {
+  Replica a(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  wait_for<Answer>([&](auto done) { a.store->cancel(id, "studio", std::move(done)); });
+  bool ran = false;
+  a.store->set_canceller(id, [&] { ran = true; });
+  EXPECT_TRUE(ran);
+}
+
+TEST_F(RedisJobStoreTest, PerKeyLimitHoldsAcrossReplicas) {
+  options_.limits.max_jobs_per_key = 2;
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  create(*a.store, "studio", "one");
+  create(*b.store, "studio", "two");
+  NewJob third;
+  third.owner = "studio";
+  const JobStore::Created refused =
+      wait_for<JobStore::Created>([&](auto done) { a.store->create(third, std::move(done)); });
+  ASSERT_TRUE(std::holds_alternative<Status>(refused));
+  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(std::get<Status>(refused).message().find("jobs.max_jobs_per_key"), std::string::npos);
+  // Another key is not held back by this one.
+  EXPECT_FALSE(create(*a.store, "other", "three").empty());
+}
+
+TEST_F(RedisJobStoreTest, ResultBytesAreCountedInRedisAndTheLargestHolderGivesUp) {
+  options_.limits.max_result_bytes = 2500;
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  const std::string small = create(*a.store, "small", "s");
+  a.store->finish(small, Status(), result_of_size(400));
+  const std::string big1 = create(*a.store, "big", "b1");
+  a.store->finish(big1, Status(), result_of_size(1000));
+  // Finishes are written in the background, A's and B's on connections of their own: big1 is
+  // in Redis before big2, so that it is the least recently used.
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*a.store, big1, "big")).state() == v1::JOB_STATE_SUCCEEDED; }));
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*a.store, small, "small")).state() == v1::JOB_STATE_SUCCEEDED; }));
+  const std::string big2 = create(*b.store, "big", "b2");
+  b.store->finish(big2, Status(), result_of_size(1000));
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*a.store, big2, "big")).state() == v1::JOB_STATE_SUCCEEDED; }));
+  // Over 2500: "big" holds the most and gives up its least recently used (big1), not "small".
+  const std::string big3 = create(*b.store, "big", "b3");
+  b.store->finish(big3, Status(), result_of_size(1000));
+  // Wait on big3, not big1: a fetch makes a result the most recently used, so polling big1
+  // before big3's finish reached Redis (a busy machine) would save it and give up big2.
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*b.store, big3, "big")).state() == v1::JOB_STATE_SUCCEEDED; }));
+  const Status gone = status_of(get(*a.store, big1, "big"));
+  EXPECT_EQ(gone.code(), ErrorCode::kNotFound);
+  EXPECT_NE(gone.message().find("jobs.max_result_bytes"), std::string::npos) << gone.message();
+  EXPECT_EQ(job_of(get(*a.store, small, "small")).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job_of(get(*a.store, big2, "big")).state(), v1::JOB_STATE_SUCCEEDED);
+  // The shared counts, on every replica, after a renewal has read them.
+  ASSERT_TRUE(eventually([&] { return b.store->counts().result_bytes > 0; }));
+  EXPECT_LE(b.store->counts().result_bytes, 2500 + 200);  // protobuf framing on top of 2400
+}
+
+TEST_F(RedisJobStoreTest, AnEndedJobExpiresAndSaysSo) {
+  options_.limits.result_ttl_ms = 300;
+  Replica a(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  a.store->finish(id, Status(), result_of_size(10));
+  ASSERT_TRUE(eventually([&] { return std::holds_alternative<Status>(get(*a.store, id)); }));
+  const Status expired = status_of(get(*a.store, id));
+  EXPECT_EQ(expired.code(), ErrorCode::kNotFound);
+  EXPECT_NE(expired.message().find("expired after jobs.result_ttl_s"), std::string::npos)
+      << expired.message();
+}
+
+TEST_F(RedisJobStoreTest, AJobWhoseReplicaDiedIsTakenOverAndRunAgain) {
+  std::atomic<int> reruns{0};
+  Replica a(*server_, timers_, options_);
+  Replica b(*server_, timers_, options_, counting_takeovers("rerun", reruns));
+  std::mutex mutex;
+  std::optional<TakenOverJob> taken;
+  b.store->on_takeover(
+      [&](TakenOverJob job) {
+        const std::lock_guard lock(mutex);
+        taken = std::move(job);
+      },
+      [] { return true; });
+  const std::string id = create(*a.store, "studio", "a boat");
+  a.store->progress(id, stage(v1::STAGE_DECODING, 7));
+  const auto killed = Clock::now();
+  a.store->stop_renewing_for_testing();  // as a SIGKILL leaves it
+  ASSERT_TRUE(eventually([&] {
+    const std::lock_guard lock(mutex);
+    return taken.has_value();
+  }));
+  const auto took = Clock::now() - killed;
+  {
+    const std::lock_guard lock(mutex);
+    EXPECT_EQ(taken->id, id);
+    EXPECT_EQ(taken->job.owner, "studio");
+    EXPECT_EQ(taken->job.request.prompt(), "a boat");
+    EXPECT_EQ(taken->takeover, 1);
+  }
+  EXPECT_EQ(reruns.load(), 1);
+  // Within the lease and a renewal period (600 + 200 ms), with room for a loaded machine.
+  EXPECT_LT(took, milliseconds(5'000));
+  v1::MeshJob job = job_of(get(*b.store, id));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);  // run again from the start
+  EXPECT_EQ(job.takeovers(), 1u);
+  // The dead replica's late outcome is not the job's; the new holder's is.
+  a.store->finish(id, Status(ErrorCode::kInternal, "late"), {});
+  b.store->finish(id, Status(), result_of_size(5));
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_SUCCEEDED; }));
+}
+
+TEST_F(RedisJobStoreTest, PastMaxTakeoversTheJobFailsRetryably) {
+  options_.max_takeovers = 0;
+  std::atomic<int> failed{0};
+  Replica a(*server_, timers_, options_);
+  Replica b(*server_, timers_, options_, counting_takeovers("failed", failed));
+  b.store->on_takeover([](TakenOverJob) { ADD_FAILURE() << "taken over past the limit"; },
+                       [] { return true; });
+  const std::string id = create(*a.store);
+  a.store->stop_renewing_for_testing();
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_FAILED; }));
+  const v1::MeshJob job = job_of(get(*b.store, id));
+  EXPECT_EQ(job.error().status(), "UNAVAILABLE");
+  EXPECT_EQ(job.error().code(), 14);
+  EXPECT_NE(job.error().message().find("jobs.max_takeovers"), std::string::npos);
+  EXPECT_EQ(failed.load(), 1);
+}
+
+TEST_F(RedisJobStoreTest, AReplicaThatCannotRunTakesNothingOver) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  std::atomic<int> runs{0};
+  b.store->on_takeover([&](TakenOverJob) { ++runs; }, [] { return false; });
+  const std::string id = create(*a.store);
+  a.store->stop_renewing_for_testing();
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(runs.load(), 0);
+  EXPECT_EQ(job_of(get(*b.store, id)).state(), v1::JOB_STATE_QUEUED);
+}
+
+TEST_F(RedisJobStoreTest, AStoppedReplicaHandsItsJobsBack) {
+  Replica b(*server_, timers_, options_);
+  std::atomic<int> runs{0};
+  b.store->on_takeover([&](TakenOverJob) { ++runs; }, [] { return true; });
+  std::string id;
+  {
+    Replica a(*server_, timers_, options_);
+    id = create(*a.store);
+  }  // a clean stop: the lease is given up at once
+  ASSERT_TRUE(eventually([&] { return runs.load() == 1; }, milliseconds(3000)));
+}
+
+TEST_F(RedisJobStoreTest, RedisGoneRefusesSubmitsAtOnceAndTheHealthSaysWhy) {
+  RedisTestServer own;
+  Replica a(own, timers_, options_);
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }));
+  const std::string id = create(*a.store);
+  own.stop();
+  const auto start = Clock::now();
+  NewJob job;
+  job.owner = "studio";
+  for (int i = 0; i < 3; ++i) {
+    const JobStore::Created refused =
+        wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
+    ASSERT_TRUE(std::holds_alternative<Status>(refused));
+    EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::get<Status>(refused).message().find("jobs.store redis"), std::string::npos);
+  }
+  EXPECT_EQ(status_of(get(*a.store, id)).code(), ErrorCode::kUnavailable);
+  EXPECT_LT(Clock::now() - start, milliseconds(5'000));
+  ASSERT_TRUE(eventually([&] { return !a.store->health().ok(); }));
+  EXPECT_NE(a.store->health().message().find("Redis"), std::string::npos);
+  ASSERT_TRUE(own.start());
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }, milliseconds(15'000)));
+}
+
+}  // namespace cube3d::test_redis_job_store

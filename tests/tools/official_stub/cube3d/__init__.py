@@ -1,0 +1,1 @@
+"""Test stand-in for the official cube3d package (see ../README.md): not the official code."""
