@@ -72,6 +72,14 @@ std::string status_of_transport_error(const beast::error_code& ec) {
   return ec == beast::error::timeout ? "DEADLINE_EXCEEDED" : "UNAVAILABLE";
 }
 
+// Whether `ec` says that the server had closed the connection: its end of the stream, a reset,
+// a write into a closed socket, a TLS stream cut without close_notify.
+bool closed_by_server(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == ssl::error::stream_truncated;
+}
+
 bool is_decoding(const std::string& progress_json) {
   v1::Progress progress;
   google::protobuf::util::JsonParseOptions options;
@@ -146,6 +154,13 @@ class HttpSender final : public RequestSender {
   beast::error_code handshake();
   // Whether the open connection can take the next request.
   bool reusable();
+  // Writes `req` on the open connection and reads the head of its answer into `parser`.
+  beast::error_code write_and_read_head(const http::request<http::string_body>& req,
+                                        http::response_parser<http::string_body>& parser);
+  // The same on the kept connection or a new one; once more on a new one when the kept one
+  // turns out to have been closed by the server.
+  beast::error_code exchange_head(const http::request<http::string_body>& req,
+                                  http::response_parser<http::string_body>& parser);
   // `orderly`: the connection is in good order (its answers read), so a TLS connection says
   // close_notify first; otherwise the socket just closes.
   void close(bool orderly = false);
@@ -223,6 +238,35 @@ bool HttpSender::reusable() {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+beast::error_code HttpSender::write_and_read_head(
+    const http::request<http::string_body>& req, http::response_parser<http::string_body>& parser) {
+  beast::error_code ec = run([&](auto handler) {
+    on_stream([&](auto& s) { http::async_write(s, req, std::move(handler)); });
+  });
+  if (ec) return ec;
+  return run([&](auto handler) {
+    on_stream([&](auto& s) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
+  });
+}
+
+beast::error_code HttpSender::exchange_head(const http::request<http::string_body>& req,
+                                            http::response_parser<http::string_body>& parser) {
+  const bool kept = open_;
+  beast::error_code ec = kept ? beast::error_code() : connect();
+  if (!ec) ec = write_and_read_head(req, parser);
+  // reusable() sees a close that has arrived. One still on its way (the server closes right
+  // after an answer, or its idle timeout fires as the request goes out) shows as the write or
+  // the read failing before a byte of an answer came: the request goes out again on a new
+  // connection, once, within the same deadline, as curl does with a kept connection. (A server
+  // that died with the request read refuses the new connection.)
+  if (ec && kept && closed_by_server(ec) && !parser.got_some() && buffer_.size() == 0) {
+    close();
+    ec = connect();
+    if (!ec) ec = write_and_read_head(req, parser);
+  }
+  return ec;
+}
+
 void HttpSender::close(bool orderly) {
   if (tls_ && orderly) {
     // close_notify, so that the server sees an end rather than a truncation; bounded, as the
@@ -280,17 +324,7 @@ RequestRecord HttpSender::send(const v1::GenerateMeshRequest& request,
     return body.size();
   };
   parser.on_chunk_body(on_chunk);
-  beast::error_code ec = open_ ? beast::error_code() : connect();
-  if (!ec) {
-    ec = run([&](auto handler) {
-      on_stream([&](auto& s) { http::async_write(s, *req, std::move(handler)); });
-    });
-  }
-  if (!ec) {
-    ec = run([&](auto handler) {
-      on_stream([&](auto& s) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
-    });
-  }
+  beast::error_code ec = exchange_head(*req, parser);
   if (ec) {
     close();
     record.e2e_ms = ms_since(stream.sent);

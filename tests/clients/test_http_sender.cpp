@@ -2,8 +2,8 @@
 // of answer counts as (a stream with a result, an error event, a plain error status, a stream
 // without a result, a dropped connection, a deadline that passes, no server), the cache status
 // (the result's cacheStatus, else an X-Cache header), that ttft is
-// taken when the decoding event arrives, and its one keep-alive connection (reused, and
-// opened again when the server closed it).
+// taken when the decoding event arrives, and its one keep-alive connection (reused, opened
+// again when the server closed it, a request sent once more when the close crossed it).
 #include "cube3d/clients/http_sender.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -401,6 +401,49 @@ TEST(HttpSenderTest, ReconnectsWhenTheServerClosedTheIdleConnection) {
   EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
   EXPECT_EQ(server.connections(), 3);
   EXPECT_EQ(server.requests().size(), 3u);  // each request reached the server once
+}
+
+TEST(HttpSenderTest, AKeptConnectionClosedAsTheRequestArrivesSendsItAgainOnANewOne) {
+  // The close that reusable() cannot see yet: the server takes the second request on the kept
+  // connection and closes it without a byte of answer (its idle timeout crossing the request).
+  // CI once saw this race as UNAVAILABLE.
+  std::atomic<int> seen{0};
+  ScriptedServer server([&seen](const auto& req, Reply& reply) {
+    if (++seen == 2) {
+      reply.close_after();
+      return;
+    }
+    answer_ok(req, reply);
+  });
+  const auto sender = sender_for(server.address());
+  EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(server.requests().size(), 3u);  // the dropped one, and the same again
+}
+
+TEST(HttpSenderTest, ARequestDroppedOnANewConnectionIsNotSentAgain) {
+  // Only a kept connection's close is taken for the server's idle timeout, and only once.
+  ScriptedServer server([](const auto& req, Reply& reply) {
+    (void)req;
+    reply.close_after();
+  });
+  EXPECT_EQ(send_one(server).status, "UNAVAILABLE");
+  EXPECT_EQ(server.requests().size(), 1u);
+
+  std::atomic<int> seen{0};
+  ScriptedServer answers_once([&seen](const auto& req, Reply& reply) {
+    if (++seen == 1) {
+      answer_ok(req, reply);
+    } else {
+      reply.close_after();
+    }
+  });
+  const auto sender = sender_for(answers_once.address());
+  EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "OK");
+  EXPECT_EQ(sender->send(sample_request(), SteadyClock::now()).status, "UNAVAILABLE");
+  EXPECT_EQ(answers_once.requests().size(), 3u);  // the kept connection's, and one more
+  EXPECT_EQ(answers_once.connections(), 2);
 }
 
 TEST(HttpSenderTest, ExtraBytesAfterAnAnswerMakeANewConnection) {
