@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,12 @@ inline void expect_error(const std::function<void()>& f, ErrorCode code,
           << "'" << e.what() << "' does not contain '" << needle << "'";
     }
   }
+}
+
+// expect_error(f, code, {"a", "b"}): a braced list of needles picks this one.
+inline void expect_error(const std::function<void()>& f, ErrorCode code,
+                         std::initializer_list<std::string> needles) {
+  expect_error(f, code, std::vector<std::string>(needles));
 }
 
 inline void expect_error(const std::function<void()>& f, ErrorCode code,

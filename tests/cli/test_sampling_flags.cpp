@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "expect_in_order.h"
 
 namespace cube3d {
 namespace test_sampling_flags {
@@ -31,12 +32,7 @@ TEST(SamplingFlags, HelpShowsTheCallersTextsInOrder) {
                                           "--seed N",
                                           "the tool's seed",
                                           "--after"};
-  size_t at = 0;
-  for (const std::string& line : lines) {
-    const size_t found = help.find(line, at);
-    ASSERT_NE(found, std::string::npos) << line << " (in order) in:\n" << help;
-    at = found + line.size();
-  }
+  testing::expect_in_order(help, lines);
 }
 
 TEST(SamplingFlags, TakeOneValueEach) {

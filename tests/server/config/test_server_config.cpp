@@ -17,6 +17,7 @@
 #include "cube3d/core/files.h"
 #include "cube3d/core/model_config.h"
 #include "cube3d/server/config/server_config.h"
+#include "expect_error.h"
 
 namespace cube3d {
 namespace test_server_config {
@@ -75,38 +76,13 @@ ServerConfig parse(const std::string& yaml) {
   return parse_server_config(yaml, "inline.yaml", kModels);
 }
 
-// Expects `run` to throw a cube3d::Error with `code` whose message holds every needle.
-template <class Run>
-void expect_throw(Run run, ErrorCode code, std::initializer_list<std::string> needles) {
-  try {
-    run();
-    ADD_FAILURE() << "no error; expected one mentioning " << *needles.begin();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(message.find(needle), std::string::npos)
-          << "message lacks '" << needle << "': " << message;
-    }
-  }
-}
-
 // The minimal file plus `extra`; the error must be kInvalidArgument and name inline.yaml.
 void expect_invalid(const std::string& extra, std::initializer_list<std::string> needles) {
   SCOPED_TRACE(extra);
   std::vector<std::string> all(needles);
   all.push_back("inline.yaml");
-  try {
-    (void)parse(std::string(kMinimal) + extra);
-    ADD_FAILURE() << "no error for:\n" << extra;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : all) {
-      EXPECT_NE(message.find(needle), std::string::npos)
-          << "message lacks '" << needle << "': " << message;
-    }
-  }
+  testing::expect_error([&] { (void)parse(std::string(kMinimal) + extra); },
+                        ErrorCode::kInvalidArgument, all);
 }
 
 // --- the shipped file and the defaults -------------------------------------------------------
@@ -295,8 +271,8 @@ TEST(ServerConfig, WithoutBaseDirPathsStayRelativeToTheCurrentDirectory) {
   const ServerConfig config =
       parse_server_config("model:\n  config: " + model + "\n", "inline.yaml");
   EXPECT_EQ(config.model.config, model);
-  expect_throw([] { (void)parse_server_config(kMinimal, "inline.yaml"); }, ErrorCode::kNotFound,
-               {"inline.yaml", "model.config", "demo.yaml"});
+  testing::expect_error([] { (void)parse_server_config(kMinimal, "inline.yaml"); },
+                        ErrorCode::kNotFound, {"inline.yaml", "model.config", "demo.yaml"});
 }
 
 TEST(ServerConfig, TlsWithBothFilesIsEnabled) {
@@ -366,14 +342,14 @@ TEST(ServerConfigErrors, DuplicateKey) {
 }
 
 TEST(ServerConfigErrors, MissingModelConfig) {
-  expect_throw([] { (void)parse("listen: \"0.0.0.0:1\"\n"); }, ErrorCode::kInvalidArgument,
-               {"inline.yaml", "missing required key model.config"});
-  expect_throw([] { (void)parse(""); }, ErrorCode::kInvalidArgument,
-               {"inline.yaml", "empty document", "model.config"});
-  expect_throw([] { (void)parse("model:\n  config: \"\"\n"); }, ErrorCode::kInvalidArgument,
-               {"inline.yaml", "model.config"});
-  expect_throw([] { (void)parse("model:\n  config: nothing-here.yaml\n"); }, ErrorCode::kNotFound,
-               {"inline.yaml", "model.config", "nothing-here.yaml"});
+  testing::expect_error([] { (void)parse("listen: \"0.0.0.0:1\"\n"); }, ErrorCode::kInvalidArgument,
+                        {"inline.yaml", "missing required key model.config"});
+  testing::expect_error([] { (void)parse(""); }, ErrorCode::kInvalidArgument,
+                        {"inline.yaml", "empty document", "model.config"});
+  testing::expect_error([] { (void)parse("model:\n  config: \"\"\n"); },
+                        ErrorCode::kInvalidArgument, {"inline.yaml", "model.config"});
+  testing::expect_error([] { (void)parse("model:\n  config: nothing-here.yaml\n"); },
+                        ErrorCode::kNotFound, {"inline.yaml", "model.config", "nothing-here.yaml"});
 }
 
 TEST(ServerConfigErrors, WrongTypeNamesKeyAndValue) {
@@ -392,8 +368,8 @@ TEST(ServerConfigErrors, WrongTypeNamesKeyAndValue) {
   expect_invalid("limits: 5\n", {"limits: expected a mapping"});
   expect_invalid("limits:\n  max_prompt_bytes: 99999999999999999999\n",
                  {"limits.max_prompt_bytes", "out of range"});
-  expect_throw([] { (void)parse("- a\n- b\n"); }, ErrorCode::kInvalidArgument,
-               {"inline.yaml", "top level: expected a mapping"});
+  testing::expect_error([] { (void)parse("- a\n- b\n"); }, ErrorCode::kInvalidArgument,
+                        {"inline.yaml", "top level: expected a mapping"});
 }
 
 TEST(ServerConfigErrors, BadListenAddress) {
@@ -580,7 +556,7 @@ TEST(ServerConfigErrors, HttpTlsNeedsTheTlsSectionAndAnHttpListener) {
 TEST(ServerConfigErrors, TlsFileMissingIsNotFound) {
   TempDir dir;
   const std::string cert = dir.file("server.pem", "cert");
-  expect_throw(
+  testing::expect_error(
       [&] {
         (void)parse(std::string(kMinimal) + "tls:\n  cert_file: " + cert +
                     "\n  key_file: /nonexistent/server.key\n");
@@ -589,7 +565,7 @@ TEST(ServerConfigErrors, TlsFileMissingIsNotFound) {
   // A folder where a file belongs.
   expect_invalid("tls:\n  cert_file: " + cert + "\n  key_file: " + dir.path() + "\n",
                  {"tls.key_file", "not a regular file"});
-  expect_throw(
+  testing::expect_error(
       [&] {
         (void)parse(std::string(kMinimal) +
                     "policy:\n  prompt_denylist_file: /nonexistent/denylist.txt\n");
@@ -602,32 +578,32 @@ TEST(ServerConfigErrors, WeightsInPairsAndPresent) {
   const std::string gpt = dir.file("shape_gpt.safetensors", "x");
   expect_invalid("  gpt_weights: " + gpt + "\n",
                  {"model.gpt_weights and model.shape_weights", "model.shape_weights is empty"});
-  expect_throw(
+  testing::expect_error(
       [&] {
         (void)parse(std::string(kMinimal) + "  gpt_weights: " + gpt +
                     "\n  shape_weights: missing.safetensors\n");
       },
       ErrorCode::kNotFound, {"model.shape_weights", kModels + "/missing.safetensors"});
   expect_invalid("  clip_model: " + gpt + "\n", {"model.clip_model", "not a directory"});
-  expect_throw([&] { (void)parse(std::string(kMinimal) + "  clip_vocab: nope.txt.gz\n"); },
-               ErrorCode::kNotFound, {"model.clip_vocab", "nope.txt.gz"});
+  testing::expect_error([&] { (void)parse(std::string(kMinimal) + "  clip_vocab: nope.txt.gz\n"); },
+                        ErrorCode::kNotFound, {"model.clip_vocab", "nope.txt.gz"});
 }
 
 TEST(ServerConfigErrors, YamlSyntaxErrorNamesFileAndLine) {
   TempDir dir;
   const std::string path = dir.file("broken.yaml", "model:\n  config: demo.yaml\nlisten: a: b\n");
-  expect_throw([&] { (void)load_server_config(path); }, ErrorCode::kInvalidArgument,
-               {path, "YAML syntax error at line 3, column 10"});
+  testing::expect_error([&] { (void)load_server_config(path); }, ErrorCode::kInvalidArgument,
+                        {path, "YAML syntax error at line 3, column 10"});
   const std::string tabs = dir.file("tabs.yaml", "model:\n  config: demo.yaml\n\tlisten: x\n");
-  expect_throw([&] { (void)load_server_config(tabs); }, ErrorCode::kInvalidArgument,
-               {tabs, "YAML syntax error at line 3"});
+  testing::expect_error([&] { (void)load_server_config(tabs); }, ErrorCode::kInvalidArgument,
+                        {tabs, "YAML syntax error at line 3"});
 }
 
 TEST(ServerConfigErrors, MissingFileIsNotFound) {
-  expect_throw([] { (void)load_server_config("/nonexistent/server.yaml"); }, ErrorCode::kNotFound,
-               {"/nonexistent/server.yaml"});
-  expect_throw([] { (void)load_server_config(kModels); }, ErrorCode::kInvalidArgument,
-               {kModels, "not a regular file"});
+  testing::expect_error([] { (void)load_server_config("/nonexistent/server.yaml"); },
+                        ErrorCode::kNotFound, {"/nonexistent/server.yaml"});
+  testing::expect_error([] { (void)load_server_config(kModels); }, ErrorCode::kInvalidArgument,
+                        {kModels, "not a regular file"});
 }
 
 // --- --print-config -----------------------------------------------------------------------------
@@ -867,52 +843,55 @@ TEST(ServerConfigOverride, AListOfOriginsByCommasOrYaml) {
 TEST(ServerConfigOverride, UnknownKeyIsNamed) {
   ServerConfig config = load_server_config(kDemoServer);
   const ServerConfig before = config;
-  expect_throw([&] { apply_override(config, "batching.max_queue_sise", "3"); },
-               ErrorCode::kInvalidArgument,
-               {"unknown key batching.max_queue_sise", "did you mean batching.max_queue_size"});
-  expect_throw([&] { apply_override(config, "max_queue_delay_ms", "3"); },
-               ErrorCode::kInvalidArgument,
-               {"unknown key max_queue_delay_ms", "did you mean batching.max_queue_delay_ms"});
-  expect_throw([&] { apply_override(config, "nonsense", "3"); }, ErrorCode::kInvalidArgument,
-               {"unknown key nonsense"});
-  expect_throw([&] { apply_override(config, "tls", "x"); }, ErrorCode::kInvalidArgument,
-               {"tls is a section", "tls.cert_file, tls.key_file"});
+  testing::expect_error(
+      [&] { apply_override(config, "batching.max_queue_sise", "3"); }, ErrorCode::kInvalidArgument,
+      {"unknown key batching.max_queue_sise", "did you mean batching.max_queue_size"});
+  testing::expect_error(
+      [&] { apply_override(config, "max_queue_delay_ms", "3"); }, ErrorCode::kInvalidArgument,
+      {"unknown key max_queue_delay_ms", "did you mean batching.max_queue_delay_ms"});
+  testing::expect_error([&] { apply_override(config, "nonsense", "3"); },
+                        ErrorCode::kInvalidArgument, {"unknown key nonsense"});
+  testing::expect_error([&] { apply_override(config, "tls", "x"); }, ErrorCode::kInvalidArgument,
+                        {"tls is a section", "tls.cert_file, tls.key_file"});
   EXPECT_EQ(config, before);
 }
 
 TEST(ServerConfigOverride, BadValuesAreNamedAndLeaveTheConfigAlone) {
   ServerConfig config = load_server_config(kDemoServer);
   const ServerConfig before = config;
-  expect_throw([&] { apply_override(config, "batching.max_queue_delay_ms", "soon"); },
-               ErrorCode::kInvalidArgument,
-               {"command-line override", "batching.max_queue_delay_ms", "'soon'"});
-  expect_throw([&] { apply_override(config, "listen", "0.0.0.0:0"); }, ErrorCode::kInvalidArgument,
-               {"command-line override listen=0.0.0.0:0", "listen", "port 0"});
-  expect_throw([&] { apply_override(config, "batching.batch_buckets", "4,2"); },
-               ErrorCode::kInvalidArgument, {"batching.batch_buckets", "increasing order"});
-  expect_throw([&] { apply_override(config, "batching.batch_buckets", "1,x"); },
-               ErrorCode::kInvalidArgument, {"batching.batch_buckets[1]", "'x'"});
-  expect_throw([&] { apply_override(config, "batching.batch_buckets", ""); },
-               ErrorCode::kInvalidArgument, {"batching.batch_buckets", "at least one"});
-  expect_throw([&] { apply_override(config, "cuda_graphs", "maybe"); }, ErrorCode::kInvalidArgument,
-               {"cuda_graphs", "'maybe'", "on, off"});
-  expect_throw([&] { apply_override(config, "defaults.top_p", "1.5"); },
-               ErrorCode::kInvalidArgument, {"defaults.top_p (1.5)"});
-  expect_throw([&] { apply_override(config, "mesh.occupancy", "sparse"); },
-               ErrorCode::kInvalidArgument,
-               {"command-line override mesh.occupancy=sparse", "mesh.occupancy", "'sparse'",
-                "hierarchical or dense"});
-  expect_throw([&] { apply_override(config, "mesh.occupancy_coarsest_resolution_base", "0"); },
-               ErrorCode::kInvalidArgument, {"mesh.occupancy_coarsest_resolution_base (0)"});
-  expect_throw([&] { apply_override(config, "mesh.occupancy_dilation", "9"); },
-               ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation (9)"});
-  expect_throw([&] { apply_override(config, "mesh.occupancy_dilation", "wide"); },
-               ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation", "'wide'"});
+  testing::expect_error([&] { apply_override(config, "batching.max_queue_delay_ms", "soon"); },
+                        ErrorCode::kInvalidArgument,
+                        {"command-line override", "batching.max_queue_delay_ms", "'soon'"});
+  testing::expect_error([&] { apply_override(config, "listen", "0.0.0.0:0"); },
+                        ErrorCode::kInvalidArgument,
+                        {"command-line override listen=0.0.0.0:0", "listen", "port 0"});
+  testing::expect_error([&] { apply_override(config, "batching.batch_buckets", "4,2"); },
+                        ErrorCode::kInvalidArgument,
+                        {"batching.batch_buckets", "increasing order"});
+  testing::expect_error([&] { apply_override(config, "batching.batch_buckets", "1,x"); },
+                        ErrorCode::kInvalidArgument, {"batching.batch_buckets[1]", "'x'"});
+  testing::expect_error([&] { apply_override(config, "batching.batch_buckets", ""); },
+                        ErrorCode::kInvalidArgument, {"batching.batch_buckets", "at least one"});
+  testing::expect_error([&] { apply_override(config, "cuda_graphs", "maybe"); },
+                        ErrorCode::kInvalidArgument, {"cuda_graphs", "'maybe'", "on, off"});
+  testing::expect_error([&] { apply_override(config, "defaults.top_p", "1.5"); },
+                        ErrorCode::kInvalidArgument, {"defaults.top_p (1.5)"});
+  testing::expect_error([&] { apply_override(config, "mesh.occupancy", "sparse"); },
+                        ErrorCode::kInvalidArgument,
+                        {"command-line override mesh.occupancy=sparse", "mesh.occupancy",
+                         "'sparse'", "hierarchical or dense"});
+  testing::expect_error(
+      [&] { apply_override(config, "mesh.occupancy_coarsest_resolution_base", "0"); },
+      ErrorCode::kInvalidArgument, {"mesh.occupancy_coarsest_resolution_base (0)"});
+  testing::expect_error([&] { apply_override(config, "mesh.occupancy_dilation", "9"); },
+                        ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation (9)"});
+  testing::expect_error([&] { apply_override(config, "mesh.occupancy_dilation", "wide"); },
+                        ErrorCode::kInvalidArgument, {"mesh.occupancy_dilation", "'wide'"});
   // Cross-field: the demo's default resolution (6) no longer fits.
-  expect_throw([&] { apply_override(config, "limits.max_resolution_base", "5"); },
-               ErrorCode::kInvalidArgument, {"defaults.resolution_base (6)"});
-  expect_throw([&] { apply_override(config, "model.config", "/nonexistent/model.yaml"); },
-               ErrorCode::kNotFound, {"model.config", "/nonexistent/model.yaml"});
+  testing::expect_error([&] { apply_override(config, "limits.max_resolution_base", "5"); },
+                        ErrorCode::kInvalidArgument, {"defaults.resolution_base (6)"});
+  testing::expect_error([&] { apply_override(config, "model.config", "/nonexistent/model.yaml"); },
+                        ErrorCode::kNotFound, {"model.config", "/nonexistent/model.yaml"});
   EXPECT_EQ(config, before);
 }
 
@@ -928,18 +907,18 @@ TEST(ServerConfigOverride, LoadAppliesOverridesBeforeValidating) {
   const std::string path = dir.file("server.yaml", "model:\n  config: " + kDemoModel +
                                                        "\n  gpt_weights: gone.safetensors\n"
                                                        "  shape_weights: gone2.safetensors\n");
-  expect_throw([&] { (void)load_server_config(path); }, ErrorCode::kNotFound,
-               {path, "model.gpt_weights", dir.path() + "/gone.safetensors"});
+  testing::expect_error([&] { (void)load_server_config(path); }, ErrorCode::kNotFound,
+                        {path, "model.gpt_weights", dir.path() + "/gone.safetensors"});
   const ServerConfig repaired =
       load_server_config(path, {{"model.gpt_weights", ""}, {"model.shape_weights", ""}});
   EXPECT_TRUE(repaired.model.gpt_weights.empty());
 
-  expect_throw(
+  testing::expect_error(
       [] {
         (void)load_server_config(kDemoServer, {{"listen", "x"}});
       },
       ErrorCode::kInvalidArgument, {kDemoServer + " with command-line overrides", "listen"});
-  expect_throw(
+  testing::expect_error(
       [] {
         (void)load_server_config(kDemoServer, {{"lisen", "x"}});
       },
@@ -954,10 +933,10 @@ TEST(ServerConfigOverride, ParsesKeyEqualsValue) {
   EXPECT_EQ(nested.key, "model.clip_vocab");
   EXPECT_EQ(nested.value, "a=b");
   EXPECT_EQ(parse_config_override("metrics_listen=").value, "");
-  expect_throw([] { (void)parse_config_override("listen"); }, ErrorCode::kInvalidArgument,
-               {"'listen'", "key=value"});
-  expect_throw([] { (void)parse_config_override("=1"); }, ErrorCode::kInvalidArgument,
-               {"key=value"});
+  testing::expect_error([] { (void)parse_config_override("listen"); }, ErrorCode::kInvalidArgument,
+                        {"'listen'", "key=value"});
+  testing::expect_error([] { (void)parse_config_override("=1"); }, ErrorCode::kInvalidArgument,
+                        {"key=value"});
 }
 
 }  // namespace test_server_config
