@@ -23,7 +23,8 @@
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/sampling_flags.h"
 #include "cube3d/clients/call_retry.h"
-#include "cube3d/clients/grpc_target.h"
+#include "cube3d/clients/grpc_channel.h"
+#include "cube3d/clients/server_flags.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/v1/mesh_service.grpc.pb.h"
@@ -31,32 +32,26 @@
 namespace cube3d {
 namespace {
 
-constexpr const char* kDefaultServer = "127.0.0.1:50051";
 constexpr const char* kDefaultOut = "mesh.glb";
 // Without a terminal (a log, a CI job) a line per progress event would flood the output: one
 // line per stage change, and at most one per this many seconds within a stage.
 constexpr double kPlainProgressSeconds = 5.0;
 // --health: the service asked about (the server reports it and "" alike), and the deadline when
 // --timeout-ms gives none: a probe must answer well within its orchestrator's own timeout.
-constexpr const char* kHealthService = "cube3d.v1.MeshService";
+constexpr const char* kHealthService = v1::MeshService::service_full_name();
 constexpr int64_t kHealthTimeoutMs = 3000;
 
 CliArgs make_args() {
   CliArgs args("cube3d-client", "Generate a mesh with a running cube3d-server.");
-  args.option("--server", 1,
-              std::string("server address: HOST:PORT, [IPV6]:PORT or unix:PATH (not a URL; "
-                          "default ") +
-                  kDefaultServer +
-                  "); several replicas as A:P,B:Q or a name with several addresses, balanced "
-                  "round robin",
-              "ADDR")
-      .env("CUBE3D_SERVER")
-      .option("--tls", 0, "connect with TLS, checking the server against the system's roots")
-      .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
-      .option("--server-name", 1,
-              "TLS: the name the certificate must carry, when it differs from the --server host "
-              "(e.g. connecting by IP to a certificate for localhost)",
-              "NAME")
+  add_server_flags(
+      args,
+      {.server = std::string("server address: HOST:PORT, [IPV6]:PORT or unix:PATH (not a URL; "
+                             "default ") +
+                 kDefaultServer +
+                 "); several replicas as A:P,B:Q or a name with several addresses, balanced "
+                 "round robin",
+       .server_metavar = "ADDR",
+       .tls = "connect with TLS, checking the server against the system's roots"})
       .option("--health", 0,
               std::string("only check the server's health (grpc.health.v1.Health/Check for ") +
                   kHealthService +
@@ -112,31 +107,6 @@ std::string random_request_id() {
                 static_cast<unsigned>(entropy()), static_cast<unsigned>(entropy()),
                 static_cast<unsigned>(entropy()));
   return id;
-}
-
-// --server as a gRPC target (grpc_target.h): one address, a name with several, or a list.
-std::string server_target(const std::string& address) { return grpc_target(address); }
-
-std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CliArgs& args,
-                                                              grpc::ChannelArguments& channel) {
-  const bool tls = args.has("--tls") || args.has("--ca");
-  if (args.has("--server-name")) {
-    if (!tls) {
-      throw invalid_argument("--server-name is the name TLS checks: it needs --tls or --ca");
-    }
-    channel.SetSslTargetNameOverride(args.get("--server-name"));
-  }
-  if (!tls) return grpc::InsecureChannelCredentials();
-  grpc::SslCredentialsOptions ssl;  // no roots: gRPC's (the system's) roots
-  if (args.has("--ca")) {
-    const std::string path = args.get("--ca");
-    ssl.pem_root_certs = read_file(path, "--ca certificate");
-    // Caught here rather than as an opaque handshake failure after the connection attempt.
-    if (ssl.pem_root_certs.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      throw invalid_argument("--ca " + path + ": not a PEM certificate (no BEGIN CERTIFICATE)");
-    }
-  }
-  return grpc::SslCredentials(ssl);
 }
 
 std::string current_folder() {
@@ -241,11 +211,9 @@ const char* serving_status_name(int32_t status) {
 // --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
 // exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
 int check_health(const CliArgs& args) {
-  const std::string address = args.get("--server", kDefaultServer);
-  const std::string target = server_target(address);
-  grpc::ChannelArguments channel_args;
-  const auto credentials = channel_credentials(args, channel_args);
-  const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
+  const std::string address = server_from_args(args);
+  const auto channel =
+      open_grpc_channel(address, client_tls_from_args(args), ChannelPurpose::kHealthProbe);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
@@ -283,7 +251,8 @@ int run(int argc, char** argv) {
   if (args.has("--health")) return check_health(args);
   if (!args.has("--prompt")) throw invalid_argument("--prompt is required");
   const std::string out = args.get("--out", kDefaultOut);
-  const std::string target = server_target(args.get("--server", kDefaultServer));
+  // A --server or --ca at fault fails here, before anything is written.
+  const auto channel = open_grpc_channel(server_from_args(args), client_tls_from_args(args));
 
   v1::GenerateMeshRequest request;
   request.set_prompt(args.get("--prompt"));
@@ -322,11 +291,6 @@ int run(int argc, char** argv) {
   check_writable("--out", out);
   if (args.has("--tokens-out")) check_writable("--tokens-out", args.get("--tokens-out"));
 
-  grpc::ChannelArguments channel_args;
-  channel_args.SetMaxReceiveMessageSize(-1);
-  balance_round_robin(channel_args);
-  const auto credentials = channel_credentials(args, channel_args);
-  const auto channel = grpc::CreateCustomChannel(target, credentials, channel_args);
   const auto stub = v1::MeshService::NewStub(channel);
   const RetryPolicy retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
   const auto deadline = std::chrono::system_clock::now() +

@@ -12,7 +12,7 @@
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/clients/cache_status.h"
 #include "cube3d/clients/call_retry.h"
-#include "cube3d/clients/grpc_target.h"
+#include "cube3d/clients/grpc_channel.h"
 #include "cube3d/v1/mesh_service.grpc.pb.h"
 
 namespace cube3d {
@@ -108,25 +108,10 @@ class GrpcSender final : public RequestSender {
   std::mt19937_64 rng_;  // the backoff's jitter
 };
 
-// cube3d-client's TLS (client_tls.h): the system's roots or the --ca root, the certificate
-// checked for --server-name when given.
-std::shared_ptr<grpc::ChannelCredentials> credentials(const ClientTls& tls,
-                                                      grpc::ChannelArguments& channel_args) {
-  if (!tls.enabled) return grpc::InsecureChannelCredentials();
-  if (!tls.server_name.empty()) channel_args.SetSslTargetNameOverride(tls.server_name);
-  grpc::SslCredentialsOptions ssl;  // no roots: gRPC's (the system's) roots
-  ssl.pem_root_certs = tls.ca_pem;
-  return grpc::SslCredentials(ssl);
-}
-
 class GrpcSenderFactory final : public SenderFactory {
  public:
   explicit GrpcSenderFactory(SenderOptions options) : options_(std::move(options)) {
-    grpc::ChannelArguments channel_args;
-    channel_args.SetMaxReceiveMessageSize(-1);  // a large mesh is a large reply
-    balance_round_robin(channel_args);
-    stub_ = v1::MeshService::NewStub(grpc::CreateCustomChannel(
-        grpc_target(options_.server), credentials(options_.tls, channel_args), channel_args));
+    stub_ = v1::MeshService::NewStub(open_grpc_channel(options_.server, options_.tls));
   }
 
   std::unique_ptr<RequestSender> make_sender() const override {

@@ -166,8 +166,4 @@ std::string grpc_target(std::string_view servers, std::string_view flag) {
   return target;
 }
 
-void balance_round_robin(grpc::ChannelArguments& channel) {
-  channel.SetLoadBalancingPolicyName("round_robin");
-}
-
 }  // namespace cube3d

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,20 +15,19 @@
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/sampling_flags.h"
 #include "cube3d/clients/call_retry.h"
-#include "cube3d/clients/client_tls.h"
 #include "cube3d/clients/load_driver.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/clients/prompt_mix.h"
 #include "cube3d/clients/request_plan.h"
 #include "cube3d/clients/request_sender.h"
+#include "cube3d/clients/server_flags.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 
 namespace cube3d {
 namespace {
 
-constexpr const char* kDefaultServer = "127.0.0.1:50051";  // cube3d-client's default
-constexpr int64_t kDefaultDeadlineMs = 600000;             // cube3d-client's default
+constexpr int64_t kDefaultDeadlineMs = 600000;  // cube3d-client's default
 
 // Small game objects, so that a default run looks like the traffic the server is meant for.
 const std::vector<std::string> kBuiltinPrompts = {
@@ -98,20 +96,13 @@ CliArgs make_args() {
                "\n"
                "Exit status: 0 when the run completed (even with failed requests), 2 on a usage\n"
                "error, 1 when every measured request failed with UNAVAILABLE (no server).");
-  args.option("--protocol", 1, "grpc or http (default grpc)", "P")
-      .option("--server", 1,
-              std::string("server address: the gRPC or the HTTP listener (default ") +
-                  kDefaultServer + ")",
-              "HOST:PORT")
-      .env("CUBE3D_SERVER")
-      .option("--tls", 0,
-              "connect with TLS (gRPC over TLS; HTTP: HTTPS), checking the server against the "
-              "system's roots")
-      .option("--ca", 1, "PEM root certificate to check the server against (implies --tls)", "FILE")
-      .option("--server-name", 1,
-              "TLS: the name the certificate must carry, when it differs from the --server host "
-              "(e.g. connecting by IP to a certificate for localhost)",
-              "NAME")
+  args.option("--protocol", 1, "grpc or http (default grpc)", "P");
+  add_server_flags(
+      args, {.server = std::string("server address: the gRPC or the HTTP listener (default ") +
+                       kDefaultServer + ")",
+             .server_metavar = "HOST:PORT",
+             .tls = "connect with TLS (gRPC over TLS; HTTP: HTTPS), checking the server "
+                    "against the system's roots"})
       .option("--rate", 1, "open loop: mean arrival rate in requests per second", "R")
       .option("--arrival-seed", 1, "open loop: seed of the arrival times (default 1)", "N")
       .option("--concurrency", 1, "closed loop: number of workers", "N")
@@ -261,15 +252,13 @@ Settings read_settings(const CliArgs& args) {
   Settings s;
   s.protocol = parse_protocol(args.get("--protocol", "grpc"));
   s.config.protocol = protocol_name(s.protocol);
-  s.config.server = args.get("--server", kDefaultServer);
+  s.config.server = server_from_args(args);
   read_load_shape(args, s.config);
   read_request_fields(args, s.config, s.plan);
   s.sender.server = s.config.server;
   s.sender.deadline_ms = s.config.deadline_ms;
   s.sender.api_key = args.get("--api-key");
-  s.sender.tls = client_tls_from_flags(
-      args.has("--tls"), args.has("--ca") ? std::optional(args.get("--ca")) : std::nullopt,
-      args.has("--server-name") ? std::optional(args.get("--server-name")) : std::nullopt);
+  s.sender.tls = client_tls_from_args(args);
   s.sender.retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
   // Every request's own id: a retry is then the same request (the server joins it to the first
   // attempt when that still runs), and the server's log names the run.

@@ -3,11 +3,7 @@
 // one kept connection with SNI, a chain or a name it cannot trust failing UNAVAILABLE at once, a
 // server that never handshakes costing no more than the deadline, and close_notify on an
 // orderly close.
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include <gtest/gtest.h>
 
@@ -27,6 +23,7 @@
 #include <vector>
 
 #include "clients/loopback_listener.h"
+#include "clients/test_certificate.h"
 #include "cube3d/clients/http_sender.h"
 #include "eventually.h"
 
@@ -39,61 +36,8 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 
-template <typename T, void (*Free)(T*)>
-struct Deleter {
-  void operator()(T* p) const { Free(p); }
-};
-using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using Bio = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-using Extension = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
-
-void require(bool ok, const char* what) {
-  if (!ok) throw std::runtime_error(std::string("making the test certificate: ") + what);
-}
-
-std::string pem_of(const std::function<int(BIO*)>& write) {
-  const Bio bio(BIO_new(BIO_s_mem()));
-  require(bio && write(bio.get()) == 1, "PEM");
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<size_t>(size));
-}
-
-void add_extension(X509* cert, int nid, const std::string& value) {
-  X509V3_CTX context;
-  X509V3_set_ctx_nodb(&context);
-  X509V3_set_ctx(&context, cert, cert, nullptr, nullptr, 0);
-  const Extension ext(X509V3_EXT_conf_nid(nullptr, &context, nid, value.c_str()));
-  require(ext && X509_add_ext(cert, ext.get(), -1) == 1, "extension");
-}
-
-// A self-signed certificate for DNS:`name` and its key, as PEM.
-struct Identity {
-  std::string cert_pem;
-  std::string key_pem;
-};
-
-Identity self_signed(const std::string& name) {
-  const Key key(EVP_EC_gen("P-256"));
-  require(key != nullptr, "key");
-  const Cert cert(X509_new());
-  require(cert && X509_set_version(cert.get(), 2) == 1, "version");
-  ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 86400);
-  require(X509_set_pubkey(cert.get(), key.get()) == 1, "public key");
-  X509_NAME* subject = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
-  require(X509_set_issuer_name(cert.get(), subject) == 1, "issuer");
-  add_extension(cert.get(), NID_basic_constraints, "critical,CA:TRUE");
-  add_extension(cert.get(), NID_subject_alt_name, "DNS:" + name);
-  require(X509_sign(cert.get(), key.get(), EVP_sha256()) > 0, "signature");
-  return {pem_of([&](BIO* b) { return PEM_write_bio_X509(b, cert.get()); }), pem_of([&](BIO* b) {
-            return PEM_write_bio_PrivateKey(b, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
-          })};
-}
+using testing::Identity;
+using testing::self_signed;
 
 constexpr const char* kEvents =
     "event: progress\ndata: {\"stage\":\"STAGE_DECODING\",\"tokensDone\":1}\n\n"

@@ -1,12 +1,13 @@
 """e2e.replicas: two replicas behind one client list survive a SIGKILL of one of them.
 
 Two demo servers on loopback (A and B); cube3d-loadgen --server A,B sends an open loop of
-requests (round robin over both, each with a request_id of its own). While A has a request
-running, A is killed with SIGKILL; a moment later it is started again on the same ports. The
-calls A had in flight fail UNAVAILABLE at the client's end and are tried again, on B; calls
-picked for A meanwhile go to B. The report must show every request answered OK, or
-DEADLINE_EXCEEDED by its own deadline, none UNAVAILABLE, and say how many were retried; the
-restarted A must take requests again.
+requests (round robin over the replicas whose health is SERVING, each with a request_id of its
+own). While A has a request running, A is killed with SIGKILL; a moment later it is started
+again on the same ports. The calls A had in flight fail UNAVAILABLE at the client's end and are
+tried again, on B; calls meanwhile go to B, also while the restarted A loads its model (its
+health NOT_SERVING). The report must show every request answered OK, or DEADLINE_EXCEEDED by its
+own deadline, none UNAVAILABLE and none tried more than twice, and say how many were retried;
+the restarted A must take requests again.
 
 Then cube3d-client --server A,B makes one mesh (the client's list and retries), and a request id
 sent twice while the first runs is joined, not computed twice (the server's duplicate check).
@@ -139,6 +140,10 @@ class ReplicasTest(unittest.TestCase):
             self.assertGreaterEqual(requests["retried"], 1, requests)
             self.assertEqual(requests["retried"],
                              sum(1 for r in rows if int(r["attempts"]) > 1))
+            # A retry goes to a replica that can answer: B while A is down, and not A while
+            # it loads its model again (the channel watches each replica's health), so no
+            # request needed a third attempt.
+            self.assertEqual([r for r in rows if int(r["attempts"]) > 2], [])
             # Each answered by its own deadline (the client's clock, with a little slack).
             late = [r for r in rows if float(r["e2e_ms"]) > DEADLINE_MS + 1000]
             self.assertEqual(late, [])

@@ -2,8 +2,9 @@
 // the deadline as the call's deadline and the API key as `authorization: Bearer <key>`
 // metadata. All senders of a factory share its channel (one HTTP/2 connection per server;
 // calls are multiplexed on it, so a sender is cheap and holds no connection of its own).
-// Several servers (--server a,b or a name with several addresses) are balanced round robin,
-// and a call that fails UNAVAILABLE is tried again within its deadline (call_retry.h);
+// Several servers (--server a,b or a name with several addresses) are balanced round robin over
+// those whose health is SERVING (grpc_channel.h), and a call that fails UNAVAILABLE is tried
+// again within its deadline (call_retry.h);
 // `attempts` in the record says how many it took.
 //
 // A record: ttft at the first STAGE_DECODING progress event, e2e at the call's final status,

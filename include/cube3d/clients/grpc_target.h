@@ -1,5 +1,5 @@
 // --server for the gRPC clients (cube3d-client, cube3d-loadgen): one address or several, as
-// the channel's target, balanced round robin.
+// the channel's target (grpc_channel.h balances the calls over its addresses).
 //   HOST:PORT             gRPC's DNS resolver: every address the name resolves to (a
 //                         Kubernetes headless Service's pods), re-resolved as they change
 //   [IPV6]:PORT, unix:PATH, dns:///..., ipv4:..., ipv6:...   passed through
@@ -8,8 +8,6 @@
 // A URL (http://...) is refused: gRPC would take "http" for a host name and fail later.
 #pragma once
 
-#include <grpcpp/support/channel_arguments.h>
-
 #include <string>
 #include <string_view>
 
@@ -17,9 +15,5 @@ namespace cube3d {
 
 // The target for `servers`; throws invalid_argument naming `flag` and the entry at fault.
 std::string grpc_target(std::string_view servers, std::string_view flag = "--server");
-
-// Round robin over every address of the target (gRPC's default, pick_first, would send every
-// call to the first one while it answers).
-void balance_round_robin(grpc::ChannelArguments& channel);
 
 }  // namespace cube3d
