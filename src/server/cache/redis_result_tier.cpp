@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -10,6 +9,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/server/cache/entry_files.h"
+#include "cube3d/server/timing/action_gate.h"
 
 namespace cube3d {
 namespace {
@@ -136,8 +136,6 @@ class RedisResultTier::Impl : public std::enable_shared_from_this<RedisResultTie
   void waiter_due(const std::string& hex, uint64_t seq);
   void arm_renewal();
   void renew();
-  bool enter();  // false once closed; else a timer action in progress (leave() when done)
-  void leave();
   void report(const char* result) {
     if (observer_.on_lookup) observer_.on_lookup(result);
   }
@@ -151,9 +149,7 @@ class RedisResultTier::Impl : public std::enable_shared_from_this<RedisResultTie
   const std::string ready_channel_;
 
   std::mutex mutex_;
-  std::condition_variable idle_;
-  bool closed_ = false;
-  int busy_ = 0;                                               // timer actions in progress
+  ActionGate gate_{mutex_};  // close() against the waiters' and the renewal's timer actions
   std::map<std::string, std::map<uint64_t, Waiter>> waiters_;  // by hex
   uint64_t next_waiter_ = 0;
   std::map<std::string, int> claims_;  // hex -> handles alive
@@ -161,21 +157,6 @@ class RedisResultTier::Impl : public std::enable_shared_from_this<RedisResultTie
 };
 
 RedisResultTier::Claim::~Claim() { tier_->release(hex_); }
-
-bool RedisResultTier::Impl::enter() {
-  const std::lock_guard lock(mutex_);
-  if (closed_) return false;
-  ++busy_;
-  return true;
-}
-
-void RedisResultTier::Impl::leave() {
-  {
-    const std::lock_guard lock(mutex_);
-    --busy_;
-  }
-  idle_.notify_all();
-}
 
 void RedisResultTier::Impl::read(const CacheKey& key, std::function<void(Found)> then) {
   const std::string hex = to_hex(key);
@@ -241,7 +222,7 @@ void RedisResultTier::Impl::lookup(const CacheKey& key, TierClock::time_point un
                                    std::function<void(Value)> done, bool waited) {
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return done(nullptr);
+    if (gate_.closed()) return done(nullptr);
   }
   read(key, [this, key, until, waited, done = std::move(done)](Found found) mutable {
     if (found.what == Found::What::kOthers && TierClock::now() < until) {
@@ -264,7 +245,7 @@ void RedisResultTier::Impl::wait(const CacheKey& key, TierClock::time_point unti
   const TierClock::time_point due = std::min(until, lapse);
   {
     const std::lock_guard lock(mutex_);
-    if (!closed_) {
+    if (!gate_.closed()) {
       const uint64_t seq = next_waiter_++;
       Waiter& waiter = waiters_[hex][seq];
       waiter.key = key;
@@ -280,7 +261,8 @@ void RedisResultTier::Impl::wait(const CacheKey& key, TierClock::time_point unti
 }
 
 void RedisResultTier::Impl::waiter_due(const std::string& hex, uint64_t seq) {
-  if (!enter()) return;
+  const ActionGate::Pass pass = gate_.enter();
+  if (!pass) return;
   std::optional<Waiter> waiter;
   {
     const std::lock_guard lock(mutex_);
@@ -302,7 +284,6 @@ void RedisResultTier::Impl::waiter_due(const std::string& hex, uint64_t seq) {
       lookup(waiter->key, waiter->until, std::move(waiter->done), true);
     }
   }
-  leave();
 }
 
 void RedisResultTier::Impl::wake(const std::string& hex) {
@@ -310,7 +291,7 @@ void RedisResultTier::Impl::wake(const std::string& hex) {
   {
     const std::lock_guard lock(mutex_);
     const auto it = waiters_.find(hex);
-    if (closed_ || it == waiters_.end()) return;
+    if (gate_.closed() || it == waiters_.end()) return;
     woken = std::move(it->second);
     waiters_.erase(it);
   }
@@ -333,7 +314,7 @@ void RedisResultTier::Impl::store(const CacheKey& key, const Value& value) {
   if (static_cast<int64_t>(value->size()) > options_.max_entry_bytes) return;
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return;
+    if (gate_.closed()) return;
   }
   const std::string hex = to_hex(key);
   std::string entry = encode_entry_header(key, *value);
@@ -347,7 +328,7 @@ void RedisResultTier::Impl::store(const CacheKey& key, const Value& value) {
 void RedisResultTier::Impl::erase(const CacheKey& key) {
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return;
+    if (gate_.closed()) return;
   }
   const std::string hex = to_hex(key);
   client_.run(
@@ -358,7 +339,7 @@ std::shared_ptr<RedisResultTier::Claim> RedisResultTier::Impl::claim(const Cache
   const std::string hex = to_hex(key);
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return nullptr;
+    if (gate_.closed()) return nullptr;
     if (claims_[hex]++ > 0) return std::make_shared<Claim>(shared_from_this(), hex);
   }
   client_.run(
@@ -374,7 +355,7 @@ void RedisResultTier::Impl::release(const std::string& hex) {
     const auto it = claims_.find(hex);
     if (it == claims_.end() || --it->second > 0) return;
     claims_.erase(it);
-    if (closed_) return;
+    if (gate_.closed()) return;
   }
   // On the key's lane, after its store: a result stored already took the claim with it.
   client_.run(
@@ -384,7 +365,7 @@ void RedisResultTier::Impl::release(const std::string& hex) {
 
 void RedisResultTier::Impl::arm_renewal() {
   const std::lock_guard lock(mutex_);
-  if (closed_) return;
+  if (gate_.closed()) return;
   renewal_ = timers_.schedule_after(std::chrono::milliseconds(options_.claim_ms / 3),
                                     [weak = weak_from_this()] {
                                       if (const auto self = weak.lock()) self->renew();
@@ -392,17 +373,19 @@ void RedisResultTier::Impl::arm_renewal() {
 }
 
 void RedisResultTier::Impl::renew() {
-  if (!enter()) return;
-  RedisClient::Command command = {"EVAL", kRenewClaims};
   {
-    const std::lock_guard lock(mutex_);
-    command.push_back(std::to_string(claims_.size()));
-    for (const auto& [hex, count] : claims_) command.push_back(claim_prefix_ + hex);
+    const ActionGate::Pass pass = gate_.enter();
+    if (!pass) return;
+    RedisClient::Command command = {"EVAL", kRenewClaims};
+    {
+      const std::lock_guard lock(mutex_);
+      command.push_back(std::to_string(claims_.size()));
+      for (const auto& [hex, count] : claims_) command.push_back(claim_prefix_ + hex);
+    }
+    command.push_back(options_.replica);
+    command.push_back(std::to_string(options_.claim_ms));
+    if (command[2] != "0") client_.run({std::move(command)}, [](RedisClient::Result) {});
   }
-  command.push_back(options_.replica);
-  command.push_back(std::to_string(options_.claim_ms));
-  if (command[2] != "0") client_.run({std::move(command)}, [](RedisClient::Result) {});
-  leave();
   arm_renewal();
 }
 
@@ -412,11 +395,11 @@ void RedisResultTier::Impl::close() {
   std::vector<std::string> claimed;
   {
     std::unique_lock lock(mutex_);
-    closed_ = true;
+    gate_.close_locked();
     waiters.swap(waiters_);
     renewal = std::move(renewal_);
     for (const auto& [hex, count] : claims_) claimed.push_back(hex);
-    idle_.wait(lock, [this] { return busy_ == 0; });
+    gate_.wait_idle(lock);
   }
   renewal.cancel();
   for (auto& [hex, by_seq] : waiters) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -20,6 +19,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/core/guarded_call.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/timing/action_gate.h"
 #include "cube3d/server/timing/timer_queue.h"
 
 namespace cube3d {
@@ -75,9 +75,6 @@ JobStore::Answer to_answer(Reply reply) {
   job.set_expires_unix_ms(view.expires_unix_ms);
   return job;
 }
-
-// A callback of the caller's must not take the store down with it (nor leave a timer action's
-// busy count raised, which the destructor waits on).
 
 }  // namespace
 
@@ -183,7 +180,6 @@ class MemoryJobStore::State : public std::enable_shared_from_this<State> {
   void arm_sweep();
   void sweep();
   void wait_timed_out(const std::string& id, uint64_t waiter);
-  void done_busy();
   void flush(Outbox& out);
   void notify();
 
@@ -192,10 +188,10 @@ class MemoryJobStore::State : public std::enable_shared_from_this<State> {
   const std::string tag_;  // this run's: the first 8 digits of each id
 
   mutable std::mutex mutex_;
-  std::condition_variable idle_;  // busy_ fell to 0
-  bool closed_ = false;
+  // close() against the timer actions past their start (the sweep, a long-poll's time-out),
+  // which deliver answers.
+  ActionGate gate_{mutex_};
   bool no_waiting_ = false;  // end_long_polls(): every get answers at once
-  int busy_ = 0;  // timer actions past their start, delivering answers: close() waits for them
   Records records_;
   std::unordered_map<std::string, int64_t> open_by_owner_;
   // Ended jobs, oldest finished first. The TTL is the same for all, so this is also the order in
@@ -228,7 +224,7 @@ std::string MemoryJobStore::State::create(const std::string& owner, const std::s
   std::optional<Error> refusal;
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) throw unavailable("the server is shutting down");
+    if (gate_.closed()) throw unavailable("the server is shutting down");
     expire_due(JobClock::now(), out);
     if (const auto open = open_by_owner_.find(owner);
         open != open_by_owner_.end() && open->second >= options_.max_jobs_per_key) {
@@ -277,7 +273,7 @@ void MemoryJobStore::State::set_canceller(const std::string& id, std::function<v
   {
     const std::lock_guard lock(mutex_);
     const auto it = records_.find(id);
-    if (!closed_ && it != records_.end() && is_open(it->second.state)) {
+    if (!gate_.closed() && it != records_.end() && is_open(it->second.state)) {
       if (it->second.cancel_requested) {
         run_now = true;
       } else {
@@ -294,7 +290,7 @@ void MemoryJobStore::State::progress(const std::string& id, const v1::Progress& 
   {
     const std::lock_guard lock(mutex_);
     const auto it = records_.find(id);
-    if (closed_ || it == records_.end() || !is_open(it->second.state)) return;
+    if (gate_.closed() || it == records_.end() || !is_open(it->second.state)) return;
     Record& record = it->second;
     record.progress = progress;
     if (record.state == v1::JOB_STATE_QUEUED && progress.stage() > v1::STAGE_QUEUED) {
@@ -312,7 +308,7 @@ void MemoryJobStore::State::finish(const std::string& id, const Status& status, 
   {
     const std::lock_guard lock(mutex_);
     const auto it = records_.find(id);
-    if (closed_ || it == records_.end() || !is_open(it->second.state)) return;
+    if (gate_.closed() || it == records_.end() || !is_open(it->second.state)) return;
     Record& record = it->second;
     const std::string owner = record.owner;
     const auto now = JobClock::now();  // under the lock: finished_ stays in expiry order
@@ -373,7 +369,7 @@ void MemoryJobStore::State::discard(const std::string& id) {
   {
     const std::lock_guard lock(mutex_);
     const auto it = records_.find(id);
-    if (closed_ || it == records_.end()) return;
+    if (gate_.closed() || it == records_.end()) return;
     remove(it, out);  // no tombstone: as if it had never been made
   }
   flush(out);
@@ -480,7 +476,7 @@ void MemoryJobStore::State::close() {
   TimerQueue::Timer sweep;
   {
     const std::lock_guard lock(mutex_);
-    closed_ = true;
+    gate_.close_locked();
     records.swap(records_);
     sweep = std::move(sweep_);
     open_by_owner_.clear();
@@ -500,7 +496,7 @@ void MemoryJobStore::State::close() {
   }
   {
     std::unique_lock lock(mutex_);
-    idle_.wait(lock, [this] { return busy_ == 0; });
+    gate_.wait_idle(lock);
   }
   const std::lock_guard lock(observer_mutex_);
   observer_ = nullptr;
@@ -523,7 +519,7 @@ MemoryJobStore::State::Record* MemoryJobStore::State::readable(const std::string
                                                                const std::string& owner,
                                                                Outbox& out,
                                                                std::optional<Reply>& refusal) {
-  if (closed_) {
+  if (gate_.closed()) {
     refusal = shutting_down();
     return nullptr;
   }
@@ -678,11 +674,12 @@ void MemoryJobStore::State::arm_sweep() {
 }
 
 void MemoryJobStore::State::sweep() {
+  ActionGate::Pass pass;  // ends after flush(), without the lock
   Outbox out;
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return;
-    ++busy_;
+    pass = gate_.enter_locked();
+    if (!pass) return;
     // This timer has run (or a newer one is replaced, harmlessly: arm_sweep() schedules for the
     // present front either way).
     sweep_ = TimerQueue::Timer();
@@ -690,33 +687,24 @@ void MemoryJobStore::State::sweep() {
     arm_sweep();
   }
   flush(out);
-  done_busy();
 }
 
 void MemoryJobStore::State::wait_timed_out(const std::string& id, uint64_t waiter) {
+  ActionGate::Pass pass;  // ends after flush(), without the lock
   Outbox out;
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return;
+    if (gate_.closed()) return;
     const auto it = records_.find(id);
     if (it == records_.end()) return;
     const auto found = it->second.waiters.find(waiter);
     if (found == it->second.waiters.end()) return;  // answered by finish() meanwhile
-    ++busy_;
+    pass = gate_.enter_locked();
     out.timers.push_back(std::move(found->second.timer));
     out.replies.emplace_back(std::move(found->second.done), view(id, it->second));
     it->second.waiters.erase(found);
   }
   flush(out);
-  done_busy();
-}
-
-void MemoryJobStore::State::done_busy() {
-  {
-    const std::lock_guard lock(mutex_);
-    --busy_;
-  }
-  idle_.notify_all();
 }
 
 void MemoryJobStore::State::flush(Outbox& out) {

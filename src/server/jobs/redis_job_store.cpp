@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -15,6 +14,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/core/guarded_call.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/timing/action_gate.h"
 
 namespace cube3d {
 namespace {
@@ -421,8 +421,6 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   void tick();
   void after_tick(RedisClient::Result result, bool claimed);
   void publish_counts(const RedisReply& hash);
-  bool enter();
-  void leave();
 
   RedisClient& client_;
   RedisSubscriber& subscriber_;
@@ -436,11 +434,9 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   const std::string cancel_channel_ = options_.key_prefix + "job-cancel";
 
   mutable std::mutex mutex_;
-  std::condition_variable idle_;
-  bool closed_ = false;
+  ActionGate gate_{mutex_};  // close() against the long-polls' and the tick's timer actions
   bool no_waiting_ = false;  // end_long_polls()
   bool renewing_ = true;     // false: stop_renewing_for_testing()
-  int busy_ = 0;             // timer actions in progress: close() waits for them
   std::map<std::string, Held> held_;
   // Jobs whose canceller runs now, with what waits for it to return: a cancel's answer is read
   // after it, so a canceller that ends the job at once (its finish written first, on the same
@@ -465,21 +461,6 @@ RedisJobStoreOptions RedisJobStore::State::checked(RedisJobStoreOptions options)
   require_in_range("jobs.max_takeovers", options.max_takeovers, 0, 100);
   require_in_range("takeovers_per_tick", options.takeovers_per_tick, 1, 1000);
   return options;
-}
-
-bool RedisJobStore::State::enter() {
-  const std::lock_guard lock(mutex_);
-  if (closed_) return false;
-  ++busy_;
-  return true;
-}
-
-void RedisJobStore::State::leave() {
-  {
-    const std::lock_guard lock(mutex_);
-    --busy_;
-  }
-  idle_.notify_all();
 }
 
 void RedisJobStore::State::start() {
@@ -515,7 +496,7 @@ void RedisJobStore::State::run_script(const char* body, std::vector<std::string>
 void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done) {
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return done(store_shutting_down());
+    if (gate_.closed()) return done(store_shutting_down());
   }
   const std::string id = make_job_id(tag_);
   const std::string owner = job.owner;
@@ -568,7 +549,7 @@ void RedisJobStore::State::set_canceller(const std::string& id, std::function<vo
   {
     const std::lock_guard lock(mutex_);
     const auto it = held_.find(id);
-    if (closed_ || it == held_.end()) return;
+    if (gate_.closed() || it == held_.end()) return;
     if (it->second.cancel_requested) {
       run_now = static_cast<bool>(cancel);
       if (run_now) running_cancellers_[id];
@@ -595,7 +576,7 @@ void RedisJobStore::State::run_canceller(const std::string& id, std::function<vo
 void RedisJobStore::State::progress(const std::string& id, const v1::Progress& progress) {
   {
     const std::lock_guard lock(mutex_);
-    if (closed_ || held_.count(id) == 0) return;
+    if (gate_.closed() || held_.count(id) == 0) return;
   }
   run_script(
       kProgress,
@@ -651,7 +632,7 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
                if (!std::holds_alternative<Status>(result)) return;
                // Not written: kept for the next tick, while our lease would still hold it.
                const std::lock_guard lock(mutex_);
-               if (closed_ || StoreClock::now() >= finish.give_up) {
+               if (gate_.closed() || StoreClock::now() >= finish.give_up) {
                  spdlog::warn(
                      "job {}: its outcome could not be written to Redis ({}); another "
                      "replica will run it again",
@@ -738,7 +719,7 @@ void RedisJobStore::State::get(const std::string& id, const std::string& owner,
   std::optional<uint64_t> seq;
   {
     const std::lock_guard lock(mutex_);
-    if (closed_)
+    if (gate_.closed())
       return guarded_call(kJobStoreLogName, "get's done", done, Answer(store_shutting_down()));
     if (wait_ms > 0 && !no_waiting_) {
       // Registered before the read, so that an end announced between the two is not missed.
@@ -782,7 +763,7 @@ void RedisJobStore::State::recheck(const std::string& id) {
   {
     const std::lock_guard lock(mutex_);
     const auto it = waiters_.find(id);
-    if (closed_ || it == waiters_.end()) return;
+    if (gate_.closed() || it == waiters_.end()) return;
     for (const auto& [seq, waiter] : it->second) polls.emplace_back(seq, waiter.owner);
   }
   for (const auto& [seq, owner] : polls) {
@@ -799,7 +780,8 @@ void RedisJobStore::State::recheck(const std::string& id) {
 }
 
 void RedisJobStore::State::waiter_due(const std::string& id, uint64_t seq) {
-  if (!enter()) return;
+  const ActionGate::Pass pass = gate_.enter();
+  if (!pass) return;
   std::string owner;
   bool found = false;
   {
@@ -816,7 +798,6 @@ void RedisJobStore::State::waiter_due(const std::string& id, uint64_t seq) {
       answer_waiter(id, seq, std::move(answer));
     });
   }
-  leave();
 }
 
 void RedisJobStore::State::cancel(const std::string& id, const std::string& owner,
@@ -825,7 +806,7 @@ void RedisJobStore::State::cancel(const std::string& id, const std::string& owne
     return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(invalid_job_id(id)));
   {
     const std::lock_guard lock(mutex_);
-    if (closed_)
+    if (gate_.closed())
       return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(store_shutting_down()));
   }
   run_script(kCancel, {id, owner}, RedisClient::lane_of(id),
@@ -859,7 +840,7 @@ void RedisJobStore::State::heard_cancel(const std::string& id) {
   {
     const std::lock_guard lock(mutex_);
     const auto it = held_.find(id);
-    if (closed_ || it == held_.end()) return;
+    if (gate_.closed() || it == held_.end()) return;
     it->second.cancel_requested = true;
     canceller = std::exchange(it->second.canceller, nullptr);
     if (canceller) running_cancellers_[id];
@@ -927,7 +908,7 @@ Status RedisJobStore::State::health() const {
 
 void RedisJobStore::State::arm_tick() {
   const std::lock_guard lock(mutex_);
-  if (closed_) return;
+  if (gate_.closed()) return;
   tick_ = timers_.schedule_after(std::chrono::milliseconds(options_.lease_ms / 3),
                                  [weak = weak_from_this()] {
                                    if (const auto self = weak.lock()) self->tick();
@@ -935,14 +916,11 @@ void RedisJobStore::State::arm_tick() {
 }
 
 void RedisJobStore::State::tick() {
-  if (!enter()) return;
+  const ActionGate::Pass pass = gate_.enter();
+  if (!pass) return;
   {
     const std::lock_guard lock(mutex_);
-    if (!renewing_) {
-      --busy_;
-      idle_.notify_all();
-      return;
-    }
+    if (!renewing_) return;
   }
   std::vector<std::string> renew = {"EVAL",   script(kRenew),
                                     "0",      options_.key_prefix,
@@ -974,7 +952,6 @@ void RedisJobStore::State::tick() {
                 arm_tick();
               });
   for (auto& [id, finish] : retries) write_finish(id, std::move(finish));
-  leave();
 }
 
 void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) {
@@ -982,7 +959,7 @@ void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) 
   const Replies& replies = std::get<Replies>(result);
   {
     const std::lock_guard lock(mutex_);
-    if (closed_) return;
+    if (gate_.closed()) return;
     if (!replies[0].error()) last_renewed_ = StoreClock::now();
   }
   // Renewal: jobs no longer ours stop here; ours with a cancel we did not hear are cancelled.
@@ -1039,7 +1016,7 @@ void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) 
         job.takeover = taken.elements[5].as_int();
         {
           const std::lock_guard lock(mutex_);
-          if (closed_) return;
+          if (gate_.closed()) return;
           held_[job.id];
         }
         if (observer_.on_takeover) observer_.on_takeover("rerun");
@@ -1059,14 +1036,14 @@ void RedisJobStore::State::close() {
   TimerQueue::Timer tick;
   {
     std::unique_lock lock(mutex_);
-    closed_ = true;
+    gate_.close_locked();
     waiters.swap(waiters_);
     if (renewing_) {
       for (const auto& [id, entry] : held_) held.push_back(id);
     }
     held_.clear();
     tick = std::move(tick_);
-    idle_.wait(lock, [this] { return busy_ == 0; });
+    gate_.wait_idle(lock);
   }
   tick.cancel();
   for (auto& [id, by_seq] : waiters) {
