@@ -25,9 +25,9 @@ std::chrono::milliseconds retry_backoff(const RetryPolicy& policy, int attempt,
 }
 
 RetryPolicy retry_policy_with_attempts(int64_t max_attempts) {
-  if (max_attempts < 1 || max_attempts > 10) {
-    throw invalid_argument("--max-attempts " + std::to_string(max_attempts) +
-                           ": expected 1..10 (1: never try a call again)");
+  if (max_attempts < 1 || max_attempts > kMaxCallAttempts) {
+    throw invalid_argument("--max-attempts " + std::to_string(max_attempts) + ": expected 1.." +
+                           std::to_string(kMaxCallAttempts) + " (1: never try a call again)");
   }
   RetryPolicy policy;
   policy.max_attempts = static_cast<int>(max_attempts);

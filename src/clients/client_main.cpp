@@ -22,8 +22,10 @@
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/sampling_flags.h"
+#include "cube3d/clients/call_flags.h"
 #include "cube3d/clients/call_retry.h"
 #include "cube3d/clients/grpc_channel.h"
+#include "cube3d/clients/request_sender.h"
 #include "cube3d/clients/server_flags.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
@@ -71,14 +73,9 @@ CliArgs make_args() {
       .option("--request-id", 1,
               "request id for the server's logs (default: a random one, so that a retry is the "
               "same request)",
-              "ID")
-      .option("--max-attempts", 1,
-              "attempts when the server is UNAVAILABLE (a replica gone), the first included: "
-              "1..10 (default 5; 1: never again)",
-              "N")
+              "ID");
+  add_call_flags(args, {.max_attempts = "attempts when the server is UNAVAILABLE (a replica gone)"})
       .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
-      .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
-      .env("CUBE3D_API_KEY")
       .option("--end-user", 1,
               "the end user (player) this call is for, sent as 'end-user-id' metadata: the "
               "key's per_user limits and fair turns apply to it",
@@ -208,6 +205,12 @@ const char* serving_status_name(int32_t status) {
   return status >= 0 && status <= 3 ? names[status] : "UNRECOGNIZED";
 }
 
+// --api-key's credentials on a call, when there is a key.
+void add_authorization(grpc::ClientContext& context, const CliArgs& args) {
+  const std::string authorization = bearer_authorization(api_key_from_args(args));
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+}
+
 // --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
 // exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
 int check_health(const CliArgs& args) {
@@ -217,8 +220,7 @@ int check_health(const CliArgs& args) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
-  if (args.has("--api-key"))
-    context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+  add_authorization(context, args);
 
   google::protobuf::StringValue request;  // HealthCheckRequest
   request.set_value(kHealthService);
@@ -292,7 +294,7 @@ int run(int argc, char** argv) {
   if (args.has("--tokens-out")) check_writable("--tokens-out", args.get("--tokens-out"));
 
   const auto stub = v1::MeshService::NewStub(channel);
-  const RetryPolicy retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
+  const RetryPolicy retry = retry_policy_from_args(args);
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::milliseconds(args.get_int("--timeout-ms", 600000));
   std::mt19937_64 jitter(std::random_device{}());
@@ -304,8 +306,7 @@ int run(int argc, char** argv) {
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
     context.set_deadline(deadline);
-    if (args.has("--api-key"))
-      context.AddMetadata("authorization", "Bearer " + args.get("--api-key"));
+    add_authorization(context, args);
     if (args.has("--end-user")) context.AddMetadata("end-user-id", args.get("--end-user"));
     auto reader = stub->GenerateMeshStream(&context, request);
     v1::GenerateMeshEvent event;

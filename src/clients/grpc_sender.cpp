@@ -24,7 +24,7 @@ class GrpcSender final : public RequestSender {
              uint64_t jitter_seed)
       : stub_(std::move(stub)),
         deadline_(std::chrono::milliseconds(options.deadline_ms)),
-        authorization_(options.api_key.empty() ? "" : "Bearer " + options.api_key),
+        authorization_(bearer_authorization(options.api_key)),
         retry_(options.retry),
         rng_(jitter_seed) {}
 

@@ -448,7 +448,7 @@ std::unique_ptr<SenderFactory> make_http_sender_factory(const SenderOptions& opt
   target->host_header = options.server;
   target->timeout_ms = std::to_string(options.deadline_ms);
   target->deadline = std::chrono::milliseconds(options.deadline_ms);
-  if (!options.api_key.empty()) target->authorization = "Bearer " + options.api_key;
+  target->authorization = bearer_authorization(options.api_key);
   if (options.tls.enabled) {
     target->tls = client_tls_context(options.tls);
     target->tls_name =

@@ -14,7 +14,7 @@
 
 #include "cube3d/cli/cli_args.h"
 #include "cube3d/cli/sampling_flags.h"
-#include "cube3d/clients/call_retry.h"
+#include "cube3d/clients/call_flags.h"
 #include "cube3d/clients/load_driver.h"
 #include "cube3d/clients/load_report.h"
 #include "cube3d/clients/prompt_mix.h"
@@ -120,13 +120,8 @@ CliArgs make_args() {
   args.option("--prompt-mix", 1, "fixed (default), zipf:N or zipf:N:S (see above)", "MIX")
       .option("--bypass-cache", 0,
               "ask the server to compute every answer afresh (bypass_cache): no cache hits")
-      .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS")
-      .option("--max-attempts", 1,
-              "gRPC: attempts per request when it fails UNAVAILABLE, the first included "
-              "(1..10, default 5; 1: never again)",
-              "N")
-      .option("--api-key", 1, "API key, sent as 'authorization: Bearer <key>'", "KEY")
-      .env("CUBE3D_API_KEY")
+      .option("--deadline-ms", 1, "deadline of each request, from its send (default 600000)", "MS");
+  add_call_flags(args, {.max_attempts = "gRPC: attempts per request when it fails UNAVAILABLE"})
       .option("--json", 1, "also write the report as JSON", "FILE")
       .option("--per-request-csv", 1,
               "also write a CSV line per measured request (index, send offset, status, "
@@ -257,9 +252,9 @@ Settings read_settings(const CliArgs& args) {
   read_request_fields(args, s.config, s.plan);
   s.sender.server = s.config.server;
   s.sender.deadline_ms = s.config.deadline_ms;
-  s.sender.api_key = args.get("--api-key");
+  s.sender.api_key = api_key_from_args(args);
   s.sender.tls = client_tls_from_args(args);
-  s.sender.retry = retry_policy_with_attempts(args.get_int("--max-attempts", 5));
+  s.sender.retry = retry_policy_from_args(args);
   // Every request's own id: a retry is then the same request (the server joins it to the first
   // attempt when that still runs), and the server's log names the run.
   std::random_device entropy;

@@ -16,6 +16,10 @@ const char* protocol_name(Protocol protocol) {
   return protocol == Protocol::kHttp ? "http" : "grpc";
 }
 
+std::string bearer_authorization(const std::string& api_key) {
+  return api_key.empty() ? std::string() : "Bearer " + api_key;
+}
+
 std::unique_ptr<SenderFactory> make_sender_factory(Protocol protocol,
                                                    const SenderOptions& options) {
   return protocol == Protocol::kHttp ? make_http_sender_factory(options)

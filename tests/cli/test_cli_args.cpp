@@ -9,6 +9,7 @@
 
 #include "cube3d/cli/version.h"
 #include "cube3d/core/error.h"
+#include "parsed_flags.h"
 #include "scoped_env.h"
 
 namespace cube3d {
@@ -29,21 +30,13 @@ CliArgs make() {
   return args;
 }
 
-void parse(CliArgs& args, std::vector<const char*> words) {
-  words.insert(words.begin(), "tool");
-  args.parse(static_cast<int>(words.size()), words.data());
-}
-
 CliArgs parsed(std::vector<const char*> words) {
-  CliArgs args = make();
-  parse(args, std::move(words));
-  return args;
+  return testing::parsed_flags(make(), std::move(words));
 }
 
 std::string error_of(std::vector<const char*> words) {
-  CliArgs args = make();
   try {
-    parse(args, std::move(words));
+    (void)parsed(std::move(words));
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     return e.what();
@@ -151,12 +144,10 @@ TEST(CliArgs, ErrorsNameTheOption) {
   EXPECT_EQ(error_of({"--name"}), "--name expects 1 value(s)");
   EXPECT_EQ(error_of({"--flag=maybe"}),
             "--flag is a switch: expected no value (or true/false), got 'maybe'");
-  CliArgs args = make();
-  parse(args, {"--size", "12x", "--ratio", "inf"});
+  const CliArgs args = parsed({"--size", "12x", "--ratio", "inf"});
   EXPECT_THROW(args.get_int("--size", 0), Error);
   EXPECT_THROW(args.get_double("--ratio", 0), Error);
-  CliArgs negative = make();
-  parse(negative, {"--size", "-1"});
+  const CliArgs negative = parsed({"--size", "-1"});
   try {
     negative.get_uint("--size", 0);
     FAIL();
@@ -166,8 +157,7 @@ TEST(CliArgs, ErrorsNameTheOption) {
 }
 
 TEST(CliArgs, HelpListsEveryOptionInOrder) {
-  CliArgs args = make();
-  parse(args, {"-h", "--nope"});  // help is answered before other words are checked
+  const CliArgs args = parsed({"-h", "--nope"});  // help is answered before other words are checked
   EXPECT_TRUE(args.help_requested());
   const std::string help = args.help();
   EXPECT_EQ(help.rfind("usage: tool [options]\nDoes a thing.\n", 0), 0u) << help;

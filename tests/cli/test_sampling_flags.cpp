@@ -7,6 +7,7 @@
 
 #include "cube3d/core/error.h"
 #include "expect_in_order.h"
+#include "parsed_flags.h"
 
 namespace cube3d {
 namespace test_sampling_flags {
@@ -36,10 +37,9 @@ TEST(SamplingFlags, HelpShowsTheCallersTextsInOrder) {
 }
 
 TEST(SamplingFlags, TakeOneValueEach) {
-  CliArgs args = with_sampling_flags();
-  const std::vector<const char*> words = {"tool", "--guidance-scale", "2.5", "--top-p",
-                                          "0.9",  "--seed",           "7",   "--after"};
-  args.parse(static_cast<int>(words.size()), words.data());
+  const CliArgs args = testing::parsed_flags(
+      with_sampling_flags(),
+      {"--guidance-scale", "2.5", "--top-p", "0.9", "--seed", "7", "--after"});
   EXPECT_DOUBLE_EQ(args.get_double("--guidance-scale", 0), 2.5);
   EXPECT_DOUBLE_EQ(args.get_double("--top-p", 1), 0.9);
   EXPECT_EQ(args.get_uint("--seed", 0), 7u);
@@ -47,10 +47,8 @@ TEST(SamplingFlags, TakeOneValueEach) {
 }
 
 TEST(SamplingFlags, MissingValueNamesTheFlag) {
-  CliArgs args = with_sampling_flags();
-  const std::vector<const char*> words = {"tool", "--seed"};
   try {
-    args.parse(static_cast<int>(words.size()), words.data());
+    (void)testing::parsed_flags(with_sampling_flags(), {"--seed"});
     FAIL() << "parsed --seed without a value";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "--seed expects 1 value(s)");

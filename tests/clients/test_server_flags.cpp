@@ -10,6 +10,7 @@
 
 #include "expect_error.h"
 #include "expect_in_order.h"
+#include "parsed_flags.h"
 #include "scoped_env.h"
 #include "temp_dir.h"
 
@@ -30,11 +31,7 @@ CliArgs with_server_flags() {
 }
 
 CliArgs parsed(const std::vector<const char*>& flags) {
-  CliArgs args = with_server_flags();
-  std::vector<const char*> words = {"tool"};
-  words.insert(words.end(), flags.begin(), flags.end());
-  args.parse(static_cast<int>(words.size()), words.data());
-  return args;
+  return testing::parsed_flags(with_server_flags(), flags);
 }
 
 // Each tool's --help is pinned by its own tests; here: the caller's texts and metavar, the shared

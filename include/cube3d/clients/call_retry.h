@@ -18,6 +18,10 @@
 
 namespace cube3d {
 
+// The most attempts a caller may ask for (--max-attempts): past it a dead replica's callers would
+// keep coming back long after another replica should have answered them.
+inline constexpr int kMaxCallAttempts = 10;
+
 struct RetryPolicy {
   int max_attempts = 5;  // the first attempt included; 1: never again
   std::chrono::milliseconds initial_backoff{100};
@@ -34,7 +38,7 @@ bool should_retry(const RetryPolicy& policy, int attempt, grpc::StatusCode code,
 std::chrono::milliseconds retry_backoff(const RetryPolicy& policy, int attempt,
                                         std::mt19937_64& rng);
 
-// --max-attempts: 1..10; throws invalid_argument naming the flag otherwise.
+// --max-attempts: 1..kMaxCallAttempts; throws invalid_argument naming the flag otherwise.
 RetryPolicy retry_policy_with_attempts(int64_t max_attempts);
 
 }  // namespace cube3d

@@ -35,9 +35,13 @@ struct SenderOptions {
   // gRPC: UNAVAILABLE tried again, on another replica when there is one (call_retry.h).
   RetryPolicy retry;
   int64_t deadline_ms = 600000;  // per request, from its send
-  std::string api_key;           // sent as "Bearer <key>"; empty: no credentials
+  std::string api_key;           // sent as bearer_authorization(); empty: no credentials
   ClientTls tls;                 // not enabled: plain TCP (h2c for gRPC, HTTP/1.1 for HTTP)
 };
+
+// The authorization value that carries an API key, as gRPC metadata and as the HTTP header
+// alike: "Bearer <key>"; "" (send none) for an empty key.
+std::string bearer_authorization(const std::string& api_key);
 
 // Sends requests one after another; one thread at a time.
 class RequestSender {
