@@ -364,12 +364,10 @@ void RedisResultTier::Impl::release(const std::string& hex) {
 }
 
 void RedisResultTier::Impl::arm_renewal() {
-  const std::lock_guard lock(mutex_);
-  if (gate_.closed()) return;
-  renewal_ = timers_.schedule_after(std::chrono::milliseconds(options_.claim_ms / 3),
-                                    [weak = weak_from_this()] {
-                                      if (const auto self = weak.lock()) self->renew();
-                                    });
+  gate_.schedule(timers_, renewal_, std::chrono::milliseconds(options_.claim_ms / 3),
+                 [weak = weak_from_this()] {
+                   if (const auto self = weak.lock()) self->renew();
+                 });
 }
 
 void RedisResultTier::Impl::renew() {

@@ -907,12 +907,10 @@ Status RedisJobStore::State::health() const {
 }
 
 void RedisJobStore::State::arm_tick() {
-  const std::lock_guard lock(mutex_);
-  if (gate_.closed()) return;
-  tick_ = timers_.schedule_after(std::chrono::milliseconds(options_.lease_ms / 3),
-                                 [weak = weak_from_this()] {
-                                   if (const auto self = weak.lock()) self->tick();
-                                 });
+  gate_.schedule(timers_, tick_, std::chrono::milliseconds(options_.lease_ms / 3),
+                 [weak = weak_from_this()] {
+                   if (const auto self = weak.lock()) self->tick();
+                 });
 }
 
 void RedisJobStore::State::tick() {

@@ -1,5 +1,7 @@
 #include "cube3d/server/timing/action_gate.h"
 
+#include <utility>
+
 namespace cube3d {
 
 ActionGate::Pass& ActionGate::Pass::operator=(Pass&& other) noexcept {
@@ -31,6 +33,14 @@ ActionGate::Pass ActionGate::enter_locked() {
   if (closed_) return Pass();
   ++in_progress_;
   return Pass(this);
+}
+
+bool ActionGate::schedule(TimerQueue& timers, TimerQueue::Timer& slot,
+                          std::chrono::milliseconds delay, std::function<void()> action) {
+  const std::lock_guard lock(mutex_);
+  if (closed_) return false;
+  slot = timers.schedule_after(delay, std::move(action));
+  return true;
 }
 
 void ActionGate::wait_idle(std::unique_lock<std::mutex>& lock) {

@@ -1,6 +1,7 @@
 // The gate between an object's close() and its timer actions (action_gate.h): a pass for each
 // action while the gate is open and none once it is closed; wait_idle() returns only when every
-// pass has ended, however its action left (a throw included); a pass ends once, moved or not.
+// pass has ended, however its action left (a throw included); a pass ends once, moved or not;
+// schedule() arms a timer while the gate is open and none once it is closed.
 #include "cube3d/server/timing/action_gate.h"
 
 #include <gtest/gtest.h>
@@ -121,6 +122,31 @@ TEST(ActionGate, WaitIdleReturnsOnlyOnceTheActionsInProgressHaveEnded) {
   action.join();
   EXPECT_TRUE(eventually([&] { return returned.load(); }));
   closer.join();
+}
+
+TEST(ActionGate, ScheduleArmsATimerWhileOpenAndNoneOnceClosed) {
+  TimerQueue timers;  // first: it outlives the slot
+  std::mutex mutex;
+  ActionGate gate(mutex);
+  TimerQueue::Timer slot;
+  std::atomic<int> ran{0};
+  EXPECT_TRUE(gate.schedule(timers, slot, std::chrono::milliseconds(1), [&] { ++ran; }));
+  EXPECT_TRUE(eventually([&] { return ran.load() == 1; }));
+
+  // Armed, then closed: the slot keeps what was armed (the owner's close() cancels it), and
+  // nothing new is armed, however soon it would be due.
+  EXPECT_TRUE(gate.schedule(timers, slot, std::chrono::hours(1), [&] { ++ran; }));
+  {
+    const std::lock_guard lock(mutex);
+    gate.close_locked();
+  }
+  EXPECT_FALSE(gate.schedule(timers, slot, std::chrono::milliseconds(0), [&] { ++ran; }));
+  EXPECT_TRUE(slot);
+  EXPECT_EQ(timers.pending(), 1u);
+  EXPECT_FALSE(slot.cancel());  // withdrawn before it started
+  EXPECT_EQ(timers.pending(), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a moment to go wrong
+  EXPECT_EQ(ran.load(), 1);
 }
 
 }  // namespace test_action_gate

@@ -1,8 +1,9 @@
 // What an object that closes needs against its own timer actions (a long-poll's answer, a lease
 // renewal, an expiry sweep, run on a TimerQueue's thread): close() marks it closed and then
 // waits until no action is past its start, so that no action touches the object once close()
-// returns; an action that starts later finds it closed and does nothing. The memory and Redis
-// job stores and the Redis result tier each use one.
+// returns; an action that starts later finds it closed and does nothing, and schedule() arms no
+// timer once it is closed. The memory and Redis job stores and the Redis result tier each use
+// one.
 //
 // The gate keeps no lock of its own: it is guarded by its owner's mutex, the one that guards the
 // state the actions read, so that "closed" and that state are seen together. A Pass (an action
@@ -11,8 +12,12 @@
 // ever, and the server's shutdown with it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+
+#include "cube3d/server/timing/timer_queue.h"
 
 namespace cube3d {
 
@@ -47,6 +52,14 @@ class ActionGate {
   // The same with the owner's mutex already held (an action that starts only after what it
   // looked up under that lock).
   [[nodiscard]] Pass enter_locked();
+
+  // Takes the owner's mutex: unless the gate is closed, `slot` (a member the owner guards with
+  // that mutex) becomes `action` scheduled on `timers` after `delay`; false, and `slot` left as
+  // it is, when closed. The check and the arming under one lock are what the owner's close()
+  // relies on: after close_locked() no timer is armed, so the one it takes out of `slot` under
+  // that lock and cancels is the last. The action itself still enters the gate when it runs.
+  bool schedule(TimerQueue& timers, TimerQueue::Timer& slot, std::chrono::milliseconds delay,
+                std::function<void()> action);
 
   // With the owner's mutex held.
   bool closed() const { return closed_; }
