@@ -20,16 +20,14 @@ constexpr int64_t kMaxConfigBytes = int64_t{1} << 20;
 
 // transformers' CLIPTextConfig defaults: what a key missing from config.json means.
 ClipTextConfig transformers_defaults() {
-  ClipTextConfig config;
-  config.vocab_size = 49408;
-  config.hidden_size = 512;
-  config.intermediate_size = 2048;
-  config.num_hidden_layers = 12;
-  config.num_attention_heads = 8;
-  config.max_position_embeddings = kClipContextLength;
-  config.hidden_act = "quick_gelu";
-  config.layer_norm_eps = 1e-5;
-  return config;
+  return {.vocab_size = 49408,
+          .hidden_size = 512,
+          .intermediate_size = 2048,
+          .num_hidden_layers = 12,
+          .num_attention_heads = 8,
+          .max_position_embeddings = kClipContextLength,
+          .hidden_act = "quick_gelu",
+          .layer_norm_eps = 1e-5};
 }
 
 // One object of config.json and how messages name it ("/x/config.json: text_config.").
