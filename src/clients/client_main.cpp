@@ -211,15 +211,19 @@ void add_authorization(grpc::ClientContext& context, const CliArgs& args) {
   if (!authorization.empty()) context.AddMetadata("authorization", authorization);
 }
 
-// --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
-// exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
-int check_health(const CliArgs& args) {
-  const std::string address = server_from_args(args);
-  const auto channel =
-      open_grpc_channel(address, client_tls_from_args(args), ChannelPurpose::kHealthProbe);
+// What grpc.health.v1.Health/Check answers about the mesh service, through a probe channel
+// (one that reaches a replica whatever its state): the call's status and, when it is OK, the
+// serving status (1: SERVING).
+struct HealthAnswer {
+  grpc::Status status;
+  int32_t serving = 0;
+};
+
+HealthAnswer ask_health(const CliArgs& args, std::chrono::milliseconds timeout) {
+  const auto channel = open_grpc_channel(server_from_args(args), client_tls_from_args(args),
+                                         ChannelPurpose::kHealthProbe);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
   add_authorization(context, args);
 
   google::protobuf::StringValue request;  // HealthCheckRequest
@@ -230,21 +234,50 @@ int check_health(const CliArgs& args) {
       channel);
   stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&done](grpc::Status status) { done.set_value(std::move(status)); });
-  const grpc::Status status = done.get_future().get();
-  if (!status.ok()) {
+  HealthAnswer answer;
+  answer.status = done.get_future().get();
+  answer.serving = response.value();
+  return answer;
+}
+
+// --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
+// exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
+int check_health(const CliArgs& args) {
+  const std::string address = server_from_args(args);
+  const HealthAnswer answer =
+      ask_health(args, std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
+  if (!answer.status.ok()) {
     std::fprintf(stderr, "cube3d-client: health of %s at %s: %s: %s\n", kHealthService,
-                 address.c_str(), grpc_code_name(status.error_code()),
-                 status.error_message().c_str());
+                 address.c_str(), grpc_code_name(answer.status.error_code()),
+                 answer.status.error_message().c_str());
     return 1;
   }
-  const char* name = serving_status_name(response.value());
-  if (response.value() != 1) {
+  const char* name = serving_status_name(answer.serving);
+  if (answer.serving != 1) {
     std::fprintf(stderr, "cube3d-client: health of %s at %s: %s\n", kHealthService, address.c_str(),
                  name);
     return 1;
   }
   std::printf("%s at %s: %s\n", kHealthService, address.c_str(), name);
   return 0;
+}
+
+// After a call that ended UNAVAILABLE: the calls' channel sends nothing to a replica whose
+// health is not SERVING, so gRPC's own words ("backend unhealthy") would be all the user saw of
+// a server that is still loading its model. A quick probe says what the server reports, and
+// what to do; nothing when the probe gets no answer either (the UNAVAILABLE says why).
+void explain_unavailable(const CliArgs& args) {
+  const HealthAnswer answer = ask_health(args, std::chrono::milliseconds(kHealthTimeoutMs));
+  if (!answer.status.ok()) return;
+  const std::string address = server_from_args(args);
+  if (answer.serving == 1) {
+    std::fprintf(stderr, "cube3d-client: %s now reports SERVING: try again\n", address.c_str());
+    return;
+  }
+  std::fprintf(stderr,
+               "cube3d-client: %s reports %s for %s: it is still loading its model, draining, or "
+               "out after a device fault; cube3d-client --health exits 0 once it serves\n",
+               address.c_str(), serving_status_name(answer.serving), kHealthService);
 }
 
 int run(int argc, char** argv) {
@@ -339,6 +372,7 @@ int run(int argc, char** argv) {
   if (!status.ok()) {
     std::fprintf(stderr, "cube3d-client: %s: %s\n", grpc_code_name(status.error_code()),
                  status.error_message().c_str());
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) explain_unavailable(args);
     return 3;
   }
   if (!have_result) throw internal_error("the server closed the stream without a result");

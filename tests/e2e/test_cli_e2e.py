@@ -6,7 +6,8 @@
     --print-config, and listed by --help;
   * cube3d-client as a tool people keep: --tls / --ca / --server-name against a TLS server, the
     default output file and where it went, a clear error for a URL given as --server, the reason
-    of a failed write, and progress without '\\r' when stderr is a pipe.
+    of a failed write, progress without '\\r' when stderr is a pipe, and what the server reports
+    when a call fails UNAVAILABLE because it is still loading.
 
 Uses server_process's helpers (the TLS server process and its test case, the gRPC stubs). Run
 by ctest (tests/CMakeLists.txt, test e2e.cli):
@@ -17,6 +18,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 import unittest
 
 import server_process as e2e
@@ -305,6 +307,44 @@ class ClientAgainstTlsServerTest(e2e.ServerTestCase):
                    "--timeout-ms", "3000", cwd=self.work.name)
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertRegex(proc.stderr, r"health of .*: (UNAVAILABLE|DEADLINE_EXCEEDED)")
+
+
+class ClientAgainstALoadingServerTest(unittest.TestCase):
+    """A server that listens but still loads its model: the client's channel sends no call to a
+    replica that is not SERVING, so gRPC's own words ("backend unhealthy") would be all a user
+    saw; the client asks the server's health and says what it reports, and what to do."""
+
+    def test_unavailable_says_the_server_is_not_serving_yet(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-cli-e2e-") as tmp:
+            # Wider than test_server_e2e's loading model (a few seconds here), so that the
+            # client's call is done well within the load.
+            model_path = e2e.write_slow_model(tmp, n_embd=1536, n_layer=16)
+            # Reconnect quickly: the default backoff (1 s) could sleep through the load.
+            server = e2e.ServerProcess(["--set", f"model.config={model_path}"], tmp,
+                                       channel_options=[("grpc.initial_reconnect_backoff_ms", 20),
+                                                        ("grpc.min_reconnect_backoff_ms", 20),
+                                                        ("grpc.max_reconnect_backoff_ms", 50)])
+            server.launch()
+            try:
+                deadline = time.monotonic() + e2e.STARTUP_TIMEOUT_S
+                while server.health(timeout=1) != "NOT_SERVING":
+                    self.assertIsNone(server.proc.poll(), server.log_tail())
+                    self.assertLess(time.monotonic(), deadline, "never NOT_SERVING while loading")
+                    time.sleep(0.02)
+                proc = run("cube3d-client", "--server", server.address, "--prompt", "a lamp",
+                           "--out", os.path.join(tmp, "lamp.glb"), "--max-attempts", "1",
+                           "--no-progress")
+                self.assertNotEqual(proc.returncode, 0,
+                                    "the model loaded before the client's call: make the "
+                                    "test's model wider")
+                self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+                self.assertIn("cube3d-client: UNAVAILABLE: ", proc.stderr)
+                self.assertIn(f"cube3d-client: {server.address} reports NOT_SERVING for "
+                              "cube3d.v1.MeshService: it is still loading its model, draining, "
+                              "or out after a device fault; cube3d-client --health exits 0 once "
+                              "it serves", proc.stderr)
+            finally:
+                server.kill()
 
 
 if __name__ == "__main__":
