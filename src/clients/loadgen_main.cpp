@@ -265,10 +265,15 @@ Settings read_settings(const CliArgs& args) {
 }
 
 void report_unreachable(const LoadConfig& config, const char* which) {
+  // A server that listens but still loads its model, or drains, fails every call UNAVAILABLE
+  // too (over gRPC the health-checked channel sends it none): say so rather than only
+  // "unreachable", and where to look.
+  const char* where =
+      config.protocol == "http" ? "its /readyz says why" : "cube3d-client --health shows it";
   std::fprintf(stderr,
-               "cube3d-loadgen: %s is unreachable over %s: every %srequest failed with "
-               "UNAVAILABLE\n",
-               config.server.c_str(), config.protocol.c_str(), which);
+               "cube3d-loadgen: %s is unreachable over %s, or not serving (still loading its "
+               "model, or draining: %s): every %srequest failed with UNAVAILABLE\n",
+               config.server.c_str(), config.protocol.c_str(), where, which);
 }
 
 int run(int argc, char** argv) {

@@ -210,7 +210,9 @@ class LoadgenCliTest(unittest.TestCase):
             proc = run_loadgen("--server", f"{e2e.HOST}:{dead_port}", "--concurrency", "2",
                                "--requests", "3", "--json", json_path)
             self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
-            self.assertIn("unreachable", proc.stderr)
+            self.assertIn(f"{e2e.HOST}:{dead_port} is unreachable over grpc, or not serving "
+                          "(still loading its model, or draining: cube3d-client --health shows "
+                          "it)", proc.stderr)
             with open(json_path) as f:
                 report = json.load(f)
             self.assertEqual(report["requests"]["errors"], {"UNAVAILABLE": 3})
