@@ -5,27 +5,20 @@
 #include "cube3d/core/error.h"
 
 namespace cube3d {
-namespace {
-
-void check_http_range(const char* key, int64_t value, int64_t min, int64_t max) {
-  require_in_range(std::string("http.") + key, value, min, max);
-}
-
-}  // namespace
 
 void validate_http_config(const HttpConfig& c) {
   constexpr int64_t kDay = int64_t{24} * 3600 * 1000;
-  check_http_range("io_threads", c.io_threads, 0, 256);
-  check_http_range("header_timeout_ms", c.header_timeout_ms, 100, kDay);
-  check_http_range("body_timeout_ms", c.body_timeout_ms, 100, kDay);
-  check_http_range("idle_timeout_ms", c.idle_timeout_ms, 100, kDay);
-  check_http_range("write_timeout_ms", c.write_timeout_ms, 100, kDay);
-  check_http_range("max_connections", c.max_connections, 1, 1'000'000);
-  check_http_range("max_connections_per_client", c.max_connections_per_client, 1, 1'000'000);
-  check_http_range("max_request_line_bytes", c.max_request_line_bytes, 256, 1 << 20);
-  check_http_range("max_header_bytes", c.max_header_bytes, 1024, 1 << 20);
-  check_http_range("max_header_count", c.max_header_count, 8, 10'000);
-  check_http_range("gzip_min_bytes", c.gzip_min_bytes, 0, int64_t{1} << 30);
+  require_in_range("http.io_threads", c.io_threads, 0, 256);
+  require_in_range("http.header_timeout_ms", c.header_timeout_ms, 100, kDay);
+  require_in_range("http.body_timeout_ms", c.body_timeout_ms, 100, kDay);
+  require_in_range("http.idle_timeout_ms", c.idle_timeout_ms, 100, kDay);
+  require_in_range("http.write_timeout_ms", c.write_timeout_ms, 100, kDay);
+  require_in_range("http.max_connections", c.max_connections, 1, 1'000'000);
+  require_in_range("http.max_connections_per_client", c.max_connections_per_client, 1, 1'000'000);
+  require_in_range("http.max_request_line_bytes", c.max_request_line_bytes, 256, 1 << 20);
+  require_in_range("http.max_header_bytes", c.max_header_bytes, 1024, 1 << 20);
+  require_in_range("http.max_header_count", c.max_header_count, 8, 10'000);
+  require_in_range("http.gzip_min_bytes", c.gzip_min_bytes, 0, int64_t{1} << 30);
   if (c.max_request_line_bytes > c.max_header_bytes) {
     throw invalid_argument(
         "http.max_request_line_bytes (" + std::to_string(c.max_request_line_bytes) +
