@@ -200,6 +200,7 @@ class ProgressView {
 // have the wire format of google.protobuf.StringValue and Int32Value (field 1, a string; field
 // 1, a varint), so libprotobuf's well-known types stand in for grpc/health/v1/health.proto,
 // which Debian's gRPC does not install.
+// ServingStatus values are those names' indexes; SERVING is 1.
 const char* serving_status_name(int32_t status) {
   static const char* const names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
   return status >= 0 && status <= 3 ? names[status] : "UNRECOGNIZED";
@@ -213,10 +214,12 @@ void add_authorization(grpc::ClientContext& context, const CliArgs& args) {
 
 // What grpc.health.v1.Health/Check answers about the mesh service, through a probe channel
 // (one that reaches a replica whatever its state): the call's status and, when it is OK, the
-// serving status (1: SERVING).
+// serving status.
 struct HealthAnswer {
+  static constexpr int32_t kServing = 1;  // ServingStatus SERVING
   grpc::Status status;
-  int32_t serving = 0;
+  int32_t serving_status = 0;
+  bool serving() const { return status.ok() && serving_status == kServing; }
 };
 
 HealthAnswer ask_health(const CliArgs& args, std::chrono::milliseconds timeout) {
@@ -236,7 +239,7 @@ HealthAnswer ask_health(const CliArgs& args, std::chrono::milliseconds timeout) 
                  [&done](grpc::Status status) { done.set_value(std::move(status)); });
   HealthAnswer answer;
   answer.status = done.get_future().get();
-  answer.serving = response.value();
+  answer.serving_status = response.value();
   return answer;
 }
 
@@ -252,8 +255,8 @@ int check_health(const CliArgs& args) {
                  answer.status.error_message().c_str());
     return 1;
   }
-  const char* name = serving_status_name(answer.serving);
-  if (answer.serving != 1) {
+  const char* name = serving_status_name(answer.serving_status);
+  if (!answer.serving()) {
     std::fprintf(stderr, "cube3d-client: health of %s at %s: %s\n", kHealthService, address.c_str(),
                  name);
     return 1;
@@ -270,14 +273,14 @@ void explain_unavailable(const CliArgs& args) {
   const HealthAnswer answer = ask_health(args, std::chrono::milliseconds(kHealthTimeoutMs));
   if (!answer.status.ok()) return;
   const std::string address = server_from_args(args);
-  if (answer.serving == 1) {
+  if (answer.serving()) {
     std::fprintf(stderr, "cube3d-client: %s now reports SERVING: try again\n", address.c_str());
     return;
   }
   std::fprintf(stderr,
                "cube3d-client: %s reports %s for %s: it is still loading its model, draining, or "
                "out after a device fault; cube3d-client --health exits 0 once it serves\n",
-               address.c_str(), serving_status_name(answer.serving), kHealthService);
+               address.c_str(), serving_status_name(answer.serving_status), kHealthService);
 }
 
 int run(int argc, char** argv) {
