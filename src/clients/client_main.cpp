@@ -2,12 +2,15 @@
 // the format (.glb, .obj, .ply; mesh.glb by default). Shows progress on stderr (a bar on a
 // terminal, a line every few seconds otherwise); exits non-zero with the gRPC status on failure.
 // --health instead asks grpc.health.v1.Health/Check about cube3d.v1.MeshService and exits 0 only
-// when it is SERVING (a container's HEALTHCHECK: docker/Dockerfile).
+// when it is SERVING (a container's HEALTHCHECK: docker/Dockerfile). --wait-ready-ms first waits
+// for a server that is still loading its model to serve (before a call, or before --health
+// answers).
 #include <google/protobuf/wrappers.pb.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -42,6 +45,10 @@ constexpr double kPlainProgressSeconds = 5.0;
 // --timeout-ms gives none: a probe must answer well within its orchestrator's own timeout.
 constexpr const char* kHealthService = v1::MeshService::service_full_name();
 constexpr int64_t kHealthTimeoutMs = 3000;
+// --wait-ready-ms: at most a day (far past any model's load; a larger value would overflow the
+// clock's arithmetic), and no word on stderr for a server that serves within the first moment.
+constexpr uint64_t kMaxWaitReadyMs = 86'400'000;
+constexpr std::chrono::milliseconds kQuietWait(250);
 
 CliArgs make_args() {
   CliArgs args("cube3d-client", "Generate a mesh with a running cube3d-server.");
@@ -76,6 +83,11 @@ CliArgs make_args() {
               "ID");
   add_call_flags(args, {.max_attempts = "attempts when the server is UNAVAILABLE (a replica gone)"})
       .option("--timeout-ms", 1, "deadline (default 600000; with --health 3000)", "MS")
+      .option("--wait-ready-ms", 1,
+              "first wait up to MS for a replica to report SERVING (a server just started loads "
+              "its model before it serves), then call within --timeout-ms; with --health, answer "
+              "as soon as it serves within MS (default 0: no wait)",
+              "MS")
       .option("--end-user", 1,
               "the end user (player) this call is for, sent as 'end-user-id' metadata: the "
               "key's per_user limits and fair turns apply to it",
@@ -243,10 +255,37 @@ HealthAnswer ask_health(const CliArgs& args, std::chrono::milliseconds timeout) 
   return answer;
 }
 
+// --wait-ready-ms, checked: 0 when not given.
+std::chrono::milliseconds wait_ready_from_args(const CliArgs& args) {
+  const uint64_t ms = args.get_uint("--wait-ready-ms", 0);
+  if (ms > kMaxWaitReadyMs) {
+    throw invalid_argument("--wait-ready-ms " + std::to_string(ms) + ": at most " +
+                           std::to_string(kMaxWaitReadyMs) + " (a day)");
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+// Waits up to `wait` until a replica of `calls` (a kCalls channel) serves; says so on stderr
+// when that takes more than a moment. False when none served in time.
+bool wait_until_serving(grpc::Channel& calls, const CliArgs& args, std::chrono::milliseconds wait) {
+  const auto start = std::chrono::system_clock::now();
+  const auto until = start + wait;
+  if (wait_for_a_serving_replica(calls, std::min(until, start + kQuietWait))) return true;
+  if (std::chrono::system_clock::now() >= until) return false;
+  std::fprintf(stderr, "cube3d-client: waiting up to %lld ms for %s to serve %s\n",
+               static_cast<long long>(wait.count()), server_from_args(args).c_str(),
+               kHealthService);
+  return wait_for_a_serving_replica(calls, until);
+}
+
 // --health: 0 when the server reports SERVING for the mesh service, 1 for anything else (the
 // exit codes a Docker HEALTHCHECK or an exec probe expects); the reason goes to stderr.
 int check_health(const CliArgs& args) {
   const std::string address = server_from_args(args);
+  if (const auto wait = wait_ready_from_args(args); wait.count() > 0) {
+    // The calls' channel is READY only once a replica serves; then the probe says what it is.
+    wait_until_serving(*open_grpc_channel(address, client_tls_from_args(args)), args, wait);
+  }
   const HealthAnswer answer =
       ask_health(args, std::chrono::milliseconds(args.get_int("--timeout-ms", kHealthTimeoutMs)));
   if (!answer.status.ok()) {
@@ -268,11 +307,21 @@ int check_health(const CliArgs& args) {
 // After a call that ended UNAVAILABLE: the calls' channel sends nothing to a replica whose
 // health is not SERVING, so gRPC's own words ("backend unhealthy") would be all the user saw of
 // a server that is still loading its model. A quick probe says what the server reports, and
-// what to do; nothing when the probe gets no answer either (the UNAVAILABLE says why).
-void explain_unavailable(const CliArgs& args) {
+// what to do. When the probe gets no answer either, a failed call's UNAVAILABLE already says why
+// (kSilent); after --wait-ready-ms nothing has, so the probe's failure is shown (kSay).
+enum class WhenUnanswered { kSilent, kSay };
+
+void explain_unavailable(const CliArgs& args, WhenUnanswered when_unanswered) {
   const HealthAnswer answer = ask_health(args, std::chrono::milliseconds(kHealthTimeoutMs));
-  if (!answer.status.ok()) return;
   const std::string address = server_from_args(args);
+  if (!answer.status.ok()) {
+    if (when_unanswered == WhenUnanswered::kSay) {
+      std::fprintf(stderr, "cube3d-client: %s does not answer: %s: %s\n", address.c_str(),
+                   grpc_code_name(answer.status.error_code()),
+                   answer.status.error_message().c_str());
+    }
+    return;
+  }
   if (answer.serving()) {
     std::fprintf(stderr, "cube3d-client: %s now reports SERVING: try again\n", address.c_str());
     return;
@@ -328,6 +377,15 @@ int run(int argc, char** argv) {
   }
   check_writable("--out", out);
   if (args.has("--tokens-out")) check_writable("--tokens-out", args.get("--tokens-out"));
+  if (const auto wait = wait_ready_from_args(args);
+      wait.count() > 0 && !wait_until_serving(*channel, args, wait)) {
+    std::fprintf(stderr,
+                 "cube3d-client: UNAVAILABLE: no replica of %s reported SERVING within "
+                 "--wait-ready-ms %lld\n",
+                 server_from_args(args).c_str(), static_cast<long long>(wait.count()));
+    explain_unavailable(args, WhenUnanswered::kSay);
+    return 3;
+  }
 
   const auto stub = v1::MeshService::NewStub(channel);
   const RetryPolicy retry = retry_policy_from_args(args);
@@ -375,7 +433,9 @@ int run(int argc, char** argv) {
   if (!status.ok()) {
     std::fprintf(stderr, "cube3d-client: %s: %s\n", grpc_code_name(status.error_code()),
                  status.error_message().c_str());
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) explain_unavailable(args);
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      explain_unavailable(args, WhenUnanswered::kSilent);
+    }
     return 3;
   }
   if (!have_result) throw internal_error("the server closed the stream without a result");

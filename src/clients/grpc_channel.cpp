@@ -44,4 +44,10 @@ std::shared_ptr<grpc::Channel> open_grpc_channel(std::string_view servers, const
   return grpc::CreateCustomChannel(target, credentials(tls, channel_args), channel_args);
 }
 
+bool wait_for_a_serving_replica(grpc::Channel& channel,
+                                std::chrono::system_clock::time_point deadline) {
+  // GetState(true) to connect, then each state change until READY or the deadline.
+  return channel.WaitForConnected(deadline);
+}
+
 }  // namespace cube3d

@@ -4,7 +4,9 @@
 // a server without the health service counts as serving), while a health probe's channel reaches
 // a replica that is not serving; over TLS the server is checked against the --ca root and the
 // --server-name (a plaintext channel, an unknown root or the address instead of the name fail
-// UNAVAILABLE); a --server that is no address is refused before any connection.
+// UNAVAILABLE); waiting for a serving replica ends when one serves (or at the deadline, for a
+// server that is loading or down); a --server that is no address is refused before any
+// connection.
 #include "cube3d/clients/grpc_channel.h"
 
 #include <grpcpp/grpcpp.h>
@@ -165,6 +167,39 @@ TEST(GrpcChannel, AHealthProbeReachesAReplicaThatIsNotServing) {
       call(open_grpc_channel(loading.address(), ClientTls{}, ChannelPurpose::kHealthProbe));
   ASSERT_TRUE(probed.status.ok()) << probed.status.error_message();
   EXPECT_EQ(loading.calls(), 1);
+}
+
+TEST(GrpcChannel, WaitingForAServingReplicaEndsWhenOneServes) {
+  Server loading(16, grpc::InsecureServerCredentials(), Health::kNotServing);
+  const auto channel = open_grpc_channel(loading.address(), ClientTls{});
+  // Connected, but NOT_SERVING: no replica to call yet.
+  EXPECT_FALSE(wait_for_a_serving_replica(*channel, std::chrono::system_clock::now() + 300ms));
+  // A probe's channel is ready as soon as it connects.
+  const auto probe =
+      open_grpc_channel(loading.address(), ClientTls{}, ChannelPurpose::kHealthProbe);
+  EXPECT_TRUE(wait_for_a_serving_replica(*probe, std::chrono::system_clock::now() + 10s));
+
+  loading.set_serving(true);
+  EXPECT_TRUE(wait_for_a_serving_replica(*channel, std::chrono::system_clock::now() + 10s));
+  EXPECT_TRUE(call(channel).status.ok());
+  EXPECT_EQ(loading.calls(), 1);
+}
+
+TEST(GrpcChannel, WaitingForAServingReplicaNeedsOneOfSeveral) {
+  const Server loading(16, grpc::InsecureServerCredentials(), Health::kNotServing);
+  const Server serving(16, grpc::InsecureServerCredentials(), Health::kServing);
+  const auto channel = open_grpc_channel(loading.address() + "," + serving.address(), ClientTls{});
+  EXPECT_TRUE(wait_for_a_serving_replica(*channel, std::chrono::system_clock::now() + 10s));
+}
+
+TEST(GrpcChannel, WaitingForAServerThatIsDownEndsAtTheDeadline) {
+  std::string address;
+  {
+    const Server gone(16, grpc::InsecureServerCredentials());
+    address = gone.address();
+  }
+  const auto channel = open_grpc_channel(address, ClientTls{});
+  EXPECT_FALSE(wait_for_a_serving_replica(*channel, std::chrono::system_clock::now() + 300ms));
 }
 
 TEST(GrpcChannel, TlsChecksTheServerAgainstTheCaAndTheName) {

@@ -6,8 +6,9 @@
     --print-config, and listed by --help;
   * cube3d-client as a tool people keep: --tls / --ca / --server-name against a TLS server, the
     default output file and where it went, a clear error for a URL given as --server, the reason
-    of a failed write, progress without '\\r' when stderr is a pipe, and what the server reports
-    when a call fails UNAVAILABLE because it is still loading.
+    of a failed write, progress without '\\r' when stderr is a pipe, what the server reports
+    when a call fails UNAVAILABLE because it is still loading, and --wait-ready-ms, which waits
+    out the load instead (and for a server that is down, says so when the wait is over).
 
 Uses server_process's helpers (the TLS server process and its test case, the gRPC stubs). Run
 by ctest (tests/CMakeLists.txt, test e2e.cli):
@@ -227,6 +228,25 @@ class ClientTest(unittest.TestCase):
         self.assertIn("UNAVAILABLE", proc.stderr)
         self.assertIn("--health", run("cube3d-client", "--help").stdout)
 
+    def test_waiting_for_a_server_that_is_down_ends_with_why(self):
+        started = time.monotonic()
+        proc = run("cube3d-client", "--server", f"{e2e.HOST}:1", "--prompt", "x",
+                   "--wait-ready-ms", "1000", "--no-progress", cwd=tempfile.gettempdir())
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertIn(f"cube3d-client: waiting up to 1000 ms for {e2e.HOST}:1 to serve "
+                      "cube3d.v1.MeshService", proc.stderr)
+        self.assertIn(f"cube3d-client: UNAVAILABLE: no replica of {e2e.HOST}:1 reported SERVING "
+                      "within --wait-ready-ms 1000", proc.stderr)
+        self.assertIn(f"cube3d-client: {e2e.HOST}:1 does not answer: UNAVAILABLE: ", proc.stderr)
+        self.assertGreaterEqual(time.monotonic() - started, 1.0)  # it did wait
+        for bad, why in (("-5", "expected a non-negative integer"),
+                         ("86400001", "at most 86400000 (a day)")):
+            proc = run("cube3d-client", "--server", f"{e2e.HOST}:1", "--prompt", "x",
+                       "--wait-ready-ms", bad)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn("--wait-ready-ms", proc.stderr)
+            self.assertIn(why, proc.stderr)
+
 
 class ClientAgainstTlsServerTest(e2e.ServerTestCase):
     """One TLS demo server; its certificate names only DNS:localhost (no IP), so connecting by
@@ -312,39 +332,74 @@ class ClientAgainstTlsServerTest(e2e.ServerTestCase):
 class ClientAgainstALoadingServerTest(unittest.TestCase):
     """A server that listens but still loads its model: the client's channel sends no call to a
     replica that is not SERVING, so gRPC's own words ("backend unhealthy") would be all a user
-    saw; the client asks the server's health and says what it reports, and what to do."""
+    saw; the client asks the server's health and says what it reports, and what to do. With
+    --wait-ready-ms it waits out the load instead."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="cube3d-cli-e2e-")
+        self.addCleanup(self.tmp.cleanup)
+
+    def loading_server(self, n_embd, n_layer):
+        """A server of write_slow_model(n_embd, n_layer), launched and seen NOT_SERVING."""
+        model_path = e2e.write_slow_model(self.tmp.name, n_embd=n_embd, n_layer=n_layer)
+        # Reconnect quickly: the default backoff (1 s) could sleep through the load.
+        server = e2e.ServerProcess(["--set", f"model.config={model_path}"], self.tmp.name,
+                                   channel_options=[("grpc.initial_reconnect_backoff_ms", 20),
+                                                    ("grpc.min_reconnect_backoff_ms", 20),
+                                                    ("grpc.max_reconnect_backoff_ms", 50)])
+        server.launch()
+        self.addCleanup(server.kill)
+        deadline = time.monotonic() + e2e.STARTUP_TIMEOUT_S
+        while server.health(timeout=1) != "NOT_SERVING":
+            self.assertIsNone(server.proc.poll(), server.log_tail())
+            self.assertLess(time.monotonic(), deadline, "never NOT_SERVING while loading")
+            time.sleep(0.02)
+        return server
 
     def test_unavailable_says_the_server_is_not_serving_yet(self):
-        with tempfile.TemporaryDirectory(prefix="cube3d-cli-e2e-") as tmp:
-            # Wider than test_server_e2e's loading model (a few seconds here), so that the
-            # client's call is done well within the load.
-            model_path = e2e.write_slow_model(tmp, n_embd=1536, n_layer=16)
-            # Reconnect quickly: the default backoff (1 s) could sleep through the load.
-            server = e2e.ServerProcess(["--set", f"model.config={model_path}"], tmp,
-                                       channel_options=[("grpc.initial_reconnect_backoff_ms", 20),
-                                                        ("grpc.min_reconnect_backoff_ms", 20),
-                                                        ("grpc.max_reconnect_backoff_ms", 50)])
-            server.launch()
-            try:
-                deadline = time.monotonic() + e2e.STARTUP_TIMEOUT_S
-                while server.health(timeout=1) != "NOT_SERVING":
-                    self.assertIsNone(server.proc.poll(), server.log_tail())
-                    self.assertLess(time.monotonic(), deadline, "never NOT_SERVING while loading")
-                    time.sleep(0.02)
-                proc = run("cube3d-client", "--server", server.address, "--prompt", "a lamp",
-                           "--out", os.path.join(tmp, "lamp.glb"), "--max-attempts", "1",
-                           "--no-progress")
-                self.assertNotEqual(proc.returncode, 0,
-                                    "the model loaded before the client's call: make the "
-                                    "test's model wider")
-                self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
-                self.assertIn("cube3d-client: UNAVAILABLE: ", proc.stderr)
-                self.assertIn(f"cube3d-client: {server.address} reports NOT_SERVING for "
-                              "cube3d.v1.MeshService: it is still loading its model, draining, "
-                              "or out after a device fault; cube3d-client --health exits 0 once "
-                              "it serves", proc.stderr)
-            finally:
-                server.kill()
+        # Wider than test_server_e2e's loading model (a minute and more here), so that the
+        # client's call is done well within the load.
+        server = self.loading_server(n_embd=1536, n_layer=16)
+        proc = run("cube3d-client", "--server", server.address, "--prompt", "a lamp",
+                   "--out", os.path.join(self.tmp.name, "lamp.glb"), "--max-attempts", "1",
+                   "--no-progress")
+        self.assertNotEqual(proc.returncode, 0,
+                            "the model loaded before the client's call: make the test's model "
+                            "wider")
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertIn("cube3d-client: UNAVAILABLE: ", proc.stderr)
+        self.assertIn(f"cube3d-client: {server.address} reports NOT_SERVING for "
+                      "cube3d.v1.MeshService: it is still loading its model, draining, or out "
+                      "after a device fault; cube3d-client --health exits 0 once it serves",
+                      proc.stderr)
+
+    def test_wait_ready_waits_out_the_load(self):
+        # A few seconds of loading here; then a quick generation.
+        server = self.loading_server(n_embd=1024, n_layer=8)
+        # --health with a wait shorter than the load: what it reports, exit 1.
+        proc = run("cube3d-client", "--health", "--server", server.address,
+                   "--wait-ready-ms", "100")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn(f"health of cube3d.v1.MeshService at {server.address}: NOT_SERVING",
+                      proc.stderr)
+        # A call with a wait longer than the load: it waits, says so, then generates.
+        out_path = os.path.join(self.tmp.name, "lamp.glb")
+        proc = run("cube3d-client", "--server", server.address, "--prompt", "a lamp",
+                   "--resolution-base", "4", "--out", out_path, "--max-attempts", "1",
+                   "--wait-ready-ms", "300000", "--no-progress",
+                   timeout=e2e.STARTUP_TIMEOUT_S + RUN_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"cube3d-client: waiting up to 300000 ms for {server.address} to serve "
+                      "cube3d.v1.MeshService", proc.stderr,
+                      "the model loaded before the client's call: make the test's model wider")
+        with open(out_path, "rb") as f:
+            self.assertEqual(f.read(4), b"glTF")
+        # Serving now: --health with a wait answers at once, and says nothing of waiting.
+        proc = run("cube3d-client", "--health", "--server", server.address,
+                   "--wait-ready-ms", "300000")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertNotIn("waiting", proc.stderr)
+        self.assertIn("SERVING", proc.stdout)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 
 #include <grpcpp/channel.h>
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 
@@ -31,5 +32,11 @@ enum class ChannelPurpose {
 // gRPC connects lazily: a server that is down fails the first call UNAVAILABLE, not this.
 std::shared_ptr<grpc::Channel> open_grpc_channel(std::string_view servers, const ClientTls& tls,
                                                  ChannelPurpose purpose = ChannelPurpose::kCalls);
+
+// Connects `channel` if it is idle and waits until one of its replicas reports SERVING (a
+// kCalls channel is READY only then: the health watch keeps a loading replica out), or until
+// `deadline`: false then. For a kHealthProbe channel, READY means only connected.
+bool wait_for_a_serving_replica(grpc::Channel& channel,
+                                std::chrono::system_clock::time_point deadline);
 
 }  // namespace cube3d
