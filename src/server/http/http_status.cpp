@@ -106,12 +106,24 @@ Response error_response(int http_status, ErrorCode code, const std::string& mess
   return response;
 }
 
+std::string header_case(std::string_view name) {
+  std::string out(name);
+  bool word_start = true;
+  for (char& c : out) {
+    if (word_start && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    word_start = c == '-';
+  }
+  return out;
+}
+
 Response status_response(const Status& status, int64_t retry_after,
                          const std::vector<std::pair<std::string, std::string>>& trailers) {
   Response response = error_response(http_status_of(status.code()), status.code(), status.message(),
                                      is_queue_full(status) ? retry_after : 0);
-  // Headers the service asked for ("retry-after" over an API key's limit) win.
-  for (const auto& [key, value] : trailers) response.headers.set(key, value);
+  // Headers the service asked for ("retry-after" over an API key's limit) win, in the spelling
+  // HTTP answers use elsewhere ("Retry-After"): names compare case-insensitively, but a client
+  // that reads headers as a plain table (a Roblox script's RequestAsync) looks up one spelling.
+  for (const auto& [key, value] : trailers) response.headers.set(header_case(key), value);
   return response;
 }
 

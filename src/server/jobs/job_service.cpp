@@ -124,7 +124,8 @@ void JobService::start(const std::string& id, const std::string& owner,
     const std::weak_ptr<ActiveCall> weak = active;
     store_.set_canceller(id, [weak] {
       if (const auto running = weak.lock()) {
-        running->cancel(Status(ErrorCode::kCancelled, "cancelled by CancelMeshJob"));
+        running->cancel(Status(ErrorCode::kCancelled,
+                               "cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})"));
       }
     });
   }

@@ -252,7 +252,7 @@ constexpr const char* kClaim = R"(
     redis.call('ZADD', P .. 'open', j[3], id)
   elseif j[5] == '1' then
     end_job(id, j[1], j[2], 'CANCELLED', 1, 'CANCELLED',
-            'cancelled by CancelMeshJob (the replica running it stopped before it ended)', '',
+            'cancelled by its client (the replica running it stopped before it ended)', '',
             now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
     cancelled = cancelled + 1
   elseif tonumber(j[4]) >= tonumber(ARGV[4]) then

@@ -91,5 +91,24 @@ TEST(HttpStatus, ErrorBodyIsValidJsonWhateverTheMessageHolds) {
   EXPECT_NE(parsed.find(" end"), std::string::npos);
 }
 
+TEST(HttpStatus, TheServicesTrailersBecomeHeadersInTheirUsualSpelling) {
+  EXPECT_EQ(http::header_case("retry-after"), "Retry-After");
+  EXPECT_EQ(http::header_case("x-request-id"), "X-Request-Id");
+  EXPECT_EQ(http::header_case("Retry-After"), "Retry-After");
+  const http::Response response = http::status_response(
+      Status(ErrorCode::kResourceExhausted, "over the key's limit"), 1, {{"retry-after", "7"}});
+  // One field, spelt as HTTP answers spell it (a client reading headers as a plain table looks
+  // up one spelling), with the service's value.
+  size_t fields = 0;
+  for (const auto& [name, value] : response.headers) {
+    if (http::iequals(name, "Retry-After")) {
+      ++fields;
+      EXPECT_EQ(name, "Retry-After");
+      EXPECT_EQ(value, "7");
+    }
+  }
+  EXPECT_EQ(fields, 1u);
+}
+
 }  // namespace test_http_status
 }  // namespace cube3d

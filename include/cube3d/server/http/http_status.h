@@ -40,8 +40,12 @@ namespace http {
 // and on every 429 (1 s when no figure is given); WWW-Authenticate for UNAUTHENTICATED.
 Response error_response(int http_status, ErrorCode code, const std::string& message,
                         int64_t retry_after_seconds = 0);
+// A header name in HTTP's usual spelling, each word capitalised ("retry-after" -> "Retry-After"):
+// the service's trailers are gRPC metadata, which is lower case.
+std::string header_case(std::string_view name);
+
 // A status from the service: its HTTP status and body; Retry-After `retry_after` for a full queue;
-// `trailers` as headers (they win).
+// `trailers` as headers (they win), in header_case.
 Response status_response(const Status& status, int64_t retry_after,
                          const std::vector<std::pair<std::string, std::string>>& trailers);
 
