@@ -49,6 +49,8 @@ struct TaskRequest {
   MeshFormat format = MeshFormat::kGlb;
   std::optional<int64_t> target_face_count;  // unset: the configured default
   bool return_shape_tokens = false;
+  // The mesh's arrays (TaskResult::vertices, indices) whatever the format (level 0).
+  bool return_raw_mesh = false;
   MeshProfile mesh_profile = MeshProfile::kNone;  // its limits apply in the mesh stage
   bool bypass_cache = false;                      // the server's result cache is not used
   CompactMeshOptions compact;                     // with kCompact
@@ -97,8 +99,9 @@ struct TaskLevel {
 struct TaskResult {
   std::string request_id;
   MeshFormat format = MeshFormat::kGlb;
-  std::vector<float> vertices;    // xyz, world coordinates after the pivot (kRaw)
-  std::vector<uint32_t> indices;  // three per triangle (kRaw)
+  // xyz, world coordinates after the pivot (kRaw, or TaskRequest::return_raw_mesh)
+  std::vector<float> vertices;
+  std::vector<uint32_t> indices;  // three per triangle (as vertices)
   std::string encoded;            // OBJ / PLY / GLB / compact bytes
   int64_t vertex_count = 0;
   int64_t face_count = 0;

@@ -426,12 +426,11 @@ void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Te
       }
       result.lods.push_back(std::move(out));
     }
-    if (r.format == MeshFormat::kRaw) {
+    if (r.format == MeshFormat::kRaw || r.return_raw_mesh) {
       result.vertices = std::move(shape.mesh.vertices);
       result.indices = std::move(shape.mesh.indices);
-    } else {
-      result.encoded = std::move(shape.encoded);
     }
+    if (r.format != MeshFormat::kRaw) result.encoded = std::move(shape.encoded);
     const auto now = SteadyClock::now();
     result.timings.mesh_ms = ms_between(mesh_start, now);
     result.timings.total_ms = ms_between(task->enqueued(), now);

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "cube3d/core/clock.h"
-#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mesh_preview.h"
 #include "cube3d/server/http/content_negotiation.h"
@@ -41,7 +40,8 @@ void set_mesh_headers(const v1::GenerateMeshResponse& response, Response& out) {
 void set_call_headers(const v1::GenerateMeshResponse& response, Response& out) {
   out.headers.set(kRequestIdHeader, response.request_id());
   out.headers.set("Server-Timing", server_timing(response.timings()));
-  if (const char* cache = cache_header(response.cache_status())) out.headers.set("X-Cache", cache);
+  if (const char* cache = cache_status_name(response.cache_status()))
+    out.headers.set("X-Cache", cache);
 }
 
 // Supersampling of a preview: 3 x 3 up to 1024 pixels; 2 x 2 above, where the pixels are small
@@ -56,15 +56,6 @@ std::string server_timing(const v1::Timings& t) {
       "queue;dur={:.1f}, text;dur={:.1f}, prefill;dur={:.1f}, decode;dur={:.1f}, "
       "mesh;dur={:.1f}, total;dur={:.1f}",
       t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.mesh_ms(), t.total_ms());
-}
-
-const char* cache_header(v1::CacheStatus status) {
-  constexpr EnumTable<v1::CacheStatus, const char*, 4> kWords = {
-      {{v1::CACHE_STATUS_HIT, "hit"},
-       {v1::CACHE_STATUS_MISS, "miss"},
-       {v1::CACHE_STATUS_COALESCED, "coalesced"},
-       {v1::CACHE_STATUS_BYPASS, "bypass"}}};
-  return lookup(kWords, status).value_or(nullptr);
 }
 
 Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format,

@@ -240,6 +240,7 @@ TaskRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
     }
   }
   out.return_shape_tokens = r.return_shape_tokens();
+  out.return_raw_mesh = r.return_raw_mesh();
 
   out.mesh_profile = policy.defaults.mesh_profile;
   if (r.has_mesh_profile() && r.mesh_profile() != v1::MESH_PROFILE_UNSPECIFIED) {

@@ -15,6 +15,8 @@ std::string result_key_material(const TaskRequest& r, const ModelIdentity& model
   c.field("server", model.server_version);
   add_shape_fields(c, r, "target_face_count");
   c.number("return_shape_tokens", r.return_shape_tokens ? 1 : 0);
+  // Only when asked for, so that every key made before the option existed still holds.
+  if (r.return_raw_mesh && r.format != MeshFormat::kRaw) c.number("return_raw_mesh", 1);
   return c.text();
 }
 

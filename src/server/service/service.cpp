@@ -447,9 +447,16 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
     if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(outcome.response));
   }
   if (status.ok() && result) {
-    core_.metrics_.cache_answer(cache_status_ == v1::CACHE_STATUS_MISS        ? "miss"
-                                : cache_status_ == v1::CACHE_STATUS_COALESCED ? "coalesced"
-                                                                              : "bypass");
+    const TaskTimings& t = result->timings;
+    core_.statistics_.computed({.total_ms = total_ms,
+                                .queue_ms = t.queue_ms,
+                                .input_ms = t.text_encoding_ms + t.prefill_ms,
+                                .infer_ms = t.decode_ms,
+                                .output_ms = t.mesh_ms,
+                                .batch_bucket = result->batch_bucket,
+                                .executed = cache_status_ != v1::CACHE_STATUS_COALESCED,
+                                .cache_miss = cache_status_ == v1::CACHE_STATUS_MISS});
+    core_.metrics_.cache_answer(cache_status_name(cache_status_));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     core_.metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
     core_.metrics_.observe_mesh_seconds(result->timings.mesh_ms / 1000.0);
@@ -463,12 +470,14 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
         result->timings.prefill_ms, result->timings.tpot_ms, result->timings.mesh_ms, total_ms,
         result->face_count);
   } else if (status.ok()) {
-    core_.metrics_.cache_answer("hit");
+    core_.statistics_.cache_hit(total_ms);
+    core_.metrics_.cache_answer(cache_status_name(v1::CACHE_STATUS_HIT));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     spdlog::info("request {} OK ({}, cache hit of {}) total {:.1f} ms ({} faces)", request_id_,
                  via_, outcome.response.effective().computed_by_request_id(), total_ms,
                  outcome.response.face_count());
   } else {
+    core_.statistics_.failed(total_ms);
     spdlog::info("request {} {} ({}) after {:.1f} ms: {}",
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
                  status.message());
@@ -476,6 +485,15 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
   if (observer_.done) observer_.done(std::move(outcome));
   // What the observer captured (a connection, a reactor) is not kept by a finished call.
   observer_ = CallObserver();
+}
+
+const char* cache_status_name(v1::CacheStatus status) {
+  constexpr EnumTable<v1::CacheStatus, const char*, 4> kWords = {
+      {{v1::CACHE_STATUS_HIT, "hit"},
+       {v1::CACHE_STATUS_MISS, "miss"},
+       {v1::CACHE_STATUS_COALESCED, "coalesced"},
+       {v1::CACHE_STATUS_BYPASS, "bypass"}}};
+  return lookup(kWords, status).value_or(nullptr);
 }
 
 Service::Service(ServiceOptions options, Metrics& metrics)
@@ -629,13 +647,12 @@ Status Service::fill_response(const TaskResult& result, const TaskRequest& reque
                               v1::GenerateMeshResponse* response) const {
   response->set_request_id(request.request_id);
   response->set_format(to_proto(result.format));
-  if (result.format == MeshFormat::kRaw) {
+  if (result.format == MeshFormat::kRaw || request.return_raw_mesh) {
     auto* raw = response->mutable_raw();
     raw->mutable_vertices()->Add(result.vertices.begin(), result.vertices.end());
     raw->mutable_indices()->Add(result.indices.begin(), result.indices.end());
-  } else {
-    response->set_encoded(result.encoded);
   }
+  if (result.format != MeshFormat::kRaw) response->set_encoded(result.encoded);
   response->set_vertex_count(static_cast<uint32_t>(result.vertex_count));
   response->set_face_count(static_cast<uint32_t>(result.face_count));
   if (states_frame(request)) {

@@ -27,69 +27,13 @@
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
 #include "eventually.h"
+#include "server/service/fake_mesh_executor.h"
 
 namespace cube3d {
 namespace test_service {
 
-// Succeeds every job with a mesh of `vertices` vertices, or fails it with `error`.
-class FakeExecutor final : public BatchExecutor {
- public:
-  int64_t vertices = 3;
-  std::optional<Error> error;
-
-  std::atomic<bool> hold{false};  // keep the jobs without an outcome (a long generation)
-
-  size_t held_count() {
-    const std::lock_guard lock(mutex_);
-    return held_.size();
-  }
-  std::shared_ptr<Task> held_job(size_t i) {
-    const std::lock_guard lock(mutex_);
-    return held_.at(i);
-  }
-
-  // The requests the executor was given, in order.
-  std::vector<TaskRequest> seen() {
-    const std::lock_guard lock(mutex_);
-    return seen_;
-  }
-
-  void execute(const std::vector<std::shared_ptr<Task>>& jobs, int64_t bucket) override {
-    for (const auto& job : jobs) {
-      {
-        const std::lock_guard lock(mutex_);
-        seen_.push_back(job->request());
-      }
-      if (hold) {
-        const std::lock_guard lock(mutex_);
-        held_.push_back(job);
-        continue;
-      }
-      if (error) {
-        job->fail(*error);
-        continue;
-      }
-      TaskResult result;
-      result.request_id = job->request().request_id;
-      result.format = job->request().format;
-      result.vertices.assign(static_cast<size_t>(3 * vertices), 0.5f);
-      result.indices = {0, 1, 2};
-      result.encoded = std::string(static_cast<size_t>(vertices), 'g');
-      result.vertex_count = vertices;
-      result.face_count = 1;
-      result.occupancy_points = 1000;
-      result.batch_bucket = bucket;
-      job->succeed(result);
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<Task>> held_;
-  std::vector<TaskRequest> seen_;
-};
-
 using testing::eventually;
+using testing::FakeMeshExecutor;
 
 class MeshServiceTest : public ::testing::Test {
  protected:
@@ -159,7 +103,7 @@ class MeshServiceTest : public ::testing::Test {
 
   std::map<std::string, std::string> trailers_;
   Metrics metrics_;
-  FakeExecutor executor_;
+  FakeMeshExecutor executor_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Scheduler> scheduler_;
 };
@@ -179,6 +123,21 @@ TEST_F(MeshServiceTest, ReturnsTheMeshOnceAttached) {
   EXPECT_EQ(response.raw().indices_size(), 3);
   EXPECT_EQ(response.batch_bucket(), 1u);
   EXPECT_EQ(response.request_id().size(), 32u);  // generated
+}
+
+TEST_F(MeshServiceTest, AFileAnswerCarriesTheArraysOnlyWhenAskedFor) {
+  service_->attach(scheduler_.get());
+  v1::GenerateMeshResponse response;
+  ASSERT_TRUE(call(request(v1::MESH_FORMAT_GLB), &response).ok());
+  EXPECT_EQ(response.encoded().size(), 3u);
+  EXPECT_FALSE(response.has_raw());
+  v1::GenerateMeshRequest both = request(v1::MESH_FORMAT_GLB);
+  both.set_return_raw_mesh(true);
+  ASSERT_TRUE(call(both, &response).ok());
+  EXPECT_EQ(response.encoded().size(), 3u);  // the file, and from the same work its arrays
+  EXPECT_EQ(response.raw().vertices_size(), 9);
+  EXPECT_EQ(response.raw().indices_size(), 3);
+  EXPECT_TRUE(executor_.seen().back().return_raw_mesh);
 }
 
 TEST_F(MeshServiceTest, InvalidRequestsNeverReachTheScheduler) {
@@ -675,11 +634,18 @@ TEST(ResultKey, EveryEffectiveFieldAndTheModelAndScopeMakeADifferentKey) {
   vary("faces", [](TaskRequest& r) { r.target_face_count = 100; });
   vary("profile", [](TaskRequest& r) { r.mesh_profile = MeshProfile::kRoblox; });
   vary("tokens", [](TaskRequest& r) { r.return_shape_tokens = true; });
+  vary("arrays", [](TaskRequest& r) { r.return_raw_mesh = true; });
   for (const auto& [what, r] : variants) EXPECT_NE(result_key(r, model, ""), key) << what;
   EXPECT_NE(result_key(base, {"demo", "w2", "c", "v"}, ""), key);
   EXPECT_NE(result_key(base, {"demo", "w", "c2", "v"}, ""), key);
   EXPECT_NE(result_key(base, {"demo", "w", "c", "v2"}, ""), key);
   EXPECT_NE(result_key(base, model, "studio-a"), key);
+  // A RAW answer carries its arrays anyway: asking for them again is the same answer.
+  TaskRequest raw = base;
+  raw.format = MeshFormat::kRaw;
+  TaskRequest raw_asked = raw;
+  raw_asked.return_raw_mesh = true;
+  EXPECT_EQ(result_key(raw_asked, model, ""), result_key(raw, model, ""));
   // What the caller does not decide the mesh by is not in it.
   TaskRequest same = base;
   same.request_id = "another";

@@ -19,8 +19,6 @@ inline constexpr const char* kRequestIdHeader = "X-Request-Id";
 
 // "queue;dur=1.0, text;dur=..., total;dur=..." (ms).
 std::string server_timing(const v1::Timings& timings);
-// X-Cache's value: hit, miss, coalesced, bypass; null for none.
-const char* cache_header(v1::CacheStatus status);
 
 // A mesh call's outcome: the error, the JSON response (file_format unset), or the file with
 // X-Request-Id, Server-Timing, X-Cache, X-Vertex-Count, X-Face-Count, X-Batch-Bucket,

@@ -30,6 +30,7 @@
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/admission/prompt_policy.h"
 #include "cube3d/server/cache/result_cache.h"
+#include "cube3d/server/observability/inference_statistics.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/model_identity.h"
 #include "cube3d/server/service/request_policy.h"
@@ -120,6 +121,10 @@ class ActiveCall {
 // One progress event as a client sees it (stream and Server-Sent Events alike).
 v1::Progress to_progress_event(const TaskProgress& progress, int64_t tokens_per_shape);
 
+// A cache status as one word: "hit", "miss", "coalesced", "bypass" (X-Cache, the metrics'
+// label, the Open Inference Protocol's cache_status); null for none.
+const char* cache_status_name(v1::CacheStatus status);
+
 class Service {
  public:
   // The core answers UNAVAILABLE ("loading") until a scheduler is attached: the server
@@ -147,6 +152,9 @@ class Service {
   const ModelIdentity& model() const { return model_; }
   const ServiceOptions& options() const { return options_; }
   Metrics& metrics() { return metrics_; }
+  // Every request's outcome in the shape of Triton's statistics extension (the Open Inference
+  // Protocol's model statistics).
+  const InferenceStatistics& statistics() const { return statistics_; }
   // Deadlines of the core's calls, and the front doors' own timeouts (one thread for all).
   TimerQueue& timers() { return timers_; }
 
@@ -206,6 +214,7 @@ class Service {
   // The works running under their client's request_id, per key (retries join them).
   RunningRequests running_;
   Metrics& metrics_;
+  InferenceStatistics statistics_;
   TimerQueue timers_;  // last: its thread stops first, before what its actions touch goes
 };
 
