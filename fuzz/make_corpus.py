@@ -252,6 +252,36 @@ def compact(vertices, indices, normals=(), quantized=False, indices32=None):
     return pad(out + struct.pack(f"<{len(indices)}{'I' if indices32 else 'H'}", *indices))
 
 
+def infer_body_seeds():
+    """The Open Inference Protocol's REST body: a first byte (bit 0: a header length follows; bit
+    1: as the next two bytes' number), then the body."""
+    t = "infer_body"
+    plain = b"\x00\x00\x00"
+    write(t, "json_one_prompt", plain + json.dumps({
+        "inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1, 1], "data": [["a chair"]]},
+                   {"name": "SEED", "datatype": "INT64", "shape": [1, 1], "data": [[3]]},
+                   {"name": "RESOLUTION_BASE", "datatype": "INT32", "shape": [1], "data": [5]}],
+        "outputs": [{"name": "MESH", "parameters": {"binary_data": True}}, {"name": "FACES"}],
+        "parameters": {"guidance_scale": 2.5, "format": "obj"}}).encode())
+    write(t, "json_batch_bbox", plain + json.dumps({
+        "inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [2], "data": ["a", "b"]},
+                   {"name": "BBOX", "datatype": "FP32", "shape": [2, 3],
+                    "data": [[1, 2, 1], [2, 1, 1]]},
+                   {"name": "FORMAT", "datatype": "BYTES", "shape": [1], "data": ["glb"]}],
+        "parameters": {"binary_data_output": True}}).encode())
+    header = json.dumps({"inputs": [
+        {"name": "PROMPT", "datatype": "BYTES", "shape": [1],
+         "parameters": {"binary_data_size": 11}},
+        {"name": "TOP_P", "datatype": "FP32", "shape": [1], "parameters": {"binary_data_size": 4}}]
+    }).encode()
+    binary = struct.pack("<I", 7) + b"a table" + struct.pack("<f", 0.5)
+    write(t, "binary_inputs", bytes([3]) + struct.pack("<H", len(header)) + header + binary)
+    write(t, "binary_sizes_short", bytes([3]) + struct.pack("<H", len(header)) + header +
+          binary[:-2])
+    write(t, "bad_datatype", plain + b'{"inputs": [{"name": "PROMPT", "datatype": "FP32",'
+          b' "shape": [1], "data": [1.5]}]}')
+
+
 def compact_mesh_seeds():
     t = "compact_mesh"
     tetra = [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
@@ -287,6 +317,7 @@ def main():
     http_request_seeds()
     admission_seeds()
     compact_mesh_seeds()
+    infer_body_seeds()
     for folder in sorted(CORPUS.iterdir()):
         files = list(folder.iterdir())
         print(f"{folder.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

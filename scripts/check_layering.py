@@ -56,6 +56,10 @@ def heavy_library(header: str) -> str | None:
         return "libtorch"
     if header.startswith("cube3d/v1/"):
         return "gRPC" if header.endswith(".grpc.pb.h") else "messages"
+    # The Open Inference Protocol's generated code (proto/inference/) is the gRPC API library's
+    # alone: the HTTP door and the inference part speak its JSON and plain values, never these.
+    if header.startswith("inference/") and header.endswith(".pb.h"):
+        return "gRPC"
     if header.startswith(GRPC):
         return "gRPC"
     if header.startswith(PROTOBUF):

@@ -21,7 +21,7 @@ CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 root=$(pwd)
 
 all_targets=(safetensors model_config server_config clip_tokenizer request mesh_writers
-  mesh_metadata http_request admission compact_mesh)
+  mesh_metadata http_request admission compact_mesh infer_body)
 seconds=${FUZZ_SECONDS:-${FUZZ_DEFAULT_SECONDS:-300}}
 if (($#)) && [[ $1 =~ ^[0-9]+$ ]]; then
   seconds=$1
@@ -52,6 +52,8 @@ declare -A max_len=(
   [admission]=4096
   # compact_mesh: a payload of a few hundred vertices.
   [compact_mesh]=8192
+  # infer_body: a v2 inference body of a few tensors, JSON or with binary data.
+  [infer_body]=4096
 )
 
 start=$SECONDS

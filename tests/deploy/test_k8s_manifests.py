@@ -4,15 +4,19 @@
     `kubectl kustomize` (kustomize v5: kubectl >= 1.27);
   * every rendered object validates against the Kubernetes JSON schemas of KUBERNETES_VERSIONS in
     strict mode (unknown fields fail), with kubernetes-validate's bundled schemas (offline); the
-    custom resources it has no schema for (ServiceMonitor, PrometheusRule, InferenceService) get
-    their important fields checked here, and their embedded Kubernetes types (an
-    InferenceService's pod spec, a ServiceMonitor's label selector) validated against those
-    types' schemas;
+    custom resources it has no schema for (ServiceMonitor, PrometheusRule, InferenceService,
+    ServingRuntime) get their important fields checked here, and their embedded Kubernetes types
+    (an InferenceService's pod spec, a ServingRuntime's containers and volumes, a model's
+    container fields, a ServiceMonitor's label selector) validated against those types' schemas;
+    an InferenceService whose predictor is a model served by a ServingRuntime is checked as the
+    pod KServe makes of the two (the runtime's container under the model's fields, the runtime's
+    volumes and scheduling under the predictor's pod fields), like any server pod below;
   * the pieces agree with each other and with the server: probes and Services reach declared
     container ports that the server's config listens on (all interfaces, plaintext for the gRPC
-    probes); Service, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor select the
-    right objects; the HPA's metrics are ones the server exports and the prometheus-adapter rules
-    serve; terminationGracePeriodSeconds covers the preStop delay, drain_grace_seconds and the
+    probes), and an HTTP probe that names a model names the config's; Service,
+    PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor select the right objects;
+    the HPA's metrics are ones the server exports and the prometheus-adapter rules serve;
+    terminationGracePeriodSeconds covers the preStop delay, drain_grace_seconds and the
     server's own wind-down; CUBE3D_CONFIG points at a mounted ConfigMap's key or at a file the
     image installs; the CUDA overlay asks for a GPU and runs on it; every container runs as non-root, read-only, without
     capabilities; the alerts use exported metrics and the scraped job's name;
@@ -109,6 +113,13 @@ STRING_KEY_PREFIXES = ("listen", "metrics_listen", "http_listen", "device", "dty
                        "model.", "cuda_graphs", "single_stream_decode", "defaults.format")
 MESH_SERVICE = "cube3d.v1.MeshService"
 SERVER_CONTAINERS = ("server", "kserve-container")
+# The server's HTTP health endpoints (src/server/http): its own, and the Open Inference
+# Protocol's (docs/open-inference-protocol.md). /v2/models/{name}[/versions/{v}]/ready is the
+# model's readiness: {name} is the model config's file name without .yaml.
+LIVE_PATHS = ("/healthz", "/v2/health/live")
+READY_PATHS = ("/readyz", "/v2/health/ready")
+V2_MODEL_READY = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/ready$")
+V2_MODEL_VERSION = "1"  # the server's one model version
 
 # Defaults of the keys read here (models/demo-server.yaml documents them).
 CONFIG_DEFAULTS = {"listen": "0.0.0.0:50051", "metrics_listen": "0.0.0.0:9464",
@@ -131,12 +142,35 @@ with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Custom resources kubernetes-validate has no schema for: checked by hand below.
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"),
                 ("monitoring.coreos.com/v1", "PrometheusRule"),
-                ("serving.kserve.io/v1beta1", "InferenceService")}
+                ("serving.kserve.io/v1beta1", "InferenceService"),
+                ("serving.kserve.io/v1alpha1", "ServingRuntime")}
 # InferenceService predictor fields that are KServe's own; the rest is a core/v1 PodSpec.
 KSERVE_PREDICTOR_FIELDS = {"minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
                            "scaleMetricType", "containerConcurrency", "timeout",
                            "canaryTrafficPercent", "logger", "batcher", "labels", "annotations",
                            "deploymentStrategy", "autoScaling", "workerSpec", "model"}
+# KServe's fields of an InferenceService's predictor.model (ModelSpec: the model format, the
+# runtime, PredictorExtensionSpec's own); the rest is a core/v1 Container that KServe lays over the
+# runtime's kserve-container.
+KSERVE_MODEL_FIELDS = {"modelFormat", "runtime", "protocolVersion", "storageUri", "storage",
+                       "runtimeVersion", "confidential"}
+# The container KServe runs the predictor in (constants.InferenceServiceContainerName).
+KSERVE_CONTAINER = "kserve-container"
+# KServe's protocol versions (constants.InferenceServiceProtocol), and its names for a
+# container's HTTP/1 and cleartext HTTP/2 (gRPC) ports.
+KSERVE_PROTOCOLS = ("v1", "v2", "grpc-v1", "grpc-v2")
+KSERVE_HTTP_PORT, KSERVE_GRPC_PORT = "http1", "h2c"
+# ServingRuntimeSpec's fields (serving.kserve.io/v1alpha1), and those of its pod fields that KServe
+# merges into the predictor's pod (MergePodSpec); the containers are merged by name.
+SERVING_RUNTIME_FIELDS = {"supportedModelFormats", "multiModel", "disabled", "protocolVersions",
+                          "workerSpec", "containers", "volumes", "nodeSelector", "affinity",
+                          "tolerations", "labels", "annotations", "imagePullSecrets", "hostIPC",
+                          "schedulerName", "resourceClaims", "grpcEndpoint", "grpcDataEndpoint",
+                          "httpDataEndpoint", "replicas", "storageHelper", "builtInAdapter"}
+SERVING_RUNTIME_POD_FIELDS = ("volumes", "nodeSelector", "affinity", "tolerations",
+                              "imagePullSecrets", "schedulerName", "resourceClaims")
+# ServingRuntimePodSpec's fields that are a core/v1 PodSpec's too (validated as one).
+SERVING_RUNTIME_PODSPEC_FIELDS = SERVING_RUNTIME_POD_FIELDS + ("containers", "hostIPC")
 
 RENDERED = {}  # kustomization directory, relative to deploy/k8s -> [objects]
 
@@ -198,8 +232,9 @@ def setUpModule():
     check_kustomize_version()
     roots = kustomization_roots()
     for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve",
-                   "weights", "overlays/cuda-v0.5", "overlays/cpu-v0.5", "examples/batch/demo",
-                   "examples/batch/cuda-v0.5", "examples/batch/collect", "examples/redis"):
+                   "examples/kserve-v2", "weights", "overlays/cuda-v0.5", "overlays/cpu-v0.5",
+                   "examples/batch/demo", "examples/batch/cuda-v0.5", "examples/batch/collect",
+                   "examples/redis"):
         if needed not in roots:
             raise AssertionError(f"deploy/k8s/{needed}/kustomization.yaml is missing")
     for root in roots:
@@ -302,13 +337,26 @@ def label_selector_matches(selector, labels):
 
 class Pod:
     """A pod template among the rendered objects: a Deployment's, or an InferenceService's
-    predictor (KServe makes the Deployment from it)."""
+    predictor (KServe makes the Deployment from it, with the ServingRuntime `runtime` when the
+    predictor is a model)."""
 
-    def __init__(self, owner, spec, labels, annotations):
-        self.owner, self.spec = owner, spec
+    def __init__(self, owner, spec, labels, annotations, runtime=None):
+        self.owner, self.spec, self.runtime = owner, spec, runtime
         self.labels, self.annotations = labels or {}, annotations or {}
         servers = [c for c in spec.get("containers", []) if c.get("name") in SERVER_CONTAINERS]
         self.server = servers[0] if servers else None
+
+    @property
+    def model(self):
+        """An InferenceService predictor's model (ModelSpec), or None."""
+        if self.owner["kind"] != "InferenceService":
+            return None
+        return self.owner["spec"]["predictor"].get("model")
+
+    @property
+    def protocol(self):
+        """The KServe protocol version the predictor's model says, or None."""
+        return (self.model or {}).get("protocolVersion")
 
     @property
     def where(self):
@@ -373,9 +421,170 @@ def pods(objects, servers_only=True):
     for isvc in of_kind(objects, "InferenceService"):
         predictor = isvc["spec"]["predictor"]
         spec = {k: v for k, v in predictor.items() if k not in KSERVE_PREDICTOR_FIELDS}
-        out.append(Pod(isvc, spec, isvc["metadata"].get("labels"),
-                       isvc["metadata"].get("annotations")))
+        runtime = None
+        labels = {**(isvc["metadata"].get("labels") or {}), **(predictor.get("labels") or {})}
+        annotations = {**(isvc["metadata"].get("annotations") or {}),
+                       **(predictor.get("annotations") or {})}
+        if "model" in predictor:
+            runtime = serving_runtime_of(objects, isvc)
+            if runtime is None:
+                raise AssertionError(
+                    f"{name_of(isvc)}: its model's runtime "
+                    f"({predictor['model'].get('runtime') or 'auto-selected'}) is not a "
+                    f"ServingRuntime of its kustomization that supports the model's format and "
+                    f"protocol, so its pod cannot be checked")
+            spec = predictor_pod_spec(runtime, predictor)
+            labels = {**(runtime["spec"].get("labels") or {}), **labels}
+            annotations = {**(runtime["spec"].get("annotations") or {}), **annotations}
+        out.append(Pod(isvc, spec, labels, annotations, runtime))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# KServe: a model's ServingRuntime, and the pod KServe makes of the two
+
+
+def runtime_supports(runtime, model):
+    """Whether a ServingRuntime serves the model as KServe decides it: the model's format (and
+    version, when the model gives one) among the runtime's supportedModelFormats (only autoSelect
+    ones unless the model names the runtime), its protocol among the runtime's protocolVersions
+    (when both say one), and the runtime enabled and single-model (KServe's
+    ModelSpec.RuntimeSupportsModel, ServingRuntimeSpec.IsProtocolVersionSupported)."""
+    spec = runtime.get("spec") or {}
+    if spec.get("disabled") or spec.get("multiModel"):
+        return False
+    fmt = model.get("modelFormat") or {}
+    wanted = f"{fmt.get('name')}:{fmt['version']}" if "version" in fmt else fmt.get("name")
+    offered = set()
+    for f in spec.get("supportedModelFormats") or []:
+        if model.get("runtime") or f.get("autoSelect"):
+            offered.add(f.get("name"))
+            if "version" in f:
+                offered.add(f"{f.get('name')}:{f['version']}")
+    protocol = model.get("protocolVersion")
+    protocols = spec.get("protocolVersions") or []
+    if protocol and protocols and protocol not in protocols:
+        return False
+    return wanted in offered
+
+
+def serving_runtime_of(objects, isvc):
+    """The ServingRuntime among `objects` that serves the InferenceService's model: the one its
+    model names, else the first that supports it with autoSelect; None when there is none."""
+    model = isvc["spec"]["predictor"].get("model") or {}
+    runtimes = of_kind(objects, "ServingRuntime")
+    if model.get("runtime"):
+        runtimes = [r for r in runtimes if r["metadata"]["name"] == model["runtime"]]
+    for runtime in runtimes:
+        if runtime_supports(runtime, model):
+            return runtime
+    return None
+
+
+# A core/v1 Container's lists that a strategic merge patch merges item by item, by this key; the
+# other lists are replaced.
+CONTAINER_MERGE_KEYS = {"env": "name", "ports": "containerPort", "volumeMounts": "mountPath",
+                        "volumeDevices": "devicePath", "resizePolicy": "resourceName"}
+# The same for the PodSpec fields KServe merges.
+POD_MERGE_KEYS = {"volumes": "name", "imagePullSecrets": "name", "resourceClaims": "name"}
+
+
+def merge_maps(base, over):
+    """`over` laid over `base` as a strategic merge patch does for maps: nested maps merged."""
+    out = json.loads(json.dumps(base))
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_maps(out[key], value)
+        else:
+            out[key] = json.loads(json.dumps(value))
+    return out
+
+
+def merge_fields(base, over, list_keys):
+    """`over`'s fields over `base`'s: maps merged, the lists of list_keys merged by their key, any
+    other value replaced."""
+    out = json.loads(json.dumps(base))
+    for key, value in over.items():
+        if key in list_keys and isinstance(value, list):
+            merged = list(out.get(key) or [])
+            for item in value:
+                at = [i for i, b in enumerate(merged)
+                      if b.get(list_keys[key]) == item.get(list_keys[key])]
+                if at:
+                    merged[at[0]] = merge_maps(merged[at[0]], item)
+                else:
+                    merged.append(item)
+            out[key] = merged
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_maps(out[key], value)
+        else:
+            out[key] = json.loads(json.dumps(value))
+    return out
+
+
+def model_container_fields(model):
+    """The core/v1 Container fields of a predictor's model (what KServe lays over the runtime's)."""
+    return {k: v for k, v in model.items() if k not in KSERVE_MODEL_FIELDS}
+
+
+def predictor_pod_spec(runtime, predictor):
+    """The PodSpec KServe makes of a ServingRuntime and an InferenceService predictor whose model
+    it serves (the predictor reconciler's buildPodSpec): the runtime's kserve-container with the
+    model's container fields over it (args appended), then the runtime's other containers and the
+    predictor's own; the runtime's volumes and scheduling with the predictor's pod fields over
+    them."""
+    spec = runtime["spec"]
+    runtime_containers = spec.get("containers") or []
+    server = [c for c in runtime_containers if c.get("name") == KSERVE_CONTAINER]
+    fields = model_container_fields(predictor["model"])
+    containers = []
+    if server:
+        merged = merge_fields(server[0], {k: v for k, v in fields.items() if k != "args"},
+                              CONTAINER_MERGE_KEYS)
+        if fields.get("args"):
+            merged["args"] = list(server[0].get("args") or []) + list(fields["args"])
+        containers.append(merged)
+    containers += [c for c in runtime_containers if c.get("name") != KSERVE_CONTAINER]
+    containers += predictor.get("containers") or []
+    pod = {k: spec[k] for k in SERVING_RUNTIME_POD_FIELDS if k in spec}
+    own = {k: v for k, v in predictor.items()
+           if k not in KSERVE_PREDICTOR_FIELDS and k != "containers"}
+    pod = merge_fields(pod, own, POD_MERGE_KEYS)
+    pod["containers"] = containers
+    return pod
+
+
+def model_name(config):
+    """The model's name in the Open Inference Protocol: the model config's file name without
+    .yaml (src/server/app/model_identity_loader.cpp)."""
+    path = (config.get("model") or {}).get("config", "")
+    name = os.path.basename(path)
+    return name[:-len(".yaml")] if name.endswith(".yaml") else os.path.splitext(name)[0]
+
+
+def v2_model_names(text):
+    """The model names in the /v2/models/{name}/... URLs of a text (routes that name no model,
+    /v2/models/stats, and placeholders left out)."""
+    return [m for m in re.findall(r"/v2/models/([A-Za-z0-9._-]+)", text) if m != "stats"]
+
+
+def markdown_section(text, heading):
+    """The section of a Markdown text under `heading` (e.g. "## KServe"), up to the next heading of
+    the same or a higher level (outside fenced code, whose shell comments start with # too); ""
+    when there is none."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = text.splitlines()
+    start, fenced = None, False
+    for i, line in enumerate(lines):
+        if re.match(r"^(```|~~~)", line):
+            fenced = not fenced
+        elif fenced:
+            continue
+        elif start is None and line.strip() == heading:
+            start = i + 1
+        elif start is not None and re.match(r"^#{1,%d}\s" % level, line):
+            return "\n".join(lines[start:i])
+    return "\n".join(lines[start:]) if start is not None else ""
 
 
 def config_map_data(objects, name):
@@ -835,8 +1044,28 @@ class K8sManifestsTest(unittest.TestCase):
             schemas = Schemas.get(version)
             for root, objects in self.each_root():
                 checks = []
-                for isvc in of_kind(objects, "InferenceService"):
-                    checks.append((isvc, pods([isvc])[0].spec, "podspec-v1.json"))
+                # An InferenceService's pod as KServe makes it (with its ServingRuntime's
+                # container and volumes where the predictor is a model), and the model's own
+                # container fields (KServe lays them over the runtime's container).
+                for pod in pods(objects):
+                    if pod.owner["kind"] == "InferenceService":
+                        checks.append((pod.owner, pod.spec, "podspec-v1.json"))
+                        if pod.model is not None:
+                            fields = {"name": KSERVE_CONTAINER,
+                                      **model_container_fields(pod.model)}
+                            checks.append((pod.owner, fields, "container-v1.json"))
+                # A ServingRuntime's own pod fields (containers, volumes, scheduling) as a PodSpec,
+                # and its workers' if it has them: valid whichever InferenceService uses it.
+                for runtime in of_kind(objects, "ServingRuntime"):
+                    for part in (runtime["spec"], runtime["spec"].get("workerSpec")):
+                        if part:
+                            checks.append((runtime, {k: v for k, v in part.items()
+                                                     if k in SERVING_RUNTIME_PODSPEC_FIELDS},
+                                           "podspec-v1.json"))
+                    for key in ("labels", "annotations"):
+                        value = runtime["spec"].get(key) or {}
+                        self.assertTrue(all(isinstance(v, str) for v in value.values()),
+                                        f"{root}: {name_of(runtime)}: spec.{key} of strings")
                 for sm in of_kind(objects, "ServiceMonitor"):
                     checks.append((sm, sm["spec"]["selector"], "labelselector-meta-v1.json"))
                 for obj, value, type_file in checks:
@@ -904,17 +1133,180 @@ class K8sManifestsTest(unittest.TestCase):
                 where = f"{root}: {name_of(isvc)}"
                 predictor = isvc["spec"].get("predictor") or {}
                 self.assertEqual(set(isvc["spec"]), {"predictor"}, where)
-                containers = predictor.get("containers") or []
-                self.assertEqual([c["name"] for c in containers], ["kserve-container"],
-                                 f"{where}: one custom container named kserve-container")
-                ports = containers[0].get("ports") or []
-                # KServe routes one port; h2c makes it HTTP/2 cleartext (gRPC).
-                self.assertEqual(len(ports), 1, f"{where}: exactly one container port")
-                self.assertEqual(ports[0].get("name"), "h2c", f"{where}: the gRPC port is h2c")
+                if "model" in predictor:
+                    self.check_model_predictor(where, objects, isvc)
+                else:
+                    containers = predictor.get("containers") or []
+                    self.assertEqual([c["name"] for c in containers], [KSERVE_CONTAINER],
+                                     f"{where}: one custom container named {KSERVE_CONTAINER}")
+                    ports = containers[0].get("ports") or []
+                    # KServe routes one port; h2c makes it HTTP/2 cleartext (gRPC).
+                    self.assertEqual(len(ports), 1, f"{where}: exactly one container port")
+                    self.assertEqual(ports[0].get("name"), KSERVE_GRPC_PORT,
+                                     f"{where}: the gRPC port is {KSERVE_GRPC_PORT}")
                 lo, hi = predictor.get("minReplicas", 1), predictor.get("maxReplicas", 1)
                 self.assertGreaterEqual(lo, 1, f"{where}: no scale to zero (minutes to load)")
                 self.assertGreaterEqual(hi, lo, where)
                 self.assertGreaterEqual(predictor.get("timeout", 60), 60, where)
+
+    def check_model_predictor(self, where, objects, isvc):
+        """A predictor that is a model: its format, a ServingRuntime of the kustomization that
+        serves it (by name), a protocol KServe knows, and the container KServe makes: the runtime's
+        kserve-container, whose first port (where KServe's Service sends port 80, and its ingress
+        the traffic) speaks the model's protocol."""
+        predictor = isvc["spec"]["predictor"]
+        model = predictor["model"]
+        self.assertTrue((model.get("modelFormat") or {}).get("name"),
+                        f"{where}: model.modelFormat.name")
+        self.assertTrue(model.get("runtime"), f"{where}: name the model's runtime (auto-selection "
+                        f"picks among every runtime of the namespace and the cluster)")
+        runtimes = {r["metadata"]["name"]: r for r in of_kind(objects, "ServingRuntime")}
+        self.assertIn(model["runtime"], runtimes,
+                      f"{where}: model.runtime {model['runtime']} is not a ServingRuntime of the "
+                      f"kustomization ({sorted(runtimes)})")
+        runtime = runtimes[model["runtime"]]
+        protocol = model.get("protocolVersion")
+        self.assertIn(protocol, KSERVE_PROTOCOLS, f"{where}: model.protocolVersion {protocol!r}")
+        self.assertTrue(runtime_supports(runtime, model),
+                        f"{where}: {name_of(runtime)} does not serve the model's format "
+                        f"{model.get('modelFormat')} with protocol {protocol} (its "
+                        f"supportedModelFormats {runtime['spec'].get('supportedModelFormats')}, "
+                        f"protocolVersions {runtime['spec'].get('protocolVersions')})")
+        self.assertFalse(predictor.get("containers"),
+                         f"{where}: the model's container comes from its runtime; set its fields "
+                         f"in predictor.model")
+        self.assertFalse(set(model) & {"image", "name"},
+                         f"{where}: the image and container name are the runtime's")
+        (pod,) = [p for p in pods(objects) if p.owner is isvc]
+        self.assertIsNotNone(pod.server, f"{where}: the runtime has no {KSERVE_CONTAINER}")
+        ports = pod.server.get("ports") or []
+        self.assertTrue(ports, f"{where}: the runtime's container declares no port")
+        first = KSERVE_GRPC_PORT if protocol.startswith("grpc-") else KSERVE_HTTP_PORT
+        self.assertEqual(ports[0].get("name"), first,
+                         f"{where}: KServe routes the predictor's traffic to the container's first "
+                         f"port: {first} for protocol {protocol}")
+        for port in ports:
+            self.assertIn(port.get("name"), (KSERVE_HTTP_PORT, KSERVE_GRPC_PORT),
+                          f"{where}: port {port}: KServe's ports are {KSERVE_HTTP_PORT} (HTTP/1) "
+                          f"and {KSERVE_GRPC_PORT} (gRPC)")
+
+    def test_servingruntime_structure(self):
+        """Each ServingRuntime: KServe's fields only, its formats and protocols well formed, a
+        single-model runtime whose predictor container is kserve-container, and used by an
+        InferenceService of its kustomization (whose pod, with this runtime's container, the
+        server checks below examine)."""
+        for root, objects in self.each_root():
+            for runtime in of_kind(objects, "ServingRuntime"):
+                where = f"{root}: {name_of(runtime)}"
+                spec = runtime.get("spec") or {}
+                self.assertEqual(runtime["apiVersion"], "serving.kserve.io/v1alpha1", where)
+                self.assertLessEqual(set(spec), SERVING_RUNTIME_FIELDS,
+                                     f"{where}: not ServingRuntimeSpec fields: "
+                                     f"{sorted(set(spec) - SERVING_RUNTIME_FIELDS)}")
+                formats = spec.get("supportedModelFormats") or []
+                self.assertTrue(formats, f"{where}: no supportedModelFormats")
+                for f in formats:
+                    self.assertLessEqual(set(f), {"name", "version", "autoSelect", "priority"},
+                                         where)
+                    self.assertTrue(isinstance(f.get("name"), str) and f["name"], where)
+                    if "version" in f:
+                        self.assertIsInstance(f["version"], str, f"{where}: a format's version "
+                                              f"is a string (\"1\", not 1)")
+                    if "autoSelect" in f:
+                        self.assertIsInstance(f["autoSelect"], bool, where)
+                    if "priority" in f:
+                        self.assertTrue(isinstance(f["priority"], int) and f["priority"] >= 1,
+                                        where)
+                protocols = spec.get("protocolVersions") or []
+                self.assertTrue(protocols, f"{where}: no protocolVersions (KServe would assume "
+                                f"the runtime speaks v1)")
+                self.assertLessEqual(set(protocols), set(KSERVE_PROTOCOLS), where)
+                self.assertFalse(spec.get("multiModel"), f"{where}: not a ModelMesh runtime")
+                self.assertFalse(spec.get("disabled"), where)
+                names = [c.get("name") for c in spec.get("containers") or []]
+                self.assertEqual(names.count(KSERVE_CONTAINER), 1,
+                                 f"{where}: KServe runs the predictor in the container named "
+                                 f"{KSERVE_CONTAINER} ({names})")
+                users = [p.where for p in pods(objects) if p.runtime is runtime]
+                self.assertTrue(users, f"{where}: no InferenceService of {root} uses it, so "
+                                f"nothing here checks its container as a server")
+
+    def test_kserve_v2_example_wiring(self):
+        """examples/kserve-v2: the predictor is a model that says protocolVersion v2 and names its
+        ServingRuntime; the runtime serves the model's format with v2 and grpc-v2; the container's
+        first port, where KServe sends the traffic, is http1 on http_listen's port, and h2c is
+        listen's; readiness is an HTTP GET of /v2/health/ready there, liveness one of
+        /v2/health/live; the demo model needs no storage; and the model the config serves is the
+        one the probes and the docs (the example's files, the KServe sections of
+        deploy/k8s/README.md and docs/open-inference-protocol.md) name in /v2/models/ URLs."""
+        root = "examples/kserve-v2"
+        self.assertIn(root, RENDERED)
+        objects = RENDERED[root]
+        isvcs, runtimes = of_kind(objects, "InferenceService"), of_kind(objects, "ServingRuntime")
+        self.assertEqual((len(isvcs), len(runtimes)), (1, 1),
+                         f"{root}: one InferenceService and its ServingRuntime")
+        isvc, runtime = isvcs[0], runtimes[0]
+        model = isvc["spec"]["predictor"].get("model") or {}
+        self.assertEqual(model.get("protocolVersion"), "v2",
+                         f"{root}: the predictor's model must say protocolVersion v2")
+        self.assertEqual(model.get("runtime"), runtime["metadata"]["name"],
+                         f"{root}: the model names the runtime {runtime['metadata']['name']}")
+        formats = [f.get("name") for f in runtime["spec"].get("supportedModelFormats") or []]
+        self.assertIn((model.get("modelFormat") or {}).get("name"), formats,
+                      f"{root}: the runtime does not support the model's format")
+        self.assertTrue(runtime_supports(runtime, model), f"{root}: KServe would refuse the "
+                        f"runtime for this model")
+        for protocol in ("v2", "grpc-v2"):
+            self.assertIn(protocol, runtime["spec"].get("protocolVersions") or [],
+                          f"{root}: the runtime does not list {protocol}, which the server speaks")
+        (pod,) = pods(objects)
+        self.assertIs(pod.runtime, runtime, root)
+        config = server_config(objects, pod)
+        http = config_value(config, "http_listen")
+        self.assertTrue(http, f"{root}: http_listen is off: no v2 REST")
+        _, http_port = split_address(http)
+        _, grpc_port = split_address(config_value(config, "listen"))
+        ports = pod.server.get("ports") or []
+        self.assertEqual([(p.get("name"), p["containerPort"]) for p in ports[:1]],
+                         [(KSERVE_HTTP_PORT, http_port)],
+                         f"{root}: the first port (KServe's Service port 80) must be "
+                         f"{KSERVE_HTTP_PORT} on http_listen's port {http_port}")
+        self.assertEqual(pod.container_ports()[0].get(KSERVE_GRPC_PORT), grpc_port,
+                         f"{root}: {KSERVE_GRPC_PORT} (grpc-v2) is not listen's port")
+        for kind, path in (("readinessProbe", "/v2/health/ready"),
+                           ("livenessProbe", "/v2/health/live")):
+            get = (pod.server.get(kind) or {}).get("httpGet") or {}
+            self.assertEqual(get.get("path"), path, f"{root}: {kind} must GET {path}")
+            self.assertEqual(pod.resolve_port(get.get("port")), http_port,
+                             f"{root}: {kind} is not on http_listen's port {http_port}")
+        if (config.get("model") or {}).get("config") == IMAGE_DEMO_MODEL:
+            self.assertFalse(set(model) & {"storageUri", "storage"},
+                             f"{root}: the demo model is in the image: nothing to download")
+        # The model's name: the one every probe and document of the example names.
+        name = model_name(config)
+        for kind, probe in probes_of(pod.server).items():
+            m = V2_MODEL_READY.match(((probe or {}).get("httpGet") or {}).get("path") or "")
+            if m:
+                self.assertEqual(m.group(1), name, f"{root}: {kind} names model {m.group(1)}, "
+                                 f"the server's is {name}")
+        texts = {}
+        folder = os.path.join(K8S_DIR, root)
+        for file in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, file)) as f:
+                texts[f"deploy/k8s/{root}/{file}"] = f.read()
+        for doc in ("deploy/k8s/README.md", "docs/open-inference-protocol.md"):
+            with open(os.path.join(SOURCE, doc)) as f:
+                texts[f"{doc} (## KServe)"] = markdown_section(f.read(), "## KServe")
+        readme = texts["deploy/k8s/README.md (## KServe)"]
+        self.assertIn(f"examples/{os.path.basename(root)}", readme,
+                      f"{root}: deploy/k8s/README.md's KServe section does not describe it")
+        self.assertTrue(v2_model_names(readme), f"deploy/k8s/README.md's KServe section gives no "
+                        f"/v2/models/{name}/... URL")
+        for where, text in texts.items():
+            for named in v2_model_names(text):
+                self.assertEqual(named, name, f"{where} names the model {named!r} in a "
+                                 f"/v2/models/ URL; {root} serves {name!r} (model.config's file "
+                                 f"name)")
 
     # -- images -------------------------------------------------------------------------------
 
@@ -989,10 +1381,12 @@ class K8sManifestsTest(unittest.TestCase):
                           f"{root}: listen must be on all interfaces for probes and Services")
             self.assertIn(grpc_port, numbers, f"{root}: {pod.where}: the gRPC port {grpc_port} "
                           f"is not a containerPort")
-            grpc_name = "h2c" if pod.owner["kind"] == "InferenceService" else "grpc"
+            kserve = pod.owner["kind"] == "InferenceService"
+            grpc_name = KSERVE_GRPC_PORT if kserve else "grpc"
             self.assertEqual(named.get(grpc_name), grpc_port,
                              f"{root}: {pod.where}: the port named {grpc_name} is not listen's")
-            for key, port_name in (("metrics_listen", "metrics"), ("http_listen", "http")):
+            http_name = KSERVE_HTTP_PORT if kserve else "http"
+            for key, port_name in (("metrics_listen", "metrics"), ("http_listen", http_name)):
                 address = config_value(config, key)
                 if not address:
                     self.assertNotIn(port_name, named,
@@ -1000,10 +1394,15 @@ class K8sManifestsTest(unittest.TestCase):
                     continue
                 host, port = split_address(address)
                 self.assertIn(host, ("0.0.0.0", "::"), f"{root}: {key} {address}")
-                if pod.owner["kind"] == "InferenceService":
+                if kserve:
                     if port_name == "metrics":
                         self.assertEqual(pod.annotations.get("prometheus.io/port"), str(port),
                                          f"{root}: prometheus.io/port is not metrics_listen's")
+                    elif port_name in named or pod.protocol in ("v1", "v2"):
+                        # A predictor of an HTTP protocol is reached on its port http1.
+                        self.assertEqual(named.get(port_name), port,
+                                         f"{root}: {pod.where}: containerPort {port_name} is not "
+                                         f"{key}'s port {port}")
                 else:
                     self.assertEqual(named.get(port_name), port,
                                      f"{root}: {pod.where}: containerPort {port_name} is not "
@@ -1142,7 +1541,21 @@ class K8sManifestsTest(unittest.TestCase):
                     port = pod.resolve_port(probe["httpGet"]["port"])
                     self.assertEqual(port, split_address(config_value(config, "http_listen"))[1],
                                      f"{root}: {kind} probes a port that is not http_listen's")
-                    self.assertIn(probe["httpGet"].get("path"), ("/healthz", "/readyz"))
+                    path = probe["httpGet"].get("path")
+                    model = V2_MODEL_READY.match(path or "")
+                    self.assertTrue(path in LIVE_PATHS + READY_PATHS or model,
+                                    f"{root}: {kind} probes {path}, not a health endpoint of the "
+                                    f"server ({LIVE_PATHS + READY_PATHS}, "
+                                    f"/v2/models/{{name}}/ready)")
+                    if model:
+                        # 404 for a model the server does not have: the probe would never pass.
+                        self.assertEqual(model.group(1), model_name(config),
+                                         f"{root}: {pod.where}: {kind} asks for model "
+                                         f"{model.group(1)}, the server's is {model_name(config)} "
+                                         f"(its model.config's file name)")
+                        self.assertIn(model.group(2), (None, V2_MODEL_VERSION),
+                                      f"{root}: {kind}: the model's one version is "
+                                      f"{V2_MODEL_VERSION}")
                 elif "tcpSocket" in probe:
                     self.assertIsNotNone(pod.resolve_port(probe["tcpSocket"]["port"]),
                                          f"{root}: {kind} probes an undeclared port")
@@ -1151,11 +1564,15 @@ class K8sManifestsTest(unittest.TestCase):
                 self.assertEqual(readiness["grpc"].get("service"), MESH_SERVICE,
                                  f"{root}: readiness should ask for the MeshService itself")
             else:
-                self.assertEqual(readiness.get("httpGet", {}).get("path"), "/readyz",
-                                 f"{root}: readiness must follow the model's state")
+                path = readiness.get("httpGet", {}).get("path") or ""
+                self.assertTrue(path in READY_PATHS or V2_MODEL_READY.match(path),
+                                f"{root}: {pod.where}: readiness on {path!r} must follow the "
+                                f"model's state ({READY_PATHS} or /v2/models/{{name}}/ready)")
             liveness = probes["livenessProbe"]
-            self.assertNotEqual(liveness.get("httpGet", {}).get("path"), "/readyz",
-                                f"{root}: liveness on /readyz restarts pods that are draining")
+            path = liveness.get("httpGet", {}).get("path") or ""
+            self.assertFalse(path in READY_PATHS or V2_MODEL_READY.match(path),
+                             f"{root}: {pod.where}: liveness on {path} restarts pods that are "
+                             f"draining")
             budget = startup_budget(probes["startupProbe"])
             self.assertGreaterEqual(budget, MIN_STARTUP_BUDGET_S,
                                     f"{root}: the startupProbe allows {budget} s to load")

@@ -143,6 +143,12 @@ class LayeringTest(unittest.TestCase):
             # Admission (in the gRPC-free server base) with gRPC's Status or an API message.
             "include/cube3d/server/admission/bad_keys.h":
                 '#include <grpcpp/support/status.h>\n#include "cube3d/v1/mesh_service.pb.h"\n',
+            # The Open Inference Protocol's messages are gRPC's: not the HTTP door's, nor the
+            # model side's (which both doors share); and the model side reaches no door.
+            "src/server/http/bad_v2.cpp": '#include "inference/grpc_service.pb.h"\n',
+            "src/server/inference/bad_plan.cpp":
+                '#include "inference/model_config.pb.h"\n'
+                '#include "cube3d/server/http/inference_routes.h"\n',
             # A client that includes the server.
             "src/clients/bad_client.cpp":
                 '#include "cube3d/server/service/service.h"\n'
@@ -191,6 +197,12 @@ class LayeringTest(unittest.TestCase):
             "grpcpp/support/status.h (gRPC, which",
             "include/cube3d/server/admission/bad_keys.h:2: server/admission includes "
             "cube3d/v1/mesh_service.pb.h (messages, which",
+            "src/server/http/bad_v2.cpp:1: server/http includes inference/grpc_service.pb.h "
+            "(gRPC, which",
+            "src/server/inference/bad_plan.cpp:1: server/inference includes "
+            "inference/model_config.pb.h (gRPC, which",
+            "src/server/inference/bad_plan.cpp:2: server/inference may not include "
+            "cube3d/server/http/inference_routes.h (server/http)",
             "src/clients/bad_client.cpp:1: clients may not include "
             "cube3d/server/service/service.h (layer server)",
             "src/clients/bad_client.cpp:1: clients may not include "

@@ -46,8 +46,10 @@
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/grpc/grpc_server_options.h"
+#include "cube3d/server/grpc/inference_service.h"
 #include "cube3d/server/grpc/mesh_service.h"
 #include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/inference/inference_endpoint.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/jobs/job_store.h"
 #include "cube3d/server/jobs/memory_job_store.h"
@@ -66,6 +68,7 @@ void set_serving(grpc::Server& server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
   health->SetServingStatus(serving);
   health->SetServingStatus(kMeshServiceName, serving);
+  health->SetServingStatus(kInferenceServiceName, serving);
 }
 
 // Linking gRPC's reflection library registers its plugin with every ServerBuilder (a static
@@ -272,6 +275,9 @@ int run(int argc, char** argv) {
   // unknown methods too.
   const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
   MeshServiceImpl service(core, config.grpc, count, &jobs);
+  // The Open Inference Protocol (KServe v2 / Triton) over the same core, on both doors.
+  inference::InferenceEndpoint inference_endpoint(core, inference_options(config));
+  InferenceServiceImpl inference_service(inference_endpoint, core.timers(), config.grpc, count);
   // API keys and the prompt policy: loaded before the port opens (a bad file stops the start),
   // re-read on SIGHUP; a file broken since keeps what is in force.
   std::unique_ptr<ApiKeys> api_keys;
@@ -334,6 +340,7 @@ int run(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.RegisterService(&service);
+  builder.RegisterService(&inference_service);
   UnknownMethods unknown_methods(count);
   builder.RegisterCallbackGenericService(&unknown_methods);
   // Thread quota, streams per connection, keepalive enforcement, connection age, message sizes.
@@ -355,6 +362,7 @@ int run(int argc, char** argv) {
   if (!config.http_listen.empty() || !config.metrics_listen.empty()) {
     HttpGatewayOptions http_options = http_gateway_options(config);
     http_options.jobs = &jobs;
+    http_options.inference = &inference_endpoint;
     if (redis_jobs) http_options.jobs_health = [&job_store] { return job_store.health(); };
     http = std::make_unique<HttpGateway>(core, metrics, http_options);
     spdlog::info("HTTP{} on {}, metrics on {} ({} I/O threads)", http_options.tls ? "S" : "",
@@ -441,6 +449,7 @@ int run(int argc, char** argv) {
     device_failed = true;
     metrics.device_fault();
     set_serving(*server, false);
+    inference_endpoint.set_draining(true);
     if (http) http->set_device_failed();
     spdlog::warn("device fault: NOT_SERVING; draining what can still answer, then exiting with {}",
                  kExitDeviceFault);
@@ -476,6 +485,7 @@ int run(int argc, char** argv) {
   const auto drain_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(config.drain_grace_seconds);
   set_serving(*server, false);
+  inference_endpoint.set_draining(true);
   if (http) http->set_draining(true);
   // Long-polls answer now, with their jobs as they are: gRPC's Shutdown waits for every call
   // to finish, and a long-poll would otherwise hold it for up to jobs.max_wait_ms.

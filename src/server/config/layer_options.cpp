@@ -115,6 +115,16 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
   return options;
 }
 
+inference::InferenceOptions inference_options(const ServerConfig& config) {
+  inference::InferenceOptions options;
+  options.batch_buckets = config.batching.batch_buckets;
+  options.max_queue_delay_ms = config.batching.max_queue_delay_ms;
+  options.max_queue_size = config.batching.max_queue_size;
+  options.gpu = config.device.starts_with("cuda");
+  options.cache_enabled = config.cache.enabled;
+  return options;
+}
+
 HttpGatewayOptions http_gateway_options(const ServerConfig& config) {
   HttpGatewayOptions options;
   options.listen = config.http_listen;

@@ -15,6 +15,7 @@
 #include "cube3d/api/grpc_status.h"
 #include "cube3d/server/grpc/generate_request_bytes.h"
 #include "cube3d/server/grpc/mesh_service.h"
+#include "cube3d/server/grpc/message_bytes.h"
 
 namespace cube3d {
 namespace {
@@ -29,14 +30,7 @@ bool parse(const grpc::ByteBuffer* bytes, v1::GenerateMeshRequest* message) {
 }
 template <typename Message>
 bool parse(const grpc::ByteBuffer* bytes, Message* message) {
-  grpc::ByteBuffer copy(*bytes);  // Deserialize consumes its buffer
-  return grpc::SerializationTraits<Message>::Deserialize(&copy, message).ok();
-}
-
-grpc::Status unparsable(const grpc::ByteBuffer* bytes, const char* type) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "the request message (" + std::to_string(bytes->Length()) +
-                          " bytes) does not parse as a " + type);
+  return parse_message(*bytes, message);
 }
 
 void answer(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
@@ -64,7 +58,7 @@ void add_unary(MeshServiceImpl& service, int index, const char* type_name, Serve
                    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
                    Request request;
                    if (!parse(bytes, &request)) {
-                     reactor->Finish(unparsable(bytes, type_name));
+                     reactor->Finish(unparsable_message(*bytes, type_name));
                      return reactor;
                    }
                    serve(context, request, [context, reactor, response](JobAnswer result) {

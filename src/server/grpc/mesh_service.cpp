@@ -430,8 +430,11 @@ grpc::ServerGenericBidiReactor* UnknownMethods::CreateReactor(
       Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           "unknown method " + printable(context->method(), 200) +
                               ": this server has /cube3d.v1.MeshService/ GenerateMesh, "
-                              "GenerateMeshStream, SubmitMeshJob, GetMeshJob and CancelMeshJob "
-                              "(and grpc.health.v1, server reflection)"));
+                              "GenerateMeshStream, SubmitMeshJob, GetMeshJob and CancelMeshJob; "
+                              "/inference.GRPCInferenceService/ ServerLive, ServerReady, "
+                              "ModelReady, ServerMetadata, ModelMetadata, ModelInfer, "
+                              "ModelStreamInfer, ModelConfig, ModelStatistics and "
+                              "RepositoryIndex (and grpc.health.v1, server reflection)"));
     }
     void OnCancel() override { cancelled_ = true; }
     void OnDone() override {

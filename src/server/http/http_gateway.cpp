@@ -12,16 +12,16 @@
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
-#include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/http/call_context.h"
 #include "cube3d/server/http/content_negotiation.h"
 #include "cube3d/server/http/http_error.h"
 #include "cube3d/server/http/http_status.h"
+#include "cube3d/server/http/inference_routes.h"
 #include "cube3d/server/http/job_routes.h"
 #include "cube3d/server/http/json_codec.h"
 #include "cube3d/server/http/mesh_answers.h"
 #include "cube3d/server/http/model_route.h"
 #include "cube3d/server/http/usage_route.h"
-#include "cube3d/server/http/whole_number.h"
 #include "cube3d/server/httpd/cache_control.h"
 #include "cube3d/server/httpd/router.h"
 
@@ -40,43 +40,17 @@ constexpr const char* kApiListener = "http";
 constexpr const char* kMetricsListener = "metrics";
 constexpr const char* kGeneratePath = "/v1/meshes:generate";
 constexpr const char* kStreamRoute = "/v1/meshes:generateStream";
-constexpr const char* kTimeoutHeader = "X-Request-Timeout-Ms";
-constexpr const char* kTimeoutParam = "timeout_ms";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr const char* kEventStreamType = "text/event-stream";
-// A year: "no limit" for practical purposes, and far from overflowing the steady clock.
-constexpr int64_t kMaxTimeoutMs = int64_t{365} * 24 * 3600 * 1000;
 // The metrics listener's deadline for a request head: a scraper sends it at once.
 constexpr std::chrono::milliseconds kMetricsHeaderTimeout{2000};
 // A quiet stream (a long wait in the queue) gets a comment line this often, so that proxies
 // do not close it as idle.
 constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
 
-SteadyClock::time_point deadline_of(const http::Request& req, SteadyClock::time_point now) {
-  std::string text;
-  std::string source;
-  if (const auto header = req.headers.get(kTimeoutHeader)) {
-    text = std::string(*header);
-    source = std::string("header ") + kTimeoutHeader;
-  } else if (const auto param = req.query_param(kTimeoutParam)) {
-    text = *param;
-    source = std::string("query parameter ") + kTimeoutParam;
-  } else {
-    return SteadyClock::time_point::max();
-  }
-  return now + std::chrono::milliseconds(
-                   http::whole_number(text, source, "milliseconds", 1, kMaxTimeoutMs));
-}
-
 std::string sse_event(const char* name, const std::string& data) {
   // `data` is one line of JSON: one data field.
   return fmt::format("event: {}\ndata: {}\n\n", name, data);
-}
-
-Status client_gone() {
-  return Status(ErrorCode::kCancelled,
-                "the client went away (it closed the connection, or read nothing within "
-                "http.write_timeout_ms)");
 }
 
 // One of the gateway's generate calls in flight, released when the last copy goes (with the
@@ -106,7 +80,7 @@ std::function<void(bool)> count_at_the_end(Metrics& metrics, std::shared_ptr<Cal
   return
       [&metrics, tally = std::move(tally), weak = std::weak_ptr<ActiveCall>(call)](bool delivered) {
         if (!delivered) {
-          if (const auto active = weak.lock()) active->cancel(client_gone());
+          if (const auto active = weak.lock()) active->cancel(http::client_went_away());
         }
         metrics.request_finished(delivered && !tally->answered_code.empty() ? tally->answered_code
                                                                             : "CANCELLED");
@@ -150,6 +124,16 @@ struct HttpGateway::Impl {
             /*listed=*/path == "/");
       }
     }
+    if (this->options.inference) {
+      http::InferenceRouteOptions v2;
+      v2.retry_after_seconds = this->options.retry_after_seconds;
+      v2.max_generating = this->options.max_generating;
+      v2.take_slot = [this] {
+        return take_generate_slot(generating, this->options.max_generating);
+      };
+      inference.emplace(*this->options.inference, metrics, std::move(v2));
+      inference->add_to(api_router);
+    }
     if (this->options.jobs) {
       jobs.emplace(*this->options.jobs, this->options.retry_after_seconds);
       api_router.add(http::kJobsPath, {"POST"},
@@ -170,7 +154,10 @@ struct HttpGateway::Impl {
       spdlog::info("http {} {}: {} {}: {}", printable(ex->request().method, 16),
                    printable(ex->request().path, 200), http_status, std::string(to_string(code)),
                    message);
-      http::Response response = error_response(http_status, code, message);
+      http::Response response = http::is_inference_path(ex->request().path)
+                                    ? http::inference_error(Status(code, message), 0)
+                                    : error_response(http_status, code, message);
+      response.status = http_status;
       for (const auto& [k, v] : extra) response.headers.set(k, v);
       ex->respond(std::move(response));
     };
@@ -230,6 +217,7 @@ struct HttpGateway::Impl {
   std::atomic<bool> device_failed{false};
   std::atomic<int64_t> generating{0};
   std::optional<http::JobRoutes> jobs;
+  std::optional<http::InferenceRoutes> inference;
   std::unique_ptr<http::Server> server;  // last: stops (and joins) before the routes go
 };
 
@@ -244,14 +232,7 @@ HttpGateway::Impl::Prepared HttpGateway::Impl::prepare(const http::Request& req)
   // A client (or a proxy) that asks for a fresh answer gets one: neither read from the result
   // cache nor stored in it.
   if (http::wants_fresh_answer(req.headers)) prepared.request.set_bypass_cache(true);
-  prepared.call.deadline = deadline_of(req, now);
-  prepared.call.transport = "http";
-  prepared.call.authorization = req.headers.value_or("Authorization");
-  prepared.call.traceparent = req.headers.value_or("traceparent");
-  prepared.call.end_user_count = req.headers.count(kEndUserHeader);
-  if (prepared.call.end_user_count > 0) {
-    prepared.call.end_user = req.headers.value_or(kEndUserHeader);
-  }
+  prepared.call = http::call_context_of(req, now);
   return prepared;
 }
 

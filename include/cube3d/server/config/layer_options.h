@@ -12,6 +12,7 @@
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/inference/model_description.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/jobs/job_store.h"
 #include "cube3d/server/jobs/redis_job_store.h"
@@ -42,6 +43,10 @@ ServiceOptions service_options(const ServerConfig& config, const ModelConfig& mo
 // this). I/O threads: http.io_threads, or one per core. gzip: http.gzip, http.gzip_min_bytes. TLS
 // on http_listen with http.tls: the tls: section's certificate, key and client certificates.
 HttpGatewayOptions http_gateway_options(const ServerConfig& config);
+
+// The Open Inference Protocol's model configuration: the batch buckets (max_batch_size, the
+// largest), the queue delay and size, the device kind, whether the result cache is on.
+inference::InferenceOptions inference_options(const ServerConfig& config);
 
 // The `cache:` section's store (max_bytes, dir, max_dir_bytes).
 ResultCacheOptions result_cache_options(const ServerConfig& config);

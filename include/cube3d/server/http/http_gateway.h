@@ -39,7 +39,8 @@
 // missing or unknown key is 401 (WWW-Authenticate: Bearer), a key over its limit 429 with
 // Retry-After. An X-Request-Id header is the request_id when the body has none;
 // `Cache-Control: no-cache` (or no-store) sets bypass_cache. Mesh answers carry X-Cache (hit,
-// miss, coalesced, bypass). Jobs: http/job_routes.h.
+// miss, coalesced, bypass). Jobs: http/job_routes.h. The Open Inference Protocol (/v2):
+// http/inference_routes.h.
 #pragma once
 
 #include <chrono>
@@ -52,6 +53,7 @@
 
 #include "cube3d/server/httpd/http_server.h"
 #include "cube3d/server/httpd/static_site.h"
+#include "cube3d/server/inference/inference_endpoint.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
@@ -69,6 +71,9 @@ struct HttpGatewayOptions {
   // Jobs (http/job_routes.h: POST /v1/jobs, GET and DELETE /v1/jobs/{id}, GET
   // /v1/jobs/{id}/mesh); null: none. Must outlive the gateway.
   JobService* jobs = nullptr;
+  // The Open Inference Protocol's REST API at /v2 (http/inference_routes.h); null: none. Must
+  // outlive the gateway.
+  inference::InferenceEndpoint* inference = nullptr;
   // jobs.store redis: whether the shared store can take jobs; /readyz answers 503 with its
   // message when not. Null: not asked (the memory store is always there).
   std::function<Status()> jobs_health;
