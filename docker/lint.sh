@@ -24,5 +24,5 @@ if [ -z "$hadolint" ]; then
   exit 2
 fi
 echo "lint: $("$hadolint" --version)"
-"$hadolint" --no-color docker/Dockerfile docker/Dockerfile.cuda
-echo "lint: docker/Dockerfile and docker/Dockerfile.cuda: no findings"
+"$hadolint" --no-color docker/Dockerfile docker/Dockerfile.cuda docker/Dockerfile.ray
+echo "lint: docker/Dockerfile, docker/Dockerfile.cuda and docker/Dockerfile.ray: no findings"

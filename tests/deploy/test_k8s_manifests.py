@@ -5,9 +5,10 @@
   * every rendered object validates against the Kubernetes JSON schemas of KUBERNETES_VERSIONS in
     strict mode (unknown fields fail), with kubernetes-validate's bundled schemas (offline); the
     custom resources it has no schema for (ServiceMonitor, PrometheusRule, InferenceService,
-    ServingRuntime) get their important fields checked here, and their embedded Kubernetes types
-    (an InferenceService's pod spec, a ServingRuntime's containers and volumes, a model's
-    container fields, a ServiceMonitor's label selector) validated against those types' schemas;
+    ServingRuntime, RayJob) get their important fields checked here, and their embedded Kubernetes
+    types (an InferenceService's pod spec, a ServingRuntime's containers and volumes, a model's
+    container fields, a ServiceMonitor's label selector, a RayJob's pod templates) validated
+    against those types' schemas;
     an InferenceService whose predictor is a model served by a ServingRuntime is checked as the
     pod KServe makes of the two (the runtime's container under the model's fields, the runtime's
     volumes and scheduling under the predictor's pod fields), like any server pod below;
@@ -33,7 +34,14 @@
     Secret) writes them;
   * the Jobs: a TTL, a deadline, restart and pod failure policies that retry crashes and
     evictions but not bad input; the catalog batch is an Indexed Job whose CUBE3D_SHARD_COUNT is
-    its completions, reading prompts from a ConfigMap and writing to a ReadWriteMany claim.
+    its completions, reading prompts from a ConfigMap and writing to a ReadWriteMany claim;
+  * the catalogue batch on Ray: a KubeRay RayJob whose pod templates (head, worker groups,
+    submitter) are validated as core/v1 PodTemplateSpecs and checked like every other pod; its
+    entrypoint is `python -m cube3d_ray` with the image's server and config, prompts from a
+    ConfigMap on the head and output on a ReadWriteMany claim that the head and every worker
+    mount at the same path; the Ray version is the one the image and scripts/setup_python.sh pin,
+    the actors fit the workers' CPUs, no actor on the head, and the cluster goes when the job
+    ends, with a TTL, a deadline and a bounded retry.
 
 Run by ctest (tests/CMakeLists.txt, test deploy.k8s); by hand, from tests/deploy:
 
@@ -78,6 +86,12 @@ MIN_KUSTOMIZE = (5, 0)
 MIN_KUBECTL_FOR_KUSTOMIZE = "1.27"
 
 IMAGE_REPOSITORY = "ghcr.io/example/cube3d-server"
+# The Ray pods' image (docker/Dockerfile.ray: the server image with ray[data] and cube3d-ray).
+RAY_IMAGE_REPOSITORY = "ghcr.io/example/cube3d-ray"
+# What the RayJob's driver runs, and the ray[data] the image and CI pin.
+RAY_ENTRYPOINT = ["python", "-m", "cube3d_ray"]
+RAY_DOCKERFILE = os.path.join(SOURCE, "docker", "Dockerfile.ray")
+SETUP_PYTHON = os.path.join(SOURCE, "scripts", "setup_python.sh")
 # The image's contract (docker/): uid, config path, the demo model.
 IMAGE_UID = 10001
 DEFAULT_CONFIG_PATH = "/etc/cube3d/server.yaml"
@@ -143,7 +157,8 @@ with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"),
                 ("monitoring.coreos.com/v1", "PrometheusRule"),
                 ("serving.kserve.io/v1beta1", "InferenceService"),
-                ("serving.kserve.io/v1alpha1", "ServingRuntime")}
+                ("serving.kserve.io/v1alpha1", "ServingRuntime"),
+                ("ray.io/v1", "RayJob")}
 # InferenceService predictor fields that are KServe's own; the rest is a core/v1 PodSpec.
 KSERVE_PREDICTOR_FIELDS = {"minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
                            "scaleMetricType", "containerConcurrency", "timeout",
@@ -234,7 +249,7 @@ def setUpModule():
     for needed in ("base", "overlays/cpu", "overlays/cuda", "monitoring", "examples/kserve",
                    "examples/kserve-v2", "weights", "overlays/cuda-v0.5", "overlays/cpu-v0.5",
                    "examples/batch/demo", "examples/batch/cuda-v0.5", "examples/batch/collect",
-                   "examples/redis"):
+                   "examples/redis", "examples/ray"):
         if needed not in roots:
             raise AssertionError(f"deploy/k8s/{needed}/kustomization.yaml is missing")
     for root in roots:
@@ -340,8 +355,8 @@ class Pod:
     predictor (KServe makes the Deployment from it, with the ServingRuntime `runtime` when the
     predictor is a model)."""
 
-    def __init__(self, owner, spec, labels, annotations, runtime=None):
-        self.owner, self.spec, self.runtime = owner, spec, runtime
+    def __init__(self, owner, spec, labels, annotations, runtime=None, part=None):
+        self.owner, self.spec, self.runtime, self.part = owner, spec, runtime, part
         self.labels, self.annotations = labels or {}, annotations or {}
         servers = [c for c in spec.get("containers", []) if c.get("name") in SERVER_CONTAINERS]
         self.server = servers[0] if servers else None
@@ -360,7 +375,7 @@ class Pod:
 
     @property
     def where(self):
-        return name_of(self.owner)
+        return name_of(self.owner) + (f" ({self.part})" if self.part else "")
 
     def container_ports(self, container=None):
         """{port name: number} and {number} of the container's declared ports."""
@@ -414,6 +429,11 @@ def pods(objects, servers_only=True):
         for pod in of_kind(objects, "Pod"):
             out.append(Pod(pod, pod["spec"], pod["metadata"].get("labels"),
                            pod["metadata"].get("annotations")))
+        for job in of_kind(objects, "RayJob"):
+            for part, template in ray_job_templates(job):
+                meta = template.get("metadata") or {}
+                out.append(Pod(job, template.get("spec") or {}, meta.get("labels"),
+                               meta.get("annotations"), part=part))
     for d in of_kind(objects, "Deployment"):
         template = d["spec"]["template"]
         out.append(Pod(d, template["spec"], template["metadata"].get("labels"),
@@ -438,6 +458,37 @@ def pods(objects, servers_only=True):
             annotations = {**(runtime["spec"].get("annotations") or {}), **annotations}
         out.append(Pod(isvc, spec, labels, annotations, runtime))
     return out
+
+
+def ray_job_templates(job):
+    """[(part, pod template)] of a RayJob: its cluster's head, each worker group, and the
+    submitter's when it gives one."""
+    cluster = job["spec"].get("rayClusterSpec") or {}
+    out = [("head", (cluster.get("headGroupSpec") or {}).get("template") or {})]
+    for group in cluster.get("workerGroupSpecs") or []:
+        out.append((f"worker group {group.get('groupName')}", group.get("template") or {}))
+    if job["spec"].get("submitterPodTemplate"):
+        out.append(("submitter", job["spec"]["submitterPodTemplate"]))
+    return out
+
+
+def ray_entrypoint_args(job):
+    """cube3d_ray's arguments in a RayJob's entrypoint, or None when it runs something else."""
+    words = shlex.split(job["spec"].get("entrypoint") or "")
+    if words[:len(RAY_ENTRYPOINT)] != RAY_ENTRYPOINT:
+        return None
+    return words[len(RAY_ENTRYPOINT):]
+
+
+def pinned_ray_version():
+    """(scripts/setup_python.sh's RAY_VERSION, docker/Dockerfile.ray's)."""
+    found = []
+    for path, pattern in ((SETUP_PYTHON, r"(?m)^RAY_VERSION=(\S+)$"),
+                          (RAY_DOCKERFILE, r"(?m)^ARG RAY_VERSION=(\S+)$")):
+        with open(path) as f:
+            match = re.search(pattern, f.read())
+        found.append(match.group(1) if match else None)
+    return tuple(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -843,9 +894,15 @@ def fetch_script_path(container):
     return None
 
 
-def writable_paths(container):
-    """Where the container writes: cube3d-generate's --out-dir, fetch_models.py's DIR."""
+def writable_paths(container, pod=None):
+    """Where the container writes: cube3d-generate's --out-dir, fetch_models.py's DIR, and in a
+    RayJob's head and workers cube3d_ray's --out (the driver writes the manifest, the actors
+    the meshes)."""
     paths = []
+    if pod is not None and pod.owner["kind"] == "RayJob" and pod.part != "submitter":
+        args = ray_entrypoint_args(pod.owner)
+        if args and flag_value(args, "--out"):
+            paths.append(flag_value(args, "--out"))
     args = generate_args(container)
     if args is not None and flag_value(args, "--out-dir"):
         paths.append(flag_value(args, "--out-dir"))
@@ -1068,6 +1125,13 @@ class K8sManifestsTest(unittest.TestCase):
                                         f"{root}: {name_of(runtime)}: spec.{key} of strings")
                 for sm in of_kind(objects, "ServiceMonitor"):
                     checks.append((sm, sm["spec"]["selector"], "labelselector-meta-v1.json"))
+                # A RayJob's pod templates (head, worker groups, submitter): KubeRay makes its
+                # pods of them as they are, adding Ray's command, ports and probes.
+                for job in of_kind(objects, "RayJob"):
+                    for part, template in ray_job_templates(job):
+                        checks.append(({**job, "metadata": {
+                            "name": f"{job['metadata']['name']} ({part})"}}, template,
+                            "podtemplatespec-v1.json"))
                 for obj, value, type_file in checks:
                     problem = None
                     try:
@@ -1319,7 +1383,9 @@ class K8sManifestsTest(unittest.TestCase):
                 if any(p.match(image) for p in THIRD_PARTY_IMAGES):
                     continue
                 repo, _, tag = image.rpartition(":")
-                self.assertEqual(repo, IMAGE_REPOSITORY, f"{root}: {pod.where}: image {image} "
+                project = RAY_IMAGE_REPOSITORY if pod.owner["kind"] == "RayJob" \
+                    else IMAGE_REPOSITORY
+                self.assertEqual(repo, project, f"{root}: {pod.where}: image {image} "
                                  f"(did kustomize's images: miss it? Other images must be pinned "
                                  f"to a full version: {[p.pattern for p in THIRD_PARTY_IMAGES]})")
                 self.assertTrue(tag and tag != "latest", f"{root}: {image} needs a version tag")
@@ -1631,7 +1697,7 @@ class K8sManifestsTest(unittest.TestCase):
                         self.assertIs(m.get("readOnly"), True,
                                       f"{where}: {m['mountPath']} (a ConfigMap) is not read-only")
                     if "persistentVolumeClaim" in volume and not m.get("readOnly"):
-                        self.assertIn(m["mountPath"], writable_paths(c),
+                        self.assertIn(m["mountPath"], writable_paths(c, pod),
                                       f"{where}: claim {m['mountPath']} is writable but the "
                                       f"container writes nothing there: mount it read-only")
                 resources = c.get("resources") or {}
@@ -2215,6 +2281,98 @@ class K8sManifestsTest(unittest.TestCase):
                                     for t in pod.spec.get("tolerations") or []), where)
             else:
                 self.assertEqual((device, dtype, gpus), ("cpu", "float32", "0"), where)
+
+    def test_ray_job(self):
+        jobs = [(root, objects, job) for root, objects in RENDERED.items()
+                for job in of_kind(objects, "RayJob")]
+        self.assertIn("examples/ray", {j[0] for j in jobs}, "no RayJob (deploy/k8s/examples/ray)")
+        setup_version, image_version = pinned_ray_version()
+        self.assertTrue(setup_version, f"{SETUP_PYTHON} pins no RAY_VERSION")
+        self.assertEqual(image_version, setup_version,
+                         "docker/Dockerfile.ray's RAY_VERSION is not scripts/setup_python.sh's")
+        for root, objects, job in jobs:
+            where = f"{root}: {name_of(job)}"
+            spec = job["spec"]
+            cluster = spec.get("rayClusterSpec")
+            self.assertTrue(cluster, f"{where}: a RayJob of its own cluster (rayClusterSpec), "
+                            f"not a clusterSelector")
+            self.assertEqual(cluster.get("rayVersion"), setup_version,
+                             f"{where}: rayVersion is not the image's ray ({setup_version})")
+            # The cluster goes with the job; the RayJob is bounded and cleaned up.
+            self.assertIs(spec.get("shutdownAfterJobFinishes"), True, where)
+            for key in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
+                self.assertIsInstance(spec.get(key), int, f"{where}: {key}")
+            self.assertLessEqual(spec["backoffLimit"], 3, f"{where}: retries of a whole run")
+            self.assertIn(spec.get("submissionMode", "K8sJobMode"), ("K8sJobMode", "HTTPMode"),
+                          where)
+            args = ray_entrypoint_args(job)
+            self.assertIsNotNone(args, f"{where}: the entrypoint does not run "
+                                 f"{' '.join(RAY_ENTRYPOINT)}")
+            # The image's server and config.
+            self.assertEqual(flag_value(args, "--binary"), f"{IMAGE_PREFIX}/bin/cube3d-server",
+                             f"{where}: --binary")
+            config = flag_value(args, "--config")
+            self.assertTrue(config == DEFAULT_CONFIG_PATH or config in image_files(),
+                            f"{where}: --config {config} is not a file of the image")
+            self.assertIsNone(flag_value(args, "--address"), f"{where}: the actors start "
+                              f"their own servers here")
+            pods_by_part = {p.part: p for p in pods([job], servers_only=False)}
+            head = pods_by_part["head"]
+            workers = [p for part, p in pods_by_part.items() if part.startswith("worker")]
+            self.assertTrue(workers, f"{where}: no worker group")
+            head_params = cluster["headGroupSpec"].get("rayStartParams") or {}
+            self.assertEqual(str(head_params.get("num-cpus")), "0",
+                             f"{where}: actors (and their servers) belong on the workers, not "
+                             f"on the head beside the GCS and the driver")
+            for pod in [head] + workers:
+                names = [c["name"] for c in pod.spec["containers"]]
+                self.assertEqual(names[0], "ray-head" if pod is head else "ray-worker",
+                                 f"{where}: {pod.part}: Ray's container first")
+            # The prompts: a ConfigMap's key, on the head where the driver reads them.
+            prompts = flag_value(args, "--prompts")
+            mount, volume = head.mount_of(head.spec["containers"][0], prompts)
+            self.assertTrue(volume is not None and "configMap" in volume,
+                            f"{where}: --prompts {prompts} is not on a ConfigMap in the head")
+            self.assertTrue(mount.get("readOnly"), where)
+            key = os.path.relpath(prompts, mount["mountPath"])
+            self.assertIn(key, config_map_data(objects, volume["configMap"]["name"]), where)
+            # The output: one ReadWriteMany claim at the same path, writable, in the head (the
+            # manifest) and every worker (the meshes).
+            out = flag_value(args, "--out")
+            self.assertTrue(out, f"{where}: no --out")
+            claims = set()
+            for pod in [head] + workers:
+                found = claim_path(pod, pod.spec["containers"][0], out)
+                self.assertIsNotNone(found, f"{where}: {pod.part}: --out {out} is not on a claim")
+                self.assertFalse(found[2].get("readOnly"), f"{where}: {pod.part}")
+                claims.add(found[:2])
+            self.assertEqual(len(claims), 1, f"{where}: the pods see --out on different claims "
+                             f"or paths: {claims}")
+            claim = claims.pop()[0]
+            self.assertIn("ReadWriteMany", pvc_access_modes(
+                claim, job["metadata"].get("namespace")) or [], f"{where}: claim {claim}")
+            # The actor pool fits the workers: at most as many actors as their CPUs hold, each
+            # with the GPU it asks for when the workers have GPUs.
+            pool = [int(n) for n in (flag_value(args, "--concurrency") or "1").split(",")]
+            low, high = pool[0], pool[-1]
+            actor_cpus = float(flag_value(args, "--actor-cpus") or 1)
+            slots_min = slots_max = 0
+            for group, pod in zip(cluster["workerGroupSpecs"], workers):
+                limits = (pod.spec["containers"][0].get("resources") or {}).get("limits") or {}
+                cpus = quantity(str(limits.get("cpu", 0)))
+                per_pod = int(cpus // actor_cpus)
+                gpus = int(limits.get("nvidia.com/gpu", 0))
+                if gpus:
+                    per_pod = min(per_pod, gpus)
+                slots_min += per_pod * int(group.get("minReplicas", group.get("replicas", 1)))
+                slots_max += per_pod * int(group.get("maxReplicas", group.get("replicas", 1)))
+                self.assertTrue(group.get("minReplicas", 0) <= group.get("replicas", 1)
+                                <= group.get("maxReplicas", group.get("replicas", 1)),
+                                f"{where}: {pod.part}: min <= replicas <= max")
+            self.assertTrue(1 <= low <= high <= slots_max, f"{where}: --concurrency {low},{high} "
+                            f"with {actor_cpus} CPUs an actor: the workers hold {slots_max}")
+            self.assertLessEqual(low, slots_min, f"{where}: the pool's minimum needs more "
+                                 f"workers than minReplicas start")
 
     # -- monitoring ---------------------------------------------------------------------------
 

@@ -4,9 +4,9 @@
         --binary /opt/cube3d/bin/cube3d-server --config /etc/cube3d/server.yaml \
         --concurrency 2,8
 
-Exit status: 0 when every request is made (now or before); 3 when some failed (each is in the
-manifest with its error, and the rest were made); 2 on a usage error (bad flags, an unreadable
-prompts file, a server that does not start).
+Exit status: 0 when every request is made (now or before); 3 when some failed, in this run or
+for good in an earlier one (each is in the manifest with its error, and the rest were made); 2 on
+a usage error (bad flags, an unreadable prompts file, a server config the server refuses).
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cube3d_ray: line {row['line']}: {row['error_code']}: {row['error']}",
               file=sys.stderr)
     print(f"cube3d_ray: {summary.line()}")
-    return EXIT_SOME_FAILED if summary.failed else EXIT_OK
+    return EXIT_SOME_FAILED if summary.failed or summary.failed_before else EXIT_OK
 
 
 if __name__ == "__main__":
