@@ -90,6 +90,8 @@ CliArgs make_args() {
       .option("--commit", 1, "commit id to record in the JSON (default: unknown)", "S")
       .env("CUBE3D_COMMIT")
       .option("--json", 1, "write the results as JSON", "F")
+      .option("--benchmark-json", 1,
+              "also write them in Google Benchmark's JSON layout (compare.py reads it)", "F")
       .option("--log-level", 1, "trace | debug | info | warn (default) | error", "L");
   return args;
 }

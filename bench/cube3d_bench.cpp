@@ -43,6 +43,7 @@
 #include "cube3d/mesh/grid.h"
 #include "cube3d/pipeline/occupancy_field.h"
 #include "device_probe.h"
+#include "gbench_json.h"
 #include "shape_bench.h"
 #include "traffic_model.h"
 
@@ -70,6 +71,10 @@ double mean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
+
+// A timed sample as kept: milliseconds to the nanosecond (the clock's own resolution), so that
+// the JSON's samples print short and every figure computed from them is the one recorded.
+double whole_ns(double ms) { return std::round(ms * 1e6) / 1e6; }
 
 // --- the decode benchmark --------------------------------------------------------------------
 
@@ -150,14 +155,14 @@ Run timed_generate(Engine& engine, const std::vector<GenerationRequest>& request
   Run run;
   if (times_each_step(mode)) {
     for (size_t i = 1; i < stamps.size(); ++i) {
-      run.step_ms.push_back(ms_between(stamps[i - 1], stamps[i]));
+      run.step_ms.push_back(whole_ns(ms_between(stamps[i - 1], stamps[i])));
     }
   } else if (result.tokens > 1 && stamps.size() >= 2) {
-    run.step_ms.push_back(ms_between(stamps.front(), stamps.back()) /
-                          static_cast<double>(result.tokens - 1));
+    run.step_ms.push_back(whole_ns(ms_between(stamps.front(), stamps.back()) /
+                                   static_cast<double>(result.tokens - 1)));
   }
-  run.ttft_ms = result.prefill_ms;
-  run.e2e_ms = ms_between(start, end);
+  run.ttft_ms = whole_ns(result.prefill_ms);
+  run.e2e_ms = whole_ns(ms_between(start, end));
   run.ids = result.ids;
   return run;
 }
@@ -175,6 +180,10 @@ struct BenchResult {
   std::string ids_checksum;  // of the last timed run's ids
   bool ids_stable = true;    // every timed run gave the same ids
   std::string runner;        // the decode runner's kind: eager, CUDA graph, emulated graph
+  // Every timed sample, run by run: each run's decode steps (or its one mean step), TTFT and
+  // end to end; the figures above are computed from them.
+  std::vector<std::vector<double>> step_runs;
+  std::vector<double> ttft_runs, e2e_runs;
 
   nlohmann::json to_json() const {
     return {{"mode", mode_name(mode)},
@@ -193,7 +202,8 @@ struct BenchResult {
             {"achieved_gb_per_s", gb_per_s},
             {"ids_checksum", ids_checksum},
             {"ids_stable", ids_stable},
-            {"runner", runner}};
+            {"runner", runner},
+            {"samples", {{"tpot_ms", step_runs}, {"ttft_ms", ttft_runs}, {"e2e_ms", e2e_runs}}}};
   }
 };
 
@@ -206,10 +216,12 @@ BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Setting
   // does, so nothing timed pays for it.
   for (int64_t i = 0; i < s.warmup; ++i) timed_generate(engine, requests, mode, bucket);
   std::vector<double> steps, ttft, e2e;
+  std::vector<std::vector<double>> step_runs;
   bool ids_stable = true;
   for (int64_t i = 0; i < s.repeat; ++i) {
     const Run run = timed_generate(engine, requests, mode, bucket);
     steps.insert(steps.end(), run.step_ms.begin(), run.step_ms.end());
+    step_runs.push_back(run.step_ms);
     ttft.push_back(run.ttft_ms);
     e2e.push_back(run.e2e_ms);
     if (last_ids.defined() && i > 0 && !at::equal(last_ids, run.ids)) ids_stable = false;
@@ -229,6 +241,9 @@ BenchResult bench_one(Engine& engine, const TrafficModel& traffic, const Setting
   r.tpot_mean = mean(steps);
   r.ttft = mean(ttft);
   r.e2e = mean(e2e);
+  r.step_runs = std::move(step_runs);
+  r.ttft_runs = ttft;
+  r.e2e_runs = e2e;
   r.tokens_per_s = r.e2e > 0 ? static_cast<double>(bucket * s.tokens) / (r.e2e / 1000.0) : 0;
   r.peak_memory = peak_memory_bytes(engine.device());
   const int64_t rows = s.guidance > 0 ? 2 * bucket : bucket;
@@ -401,6 +416,9 @@ int run(int argc, char** argv) {
     modes.push_back(mode);
   }
 
+  // The machine before the engine loads: the load average says whether others were busy on it.
+  const nlohmann::json machine = machine_facts();
+
   EngineOptions engine_options;  // no weight paths: random weights from the seed
   const std::string weights_dir = args.get("--weights-dir", "");
   if (!weights_dir.empty()) {
@@ -484,14 +502,35 @@ int run(int argc, char** argv) {
   // measured; "complete" says whether it got to the end.
   const std::optional<std::string> json_path =
       args.has("--json") ? std::optional(args.get("--json")) : std::nullopt;
+  const std::optional<std::string> gbench_path =
+      args.has("--benchmark-json") ? std::optional(args.get("--benchmark-json")) : std::nullopt;
   const char* env_commit = std::getenv("CUBE3D_COMMIT");
-  nlohmann::json out = {
+  const std::string commit = args.get("--commit", env_commit != nullptr ? env_commit : "unknown");
+  const std::string gpu_driver = driver_version(device);
+  // What a comparison of two runs checks (bench/tpot.py compare): the build, the device, the
+  // software and the machine, in one place.
+  nlohmann::json provenance = {
+      {"commit", commit},
+      {"build_type", CUBE3D_BUILD_TYPE},
+#ifdef NDEBUG
+      {"assertions", false},
+#else
+      {"assertions", true},
+#endif
+      {"compiler", __VERSION__},
+      {"torch", TORCH_VERSION},
       {"device", device.str()},
       {"device_name", device_name(device)},
+      {"driver", gpu_driver.empty() ? nlohmann::json(nullptr) : nlohmann::json(gpu_driver)},
+      {"threads", at::get_num_threads()}};
+  provenance.update(machine);
+  nlohmann::json out = {
+      {"device", device.str()},
+      {"device_name", provenance["device_name"]},
       {"dtype", dtype},
       {"model", config.source},
       {"weights", weights_text},
-      {"commit", args.get("--commit", env_commit != nullptr ? env_commit : "unknown")},
+      {"commit", commit},
       {"date", utc_now()},
       {"threads", at::get_num_threads()},
       {"tokens", s.tokens},
@@ -512,6 +551,7 @@ int run(int argc, char** argv) {
       {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
       {"notes", notes},
       {"skipped", skipped},
+      {"provenance", provenance},
       {"results", nlohmann::json::array()},
       {"complete", false}};
   if (json_path) {
@@ -521,6 +561,9 @@ int run(int argc, char** argv) {
   }
   const auto save = [&] {
     if (json_path) write_file(*json_path, out.dump(2) + "\n");
+    if (gbench_path) {
+      write_file(*gbench_path, google_benchmark_json(out, argv[0]).dump(2) + "\n");
+    }
   };
   save();
 
@@ -552,6 +595,7 @@ int run(int argc, char** argv) {
   out["complete"] = true;
   save();
   if (json_path) std::printf("\nwrote %s\n", json_path->c_str());
+  if (gbench_path) std::printf("wrote %s (Google Benchmark's layout)\n", gbench_path->c_str());
   return 0;
 }
 

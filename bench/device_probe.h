@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace cube3d::bench {
@@ -22,6 +23,14 @@ int64_t peak_memory_bytes(const at::Device& device);
 
 // For the record only (results are named by GPU): best effort, empty when unknown.
 std::string device_name(const at::Device& device);
+
+// The GPU driver's version (nvidia-smi), for the record; empty on the CPU or when unknown.
+std::string driver_version(const at::Device& device);
+
+// The machine a run is made on, for its provenance (bench/README.md): host, os (uname -srm),
+// cpu_model, cpu_cores (the CPUs this process may run on) and load_avg_at_start (/proc/loadavg's
+// 1, 5 and 15 minute averages, read now: call it before the engine loads).
+nlohmann::json machine_facts();
 
 // Now, as 2025-11-30T12:00:00Z.
 std::string utc_now();

@@ -5,7 +5,7 @@ cube3d-bench times ours, on random weights of the same model YAML, into the same
     bench/official_engine.py --official-repo DIR --model-config models/cube3d-v0.1.yaml \\
         [--device cpu|cuda] [--engine auto|engine|fast|both] [--tokens N] [--buckets 1,4] \\
         [--warmup 1] [--repeat 3] [--guidance-scale 3.0] [--resolution-base 8] [--threads N] \\
-        [--weights-dir DIR] [--seed 0] [--json OUT.json]
+        [--weights-dir DIR] [--seed 0] [--json OUT.json] [--benchmark-json OUT.json]
 
 DIR is a checkout of https://github.com/Roblox/cube (a clone, or `git archive` of one); nothing of
 it is copied into this repository: the script puts DIR on sys.path and imports `cube3d` from
@@ -33,6 +33,12 @@ What runs, and what is not the official code's own behaviour:
     `EngineFast` replays one CUDA graph per step and is stamped at its first replay and at the
     end only, one mean step per run, as our graph-kv. TTFT: from run_gpt's start to the first
     decode step (condition, prefill, first token).
+
+Every timed sample is kept (each run's decode steps, TTFT and end to end, under "samples"), with
+the run's provenance, as cube3d-bench keeps its own: bench/tpot.py compares the two engines'
+runs (FILE.json#official against FILE.json), and --benchmark-json writes Google Benchmark's
+layout with cube3d-bench's names (eager-kv/bucket:1/tokens:T/tpot), so that compare.py joins
+the two engines' files.
 
 Exit status: 0 on success, 2 for a bad argument (the message names it), 1 for anything else.
 """
@@ -95,6 +101,8 @@ def parse_args(argv):
     p.add_argument("--json", default=None,
                    help="output: an existing JSON object (cube3d-bench's) gets an \"official\" "
                         "key, anything else is written as {\"official\": ...}")
+    p.add_argument("--benchmark-json", default=None,
+                   help="also write the results in Google Benchmark's JSON layout")
     args = p.parse_args(argv)
     if not os.path.isdir(os.path.join(args.official_repo, "cube3d")):
         raise UsageError(f"--official-repo {args.official_repo}: no cube3d package there "
@@ -445,6 +453,11 @@ def percentile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (index - lo)
 
 
+def whole_ns(ms):
+    """A sample as kept: milliseconds to the nanosecond, as cube3d-bench's."""
+    return round(ms * 1e6) / 1e6
+
+
 def timed_run(engine, kind, clock, stamps, prompts, args, bbox):
     stamps.clear()
     start = clock.now()
@@ -461,17 +474,19 @@ def timed_run(engine, kind, clock, stamps, prompts, args, bbox):
         marks = stamps[1:] + [end]
         steps = [(b - a) * 1e3 for a, b in zip(marks, marks[1:])]
         ttft = ((stamps[1] if len(stamps) > 1 else end) - start) * 1e3
-    return {"steps": steps, "ttft_ms": ttft, "e2e_ms": (end - start) * 1e3, "ids": ids}
+    return {"steps": [whole_ns(s) for s in steps], "ttft_ms": whole_ns(ttft),
+            "e2e_ms": whole_ns((end - start) * 1e3), "ids": ids}
 
 
 def bench_decode(engine, kind, clock, stamps, bucket, args, bbox, tokens):
     prompts = [f"bench prompt {i}" for i in range(bucket)]
     for _ in range(args.warmup):
         timed_run(engine, kind, clock, stamps, prompts, args, bbox)
-    steps, ttft, e2e, checksums = [], [], [], []
+    steps, ttft, e2e, checksums, step_runs = [], [], [], [], []
     for _ in range(args.repeat):
         run = timed_run(engine, kind, clock, stamps, prompts, args, bbox)
         steps += run["steps"]
+        step_runs.append(run["steps"])
         ttft.append(run["ttft_ms"])
         e2e.append(run["e2e_ms"])
         checksums.append(ids_checksum(run["ids"]))
@@ -485,7 +500,8 @@ def bench_decode(engine, kind, clock, stamps, bucket, args, bbox, tokens):
             "tpot_ms_mean": statistics.fmean(steps) if steps else 0.0,
             "ttft_ms": statistics.fmean(ttft), "e2e_ms": mean_e2e,
             "tokens_per_s": bucket * tokens / (mean_e2e / 1e3) if mean_e2e > 0 else 0.0,
-            "ids_checksum": checksums[-1], "ids_stable": len(set(checksums)) == 1}
+            "ids_checksum": checksums[-1], "ids_stable": len(set(checksums)) == 1,
+            "samples": {"tpot_ms": step_runs, "ttft_ms": ttft, "e2e_ms": e2e}}
 
 
 # --- the shape stage ---------------------------------------------------------------------------
@@ -592,6 +608,54 @@ def device_name(device):
     return platform.processor() or "cpu"
 
 
+def driver_version(device):
+    if device.type != "cuda":
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader",
+                              "-i", str(device.index or 0)], capture_output=True, text=True,
+                             timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def provenance(device, commit, threads):
+    """The run's machine and software, in cube3d-bench's "provenance" keys (bench/tpot.py
+    compare reads them): read before the engine is built, so the load is the machine's own."""
+    import torch
+
+    try:
+        with open("/proc/loadavg") as f:
+            load = [float(x) for x in f.read().split()[:3]]
+    except (OSError, ValueError):
+        load = None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count()
+    return {"commit": commit, "build_type": None, "assertions": None,
+            "compiler": f"Python {platform.python_version()}", "torch": torch.__version__,
+            "device": str(device), "device_name": device_name(device),
+            "driver": driver_version(device), "threads": threads, "cpu_cores": cores,
+            "cpu_model": device_name(torch.device("cpu")), "host": platform.node(),
+            "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+            "load_avg_at_start": load}
+
+
+def write_benchmark_json(path, section):
+    """Google Benchmark's layout of the section (bench/tpot_stats.py, cube3d-bench's names)."""
+    sys.path.insert(0, HERE)
+    import tpot_stats
+
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(tpot_stats.google_benchmark_json(section, "bench/official_engine.py"), f,
+                  indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def write_json(path, section):
     """Puts the section under "official" of the JSON object at `path` (cube3d-bench's output),
     or writes {"official": section} when there is none."""
@@ -650,9 +714,11 @@ def run(args):
         weights["make_ms"] = (time.perf_counter() - start) * 1e3
         states = TextStates(config["gpt_model"]["text_model_embed_dim"], args.seed)
         clock = Clock(device)
+        commit = repo_commit(args.official_repo, args.official_commit)
         section = {
             "repo": os.path.abspath(args.official_repo),
-            "commit": repo_commit(args.official_repo, args.official_commit),
+            "commit": commit,
+            "provenance": provenance(device, commit, torch.get_num_threads()),
             "device": str(device), "device_name": device_name(device),
             "dtype": "float32 weights, bfloat16 autocast (the official engine's own)",
             "model": args.model_config, "tokens": tokens, "model_tokens": model_tokens,
@@ -690,6 +756,8 @@ def run(args):
                 section["results"].append(r)
                 if args.json:
                     write_json(args.json, section)
+                if args.benchmark_json:
+                    write_benchmark_json(args.benchmark_json, section)
         if args.resolution_base > 0:
             section["mesh"] = bench_object(mods, engine, clock, args, bbox)
             m = section["mesh"]

@@ -32,12 +32,18 @@
 #      bench_kv      120    45   eager-kv,graph-kv, bucket 1, 512 tokens, warmup 1, repeat 1,
 #                                then one object's shape at resolution 8, dense and hierarchical
 #      bench_unfused  60    20   graph-kv without the fused kernels, buckets 1 and 16
+#      history        30     5   the four bench JSONs as one run of the device's TPOT history
+#                                (bench/tpot.py history add --compare-last: the table against
+#                                the history's last run; bench/results/history/<gpu>.jsonl,
+#                                GPU_CHECK_HISTORY=DIR elsewhere; not written with SMOKE)
 #    The benches run v0.1-size random weights in bf16 with --strict and --commit from the
 #    manifest. Files in $OUT (8): gpu_check.log (everything, timestamped), env.txt,
 #    engine_tests.log, bench.log (every bench's output), bench_graph.json, bench_nocache.json,
 #    bench_ablation.json, bench_unfused.json (graph-kv at buckets 1 and 16 without the fused
 #    kernels: what they save).
 #    The summary (TPOT per mode and bucket, test results, step times) is printed last.
+#    Back here, the run joins the committed history with the command the history step prints:
+#      bench/tpot.py history add F/bench_graph.json,F/bench_nocache.json,... (F: files_at).
 #    Exit status: 0 all passed; 1 a step failed or was skipped; 2 stopped before the tests.
 #    Expected: about 3 minutes on the device plus the machine's start.
 #
@@ -619,6 +625,20 @@ else
   run_step profile 100 40 "$OUT/bench.log" "$NCU" --clock-control none --cache-control none \
     --nvtx --nvtx-include "cube3d.decode_step/" --metrics gpu__time_duration.sum --csv \
     --print-units base "${bench[@]}" "${no_mesh[@]}" --modes eager-kv --buckets 1 --tokens 2 --warmup 0 --repeat 1
+fi
+
+# ---- 5c. the TPOT history: this run as one line of the device's (bench/tpot.py) ---------------
+history=(--dir "${GPU_CHECK_HISTORY:-$ROOT/bench/results/history}")
+((SMOKE)) && [ -z "${GPU_CHECK_HISTORY:-}" ] && history+=(--no-write)
+jsons=""
+for f in bench_graph bench_nocache bench_ablation bench_unfused; do
+  [ -f "$OUT/$f.json" ] && jsons+="${jsons:+,}$OUT/$f.json"
+done
+if [ -n "$jsons" ]; then
+  run_step history 30 5 "$OUT/bench.log" "$PY" "$ROOT/bench/tpot.py" history add "$jsons" \
+    --compare-last "${history[@]}"
+  log "to add this run to the committed history, here: bench/tpot.py history add" \
+    "$(sed "s|$OUT/|F/|g" <<< "$jsons") (F: the folder the device's files came back to)"
 fi
 
 # ---- 6. summary ------------------------------------------------------------------------------

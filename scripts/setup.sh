@@ -8,13 +8,16 @@
 #           clang 14 + libFuzzer (the fuzz targets: scripts/fuzz.sh), mmdebstrap and buildah
 #           (the CPU image's bases and its build without Docker: scripts/image_build.sh),
 #           libjs-three (three.js for the browser playground), chromium (its browser test,
-#           e2e.browser), libb64-0d (perf_analyzer's, e2e.inference_protocol).
+#           e2e.browser), libb64-0d (perf_analyzer's, e2e.inference_protocol),
+#           libbenchmark-tools (Google Benchmark's compare.py, which reads cube3d-bench
+#           --benchmark-json: tools.bench_cli and tools.tpot run it).
 #   PyPI:   torch==2.11.0 (libtorch comes from its wheel) and the test-only Python tools
 #           (kubernetes-validate==1.31.0: the Kubernetes JSON schemas for deploy.k8s, offline;
 #           websocket-client and pillow: e2e.browser's DevTools client and its screenshots;
 #           huggingface-hub and pyyaml: scripts/fetch_models.sh, the real weights;
 #           tritonclient[http,grpc] and nvidia-cuda-runtime-cu12: the Open Inference
-#           Protocol's clients and perf_analyzer, e2e.inference_protocol).
+#           Protocol's clients and perf_analyzer, e2e.inference_protocol;
+#           matplotlib==3.10.8: bench/tpot.py report, the TPOT history's picture, tools.tpot).
 #   kubectl: Debian's kubernetes-client only where no kubectl is installed (deploy.k8s).
 set -euo pipefail
 
@@ -35,6 +38,7 @@ debian_packages=(
   mmdebstrap buildah python3-venv
   redis-server
   libb64-0d
+  libbenchmark-tools
 )
 # kubectl renders deploy/k8s for the deploy.k8s test. This project's machines come with kubectl
 # 1.32 (kustomize v5); where there is none, Debian's kubernetes-client is the fallback, but its

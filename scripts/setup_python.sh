@@ -33,10 +33,11 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')
   echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
   pip_install "torch==$TORCH_VERSION"
 fi
+# matplotlib is pinned: tools.tpot reads the TPOT report's picture (bench/tpot.py) pixel by pixel.
 python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
-  kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml)
+  kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml matplotlib==3.10.8)
 python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
-  kubernetes_validate websocket PIL huggingface_hub yaml)
+  kubernetes_validate websocket PIL huggingface_hub yaml matplotlib)
 need_tools=0
 for mod in "${python_modules[@]}"; do
   "$PYTHON" -c "import $mod" 2>/dev/null || need_tools=1

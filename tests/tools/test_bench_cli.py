@@ -1,5 +1,6 @@
-"""cube3d-bench on the demo model, on the CPU: the JSON layout, the mesh section, graph-kv being
-skipped on the CPU, and the errors a user gets for bad options. Run by ctest
+"""cube3d-bench on the demo model, on the CPU: the JSON layout (its samples and provenance too),
+Google Benchmark's layout (--benchmark-json, read by Debian's compare.py), the mesh section,
+graph-kv being skipped on the CPU, and the errors a user gets for bad options. Run by ctest
 (tests/CMakeLists.txt); standard library only (--weights-dir's checkpoints come from
 scripts/make_random_checkpoint.py: numpy, PyYAML), well under a minute."""
 import json
@@ -30,12 +31,19 @@ def run(args, check=True):
     return run_tool(BIN, args, timeout=120, check=check)
 
 
-def run_json(args):
+def run_json(args, gbench=False):
+    """(the run, its --json); with gbench, also its --benchmark-json."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.json")
-        proc = run([*DEMO, *QUIET, *args, "--json", path])
+        gbench_path = os.path.join(tmp, "gbench.json")
+        proc = run([*DEMO, *QUIET, *args, "--json", path,
+                    *(["--benchmark-json", gbench_path] if gbench else [])])
         with open(path) as f:
-            return proc, json.load(f)
+            out = json.load(f)
+        if not gbench:
+            return proc, out
+        with open(gbench_path) as f:
+            return proc, out, json.load(f)
 
 
 class BenchJsonTest(unittest.TestCase):
@@ -44,9 +52,9 @@ class BenchJsonTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.proc, cls.out = run_json(
+        cls.proc, cls.out, cls.gbench = run_json(
             ["--buckets", "1,2", "--tokens", str(cls.TOKENS), "--modes", "eager-nocache,eager-kv",
-             "--mesh-resolution", "5", "--warmup", "1", "--repeat", str(cls.REPEAT)])
+             "--mesh-resolution", "5", "--warmup", "1", "--repeat", str(cls.REPEAT)], gbench=True)
 
     def test_top_level(self):
         out = self.out
@@ -84,6 +92,79 @@ class BenchJsonTest(unittest.TestCase):
                 self.assertAlmostEqual(r["achieved_gb_per_s"] / gbps, 1.0, places=6)
         self.assertEqual(seen, {("eager-nocache", 1), ("eager-nocache", 2), ("eager-kv", 1),
                                 ("eager-kv", 2)})
+
+    def test_samples(self):
+        # Every timed sample, run by run; the figures are computed from them.
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        import tpot_stats
+
+        for r in self.out["results"]:
+            with self.subTest(mode=r["mode"], bucket=r["bucket"]):
+                samples = r["samples"]
+                self.assertEqual([len(run) for run in samples["tpot_ms"]],
+                                 [self.TOKENS - 1] * self.REPEAT)
+                self.assertEqual(len(samples["ttft_ms"]), self.REPEAT)
+                self.assertEqual(len(samples["e2e_ms"]), self.REPEAT)
+                pooled = [v for run in samples["tpot_ms"] for v in run]
+                self.assertTrue(all(v > 0 for v in pooled))
+                self.assertEqual(tpot_stats.point(r, "tpot"), r["tpot_ms_median"])
+                self.assertAlmostEqual(sum(pooled) / len(pooled), r["tpot_ms_mean"], places=9)
+                self.assertAlmostEqual(sum(samples["e2e_ms"]) / self.REPEAT, r["e2e_ms"],
+                                       places=9)
+
+    def test_provenance(self):
+        p = self.out["provenance"]
+        self.assertEqual(p["build_type"], "Release")  # scripts/build.sh's
+        self.assertIs(p["assertions"], False)
+        self.assertEqual((p["device"], p["threads"], p["driver"]), ("cpu", 1, None))
+        self.assertEqual(p["device_name"], self.out["device_name"])
+        self.assertEqual(p["torch"], self.out["build"]["torch"])
+        self.assertGreaterEqual(p["cpu_cores"], 1)
+        self.assertEqual(len(p["load_avg_at_start"]), 3)
+        for key in ("commit", "compiler", "host", "os", "cpu_model"):
+            self.assertIsInstance(p[key], str, key)
+
+    def test_google_benchmark_json(self):
+        # One benchmark per mode, bucket and metric; bench/tpot_stats.py writes the same from
+        # the --json file (bench/official_engine.py's section goes through it).
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        import tpot_stats
+
+        gb = self.gbench
+        self.assertEqual(gb["context"]["cube3d"], self.out["provenance"])
+        self.assertEqual(gb["context"]["num_cpus"], self.out["provenance"]["cpu_cores"])
+        name = f"eager-kv/bucket:2/tokens:{self.TOKENS}/tpot"
+        reps = [b for b in gb["benchmarks"] if b["name"] == name]
+        self.assertEqual(len(reps), self.REPEAT * (self.TOKENS - 1))
+        self.assertEqual({(b["run_type"], b["time_unit"], b["iterations"]) for b in reps},
+                         {("iteration", "us", 1)})
+        median = next(b for b in gb["benchmarks"] if b["name"] == name + "_median")
+        r = next(r for r in self.out["results"] if (r["mode"], r["bucket"]) == ("eager-kv", 2))
+        self.assertAlmostEqual(median["real_time"], r["tpot_ms_median"] * 1e3, places=6)
+        self.assertEqual(median["aggregate_name"], "median")
+        ours = tpot_stats.google_benchmark_json(self.out, "x")["benchmarks"]
+        self.assertEqual(len(ours), len(gb["benchmarks"]))
+        for a, b in zip(ours, gb["benchmarks"]):
+            self.assertEqual(set(a), set(b), a["name"])
+            for key, value in a.items():
+                if isinstance(value, float):
+                    self.assertAlmostEqual(value, b[key], delta=1e-9 * max(1, abs(value)))
+                else:
+                    self.assertEqual(value, b[key], (a["name"], key))
+
+    def test_compare_py_reads_it(self):
+        # Debian's libbenchmark-tools (scripts/setup.sh): Google Benchmark's own comparison.
+        compare = "/usr/share/benchmark/compare.py"
+        self.assertTrue(os.path.isfile(compare), "libbenchmark-tools is not installed")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gbench.json")
+            with open(path, "w") as f:
+                json.dump(self.gbench, f)
+            proc = subprocess.run([sys.executable, compare, "-a", "--no-color", "benchmarks",
+                                   path, path], capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"eager-nocache/bucket:1/tokens:{self.TOKENS}/tpot_median", proc.stdout)
+        self.assertIn("OVERALL_GEOMEAN", proc.stdout)
 
     def test_decode_step_ops(self):
         # One eager step at bucket 1 (2 rows with guidance) under libtorch's RecordFunction

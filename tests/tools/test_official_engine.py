@@ -41,9 +41,11 @@ class OfficialEngineCpuTest(unittest.TestCase):
         with open(cls.json_path, "w") as f:
             json.dump({"device": "cpu", "results": [{"mode": "eager-kv", "bucket": 1}]}, f)
         cls.weights = os.path.join(cls.tmp.name, "weights")
+        cls.gbench_path = os.path.join(cls.tmp.name, "gbench.json")
         cls.args = ["--official-repo", REPO, "--model-config", DEMO, "--tokens", str(TOKENS),
                     "--resolution-base", "3", "--warmup", "1", "--repeat", str(REPEAT),
-                    "--threads", "1", "--weights-dir", cls.weights, "--json", cls.json_path]
+                    "--threads", "1", "--weights-dir", cls.weights, "--json", cls.json_path,
+                    "--benchmark-json", cls.gbench_path]
         cls.proc = run(cls.args)
         if cls.proc.returncode != 0:
             raise AssertionError(f"official_engine.py failed ({cls.proc.returncode}):\n"
@@ -109,6 +111,25 @@ class OfficialEngineCpuTest(unittest.TestCase):
         self.assertGreater(r["e2e_ms"], r["ttft_ms"])
         self.assertRegex(r["ids_checksum"], "^[0-9a-f]{16}$")
         self.assertIs(r["ids_stable"], True)
+
+    def test_samples_and_provenance_as_cube3d_bench_keeps_them(self):
+        r = self.section["results"][0]
+        self.assertEqual([len(run) for run in r["samples"]["tpot_ms"]], [TOKENS - 1] * REPEAT)
+        self.assertEqual(len(r["samples"]["ttft_ms"]), REPEAT)
+        pooled = sorted(v for run in r["samples"]["tpot_ms"] for v in run)
+        self.assertEqual(len(pooled), r["steps"])
+        p = self.section["provenance"]
+        self.assertEqual((p["device"], p["threads"]), ("cpu", 1))
+        self.assertEqual(len(p["load_avg_at_start"]), 3)
+        self.assertIn("torch", p)
+
+    def test_google_benchmark_json_with_cube3d_bench_names(self):
+        with open(self.gbench_path) as f:
+            gb = json.load(f)
+        name = f"eager-kv/bucket:1/tokens:{TOKENS}/tpot"
+        self.assertEqual(len([b for b in gb["benchmarks"] if b["name"] == name]),
+                         REPEAT * (TOKENS - 1))
+        self.assertIn(name + "_median", {b["name"] for b in gb["benchmarks"]})
 
     def test_mesh_says_which_marching_cubes_ran(self):
         m = self.section["mesh"]
