@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -22,14 +24,24 @@ namespace {
 using StoreClock = TimerQueue::Clock;
 using Replies = std::vector<RedisReply>;
 
-// What every script shares: the key prefix in ARGV[1], Redis' clock, the counts, and how an
-// ended job goes (drop), how a job ends (end_job) and the evictions and expiry of job_store.h.
+// What every script shares: the key prefix in ARGV[1] and the caller's deadline in ARGV[2] (Redis
+// time, ms; 0 for none: taken out of ARGV, so that a script's own arguments start at ARGV[2]),
+// Redis' clock, the counts, and how an ended job goes (drop), how a job ends (end_job), the
+// evictions and expiry of job_store.h, and how a pause of everyone's access shifts the leases.
+//
+// A script that runs after its caller's deadline does nothing and answers 'late': the caller has
+// answered UNAVAILABLE already (a submit's 503 "not made"), and a command that waited in the
+// socket of a Redis that stalled (SIGSTOP, a long fork, a failover) must not then make a ghost
+// job, take a job over for a replica that gave up on the claim, or renew a lease nobody renews.
 constexpr const char* kPrelude = R"(
   local P = ARGV[1]
+  local DEADLINE = tonumber(ARGV[2])
+  table.remove(ARGV, 2)
   local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
+  if DEADLINE > 0 and now_ms() > DEADLINE then return 'late' end
   local function incr(hash, field, by)
   local v = redis.call('HINCRBY', hash, field, by)
   if v <= 0 and hash ~= P .. 'counts' then redis.call('HDEL', hash, field) end
@@ -114,6 +126,24 @@ constexpr const char* kPrelude = R"(
   end
   redis.call('PUBLISH', P .. 'job-ended', id)
   end
+  -- Leases count the time Redis could be reached. Every replica's tick writes the heartbeat (a
+  -- third of a lease apart); a gap of over half a lease means nobody could reach Redis (it
+  -- stalled, or failed over, or every replica was down): every open lease moves out by the gap,
+  -- so that jobs whose replicas are alive are not taken over for the outage, and the rest are
+  -- taken over a lease after Redis is back.
+  local function settle_pause(now, lease_ms)
+  local last = tonumber(redis.call('GET', P .. 'heartbeat') or '0')
+  redis.call('SET', P .. 'heartbeat', now)
+  if last == 0 or now - last <= lease_ms / 2 then return 0 end
+  local gap = now - last
+  local open = redis.call('ZRANGE', P .. 'open', 0, -1, 'WITHSCORES')
+  for i = 1, #open, 2 do
+    local shifted = tonumber(open[i + 1]) + gap
+    redis.call('ZADD', P .. 'open', shifted, open[i])
+    redis.call('HSET', P .. 'job:' .. open[i], 'lease', shifted)
+  end
+  return gap
+  end
 )";
 
 // ARGV: P id owner request_id request end_user replica lease_ms max_per_key max_jobs tomb_ms
@@ -135,7 +165,7 @@ constexpr const char* kCreate = R"(
   local lease = now + tonumber(ARGV[8])
   redis.call('HSET', P .. 'job:' .. id, 'owner', owner, 'request_id', ARGV[4], 'request', ARGV[5],
            'end_user', ARGV[6], 'state', 'QUEUED', 'created', now, 'holder', ARGV[7],
-           'lease', lease, 'takeovers', 0, 'cancel', 0, 'progress', '')
+           'lease', lease, 'takeovers', 0, 'cancel', 0, 'progress', '', 'run', 1, 'started', 1)
   redis.call('ZADD', P .. 'open', lease, id)
   incr(P .. 'counts', 'queued', 1)
   incr(P .. 'counts', 'records', 1)
@@ -144,11 +174,11 @@ constexpr const char* kCreate = R"(
   return {'ok', now}
 )";
 
-// ARGV: P id replica progress running
+// ARGV: P id replica progress running run
 constexpr const char* kProgress = R"(
   local key = P .. 'job:' .. ARGV[2]
-  local j = redis.call('HMGET', key, 'state', 'holder')
-  if not j[1] or not is_open(j[1]) or j[2] ~= ARGV[3] then return 0 end
+  local j = redis.call('HMGET', key, 'state', 'holder', 'run')
+  if not j[1] or not is_open(j[1]) or j[2] ~= ARGV[3] or j[3] ~= ARGV[6] then return 0 end
   redis.call('HSET', key, 'progress', ARGV[4])
   if j[1] == 'QUEUED' and ARGV[5] == '1' then
   redis.call('HSET', key, 'state', 'RUNNING')
@@ -158,22 +188,41 @@ constexpr const char* kProgress = R"(
   return 1
 )";
 
-// ARGV: P id replica state code status message payload ttl_ms max_bytes tomb_ms
+// ARGV: P id replica state code status message payload ttl_ms max_bytes tomb_ms run
+// The job's current run ends it however it ended. Another run of it (one that the replica lost
+// the lease of while it worked, Redis away) ends it only with a result: generation is
+// deterministic, so any run's mesh is the job's, and the first one written wins (the other runs
+// stop when they hear job-ended). A cancel wins over a late finish.
 constexpr const char* kFinish = R"(
   local key = P .. 'job:' .. ARGV[2]
-  local j = redis.call('HMGET', key, 'owner', 'state', 'holder')
+  local j = redis.call('HMGET', key, 'owner', 'state', 'run', 'started', 'cancel')
   if not j[1] then return 'gone' end
   if not is_open(j[2]) then return 'ended' end
-  if j[3] ~= ARGV[3] then return 'not_holder' end
-  end_job(ARGV[2], j[1], j[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], now_ms(),
+  local current = j[3] == ARGV[12]
+  local state, code, status, message, payload = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+  if j[5] == '1' then
+  state, code, status, message, payload = 'CANCELLED', 1, 'CANCELLED',
+      'cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})', ''
+  elseif not current and state ~= 'SUCCEEDED' then
+  return 'not_current'
+  end
+  if current and j[4] == '0' then
+  -- A takeover's run that ended before its first renewal: it ran, so it counts.
+  redis.call('HSET', key, 'started', 1)
+  redis.call('HINCRBY', key, 'takeovers', 1)
+  end
+  end_job(ARGV[2], j[1], j[2], state, code, status, message, payload, now_ms(),
         tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))
-  return 'ok'
+  if current then return 'ok' end
+  return 'ok_earlier_run'
 )";
 
-// ARGV: P id (a submit refused at once: the record goes without a trace)
+// ARGV: P id (a submit refused at once, or one whose create Redis may have run after its answer
+// was given up on: the record goes without a trace unless another replica took it over and runs
+// it, or a client has been given it since, by its idempotency key)
 constexpr const char* kDiscard = R"(
-  local state = redis.call('HGET', P .. 'job:' .. ARGV[2], 'state')
-  if state and is_open(state) then drop(ARGV[2], '', 0) end
+  local j = redis.call('HMGET', P .. 'job:' .. ARGV[2], 'state', 'run', 'acked')
+  if j[1] and is_open(j[1]) and j[2] == '1' and j[3] ~= '1' then drop(ARGV[2], '', 0) end
   return 1
 )";
 
@@ -216,18 +265,26 @@ constexpr const char* kCancel = R"(
   return 0
 )";
 
-// ARGV: P replica lease_ms id... -> the ids no longer ours, and 'cancel:<id>' for ours whose
-// cancel flag is set (a message missed while the subscriber was away)
+// ARGV: P replica lease_ms id run id run ... -> the ids no longer ours (another run holds
+// them, or they ended), and 'cancel:<id>' for ours whose cancel flag is set (a message missed
+// while the subscriber was away). A takeover's run counts against jobs.max_takeovers from its
+// first renewal (or its finish): a claim whose reply was lost lapses without spending it.
 constexpr const char* kRenew = R"(
-  local lease = now_ms() + tonumber(ARGV[3])
+  local now = now_ms()
+  settle_pause(now, tonumber(ARGV[3]))
+  local lease = now + tonumber(ARGV[3])
   local out = {}
-  for i = 4, #ARGV do
-  local id = ARGV[i]
+  for i = 4, #ARGV, 2 do
+  local id, run = ARGV[i], ARGV[i + 1]
   local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'state', 'holder', 'cancel')
-  if j[1] and is_open(j[1]) and j[2] == ARGV[2] then
+  local j = redis.call('HMGET', key, 'state', 'holder', 'cancel', 'run', 'started')
+  if j[1] and is_open(j[1]) and j[2] == ARGV[2] and j[4] == run then
     redis.call('HSET', key, 'lease', lease)
     redis.call('ZADD', P .. 'open', lease, id)
+    if j[5] == '0' then
+      redis.call('HSET', key, 'started', 1)
+      redis.call('HINCRBY', key, 'takeovers', 1)
+    end
     if j[3] == '1' then table.insert(out, 'cancel:' .. id) end
   else
     table.insert(out, id)
@@ -237,15 +294,19 @@ constexpr const char* kRenew = R"(
 )";
 
 // ARGV: P replica lease_ms max_takeovers ttl_ms max_bytes tomb_ms limit
-// -> {{id, owner, request, request_id, end_user, takeover}...}, failed, cancelled
+// -> {{id, owner, request, request_id, end_user, takeover, run}...}, failed, cancelled
+// A claim is a new run of the job (run + 1) that is not started yet: its takeover is counted
+// when the new holder first renews it (kRenew), so that a claim whose reply never reached its
+// replica lapses without spending jobs.max_takeovers.
 constexpr const char* kClaim = R"(
   local now = now_ms()
+  if settle_pause(now, tonumber(ARGV[3])) > 0 then return {{}, 0, 0} end
   local due = redis.call('ZRANGEBYSCORE', P .. 'open', '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))
   local taken, failed, cancelled = {}, 0, 0
   for _, id in ipairs(due) do
   local key = P .. 'job:' .. id
   local j = redis.call('HMGET', key, 'owner', 'state', 'lease', 'takeovers', 'cancel', 'request',
-                       'request_id', 'end_user')
+                       'request_id', 'end_user', 'run')
   if not j[1] or not is_open(j[2]) then
     redis.call('ZREM', P .. 'open', id)
   elseif tonumber(j[3]) > now then
@@ -263,8 +324,9 @@ constexpr const char* kClaim = R"(
     failed = failed + 1
   else
     local takeover = tonumber(j[4]) + 1
+    local run = tonumber(j[9] or '1') + 1
     local lease = now + tonumber(ARGV[3])
-    redis.call('HSET', key, 'holder', ARGV[2], 'lease', lease, 'takeovers', takeover,
+    redis.call('HSET', key, 'holder', ARGV[2], 'lease', lease, 'run', run, 'started', 0,
                'progress', '')
     if j[2] == 'RUNNING' then
       redis.call('HSET', key, 'state', 'QUEUED')
@@ -272,7 +334,7 @@ constexpr const char* kClaim = R"(
       incr(P .. 'counts', 'queued', 1)
     end
     redis.call('ZADD', P .. 'open', lease, id)
-    table.insert(taken, {id, j[1], j[6] or '', j[7] or '', j[8] or '', takeover})
+    table.insert(taken, {id, j[1], j[6] or '', j[7] or '', j[8] or '', takeover, run})
   end
   end
   return {taken, failed, cancelled}
@@ -384,16 +446,20 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   }
 
  private:
-  // A job this replica runs.
+  // A job this replica runs, in run `run` of the job (1: its first; a takeover's is the next).
   struct Held {
     std::function<void()> canceller;
     bool cancel_requested = false;
+    int64_t run = 1;
   };
-  // A finish that Redis did not take (unreachable): retried at each tick until `give_up`.
+  // A finish that Redis did not take (unreachable): retried at each tick, and as soon as the
+  // subscriber is back, until `give_up` (the result's TTL: a mesh made is kept while it can
+  // still be recorded, whoever holds the lease by then).
   struct PendingFinish {
     Status status;
     std::shared_ptr<const v1::GenerateMeshResponse> response;
     StoreClock::time_point give_up;
+    int64_t run = 1;
   };
   struct Waiter {
     std::string owner;
@@ -402,8 +468,17 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   };
 
   static RedisJobStoreOptions checked(RedisJobStoreOptions options);
+  // A script's command: EVAL with the key prefix and the deadline in Redis time (kPrelude) of a
+  // call due at `deadline` here.
+  RedisClient::Command script_command(const char* body, StoreClock::time_point deadline) const;
   void run_script(const char* body, std::vector<std::string> args, uint64_t lane,
                   std::function<void(RedisClient::Result)> then);
+  // Redis' clock against ours, from a TIME reply read at `read_at`.
+  void learn_redis_clock(const RedisReply& time, StoreClock::time_point read_at);
+  // Writes the finishes Redis did not take, and settles the creates it may have run late.
+  void flush_pending();
+  // A create whose answer did not come: removed once Redis answers, if it was made (kDiscard).
+  void settle(const std::string& id);
   // The job as its owner reads it (touch: a fetch, most recently used), on the id's lane.
   void read(const std::string& id, const std::string& owner, bool touch,
             std::function<void(Answer)> then);
@@ -443,6 +518,10 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   // lane) answers CANCELLED whichever thread took the canceller.
   std::map<std::string, std::vector<std::function<void()>>> running_cancellers_;
   std::map<std::string, PendingFinish> pending_finishes_;
+  std::set<std::string> unsettled_;  // creates to discard once Redis answers
+  // Redis' clock minus ours (steady), in ms, once a TIME reply has been read.
+  std::atomic<bool> know_redis_clock_{false};
+  std::atomic<int64_t> redis_clock_offset_ms_{0};
   std::map<std::string, std::map<uint64_t, Waiter>> waiters_;
   uint64_t next_waiter_ = 0;
   StoreClock::time_point last_renewed_ = StoreClock::now();
@@ -472,6 +551,7 @@ void RedisJobStore::State::start() {
     if (const auto self = weak.lock()) self->heard_cancel(id);
   });
   // Messages sent while the subscriber was away are lost: every long-poll reads its job again.
+  // Redis is back: the finishes it could not take go in now, not at the next tick.
   subscriber_.on_connected([weak] {
     const auto self = weak.lock();
     if (!self) return;
@@ -481,16 +561,69 @@ void RedisJobStore::State::start() {
       for (const auto& [id, waiters] : self->waiters_) ids.push_back(id);
     }
     for (const std::string& id : ids) self->recheck(id);
+    self->flush_pending();
+  });
+  client_.run({{"TIME"}}, [weak](RedisClient::Result result) {
+    const auto self = weak.lock();
+    if (!self || std::holds_alternative<Status>(result)) return;
+    self->learn_redis_clock(std::get<Replies>(result).front(), StoreClock::now());
   });
   arm_tick();
+}
+
+void RedisJobStore::State::flush_pending() {
+  std::map<std::string, PendingFinish> retries;
+  std::set<std::string> settles;
+  {
+    const std::lock_guard lock(mutex_);
+    if (gate_.closed()) return;
+    retries.swap(pending_finishes_);
+    settles.swap(unsettled_);
+  }
+  for (auto& [id, finish] : retries) write_finish(id, std::move(finish));
+  for (const std::string& id : settles) settle(id);
+}
+
+void RedisJobStore::State::settle(const std::string& id) {
+  run_script(kDiscard, {id}, RedisClient::lane_of(id),
+             [this, self = shared_from_this(), id](RedisClient::Result result) {
+               if (!std::holds_alternative<Status>(result)) return;
+               const std::lock_guard lock(mutex_);
+               if (!gate_.closed()) unsettled_.insert(id);  // Redis still away: next time
+             });
+}
+
+int64_t steady_ms(StoreClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+RedisClient::Command RedisJobStore::State::script_command(const char* body,
+                                                          StoreClock::time_point deadline) const {
+  // A little before the client gives up: the reply of a script that ran just in time must still
+  // reach it. What runs after is dropped by the script itself ('late').
+  const int64_t margin = std::min<int64_t>(100, client_.options().command_timeout.count() / 4);
+  const int64_t redis_deadline =
+      know_redis_clock_.load() ? steady_ms(deadline) + redis_clock_offset_ms_.load() - margin : 0;
+  return {"EVAL", script(body), "0", options_.key_prefix, std::to_string(redis_deadline)};
 }
 
 void RedisJobStore::State::run_script(const char* body, std::vector<std::string> args,
                                       uint64_t lane,
                                       std::function<void(RedisClient::Result)> then) {
-  RedisClient::Command command = {"EVAL", script(body), "0", options_.key_prefix};
+  const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
+  RedisClient::Command command = script_command(body, deadline);
   for (std::string& arg : args) command.push_back(std::move(arg));
-  client_.run({std::move(command)}, std::move(then), lane);
+  client_.run({std::move(command)}, std::move(then), lane, deadline);
+}
+
+void RedisJobStore::State::learn_redis_clock(const RedisReply& time,
+                                             StoreClock::time_point read_at) {
+  if (time.type != RedisReply::Type::kArray || time.elements.size() != 2) return;
+  const int64_t redis_ms = time.elements[0].as_int() * 1000 + time.elements[1].as_int() / 1000;
+  // Read when the reply came back: Redis' clock is then at most the reply's travel behind, so
+  // the deadlines made from it err early, never late.
+  redis_clock_offset_ms_ = redis_ms - steady_ms(read_at);
+  know_redis_clock_ = true;
 }
 
 void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done) {
@@ -511,8 +644,14 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
         auto reply = reply_of(std::move(result), "cannot record the job");
         if (auto* status = std::get_if<Status>(&reply)) {
           if (status->code() == ErrorCode::kUnavailable) {
+            // Redis may still run the create (it sat in a stalled Redis' socket): a late one
+            // does nothing (kPrelude), and one that ran in time but whose answer was lost is
+            // removed once Redis answers, so that this answer holds.
+            settle(id);
             return done(Status(ErrorCode::kUnavailable,
-                               status->message() + "; the job was not made, submit it again"));
+                               status->message() +
+                                   "; the job was not made (should Redis take it late, it is "
+                                   "removed): submit it again"));
           }
           return done(*status);
         }
@@ -531,6 +670,13 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
           return done(Status(ErrorCode::kResourceExhausted,
                              "jobs.max_jobs: the servers hold " + std::to_string(n) +
                                  " jobs, all queued or running; retry later"));
+        }
+        if (what == "late") {
+          // Ran after this answer was given up on; it could not be here (the callback runs
+          // first), but a late script never makes a job.
+          return done(Status(ErrorCode::kUnavailable,
+                             "jobs.store redis: Redis answered too late; the job was not made, "
+                             "submit it again"));
         }
         if (what != "ok") {
           return done(Status(ErrorCode::kInternal, "jobs.store redis: job id " + id + " taken"));
@@ -574,25 +720,30 @@ void RedisJobStore::State::run_canceller(const std::string& id, std::function<vo
 }
 
 void RedisJobStore::State::progress(const std::string& id, const v1::Progress& progress) {
+  int64_t run = 0;
   {
     const std::lock_guard lock(mutex_);
-    if (gate_.closed() || held_.count(id) == 0) return;
+    const auto it = held_.find(id);
+    if (gate_.closed() || it == held_.end()) return;
+    run = it->second.run;
   }
-  run_script(
-      kProgress,
-      {id, replica_, progress.SerializeAsString(), progress.stage() > v1::STAGE_QUEUED ? "1" : "0"},
-      RedisClient::lane_of(id), [](RedisClient::Result) {});
+  run_script(kProgress,
+             {id, replica_, progress.SerializeAsString(),
+              progress.stage() > v1::STAGE_QUEUED ? "1" : "0", std::to_string(run)},
+             RedisClient::lane_of(id), [](RedisClient::Result) {});
 }
 
 void RedisJobStore::State::finish(const std::string& id, const Status& status,
                                   v1::GenerateMeshResponse response) {
   std::function<void()> canceller;  // destroyed after the lock
   bool hand_back = false;
+  int64_t run = 1;
   {
     const std::lock_guard lock(mutex_);
     const auto it = held_.find(id);
     if (it == held_.end()) return;  // not ours (any more), or finished already
     canceller = std::move(it->second.canceller);
+    run = it->second.run;
     held_.erase(it);
     // Draining: a job that the drain cancels is handed back to another replica, not failed.
     hand_back = no_waiting_ && status.code() == ErrorCode::kUnavailable;
@@ -606,7 +757,8 @@ void RedisJobStore::State::finish(const std::string& id, const Status& status,
   pending.status = status;
   if (status.ok())
     pending.response = std::make_shared<const v1::GenerateMeshResponse>(std::move(response));
-  pending.give_up = StoreClock::now() + std::chrono::milliseconds(options_.lease_ms);
+  pending.give_up = StoreClock::now() + std::chrono::milliseconds(options_.limits.result_ttl_ms);
+  pending.run = run;
   write_finish(id, std::move(pending));
 }
 
@@ -625,17 +777,19 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
       finish.response ? finish.response->SerializeAsString() : std::string(),
       std::to_string(options_.limits.result_ttl_ms),
       std::to_string(options_.limits.max_result_bytes),
-      tomb_ms_};
+      tomb_ms_,
+      std::to_string(finish.run)};
   run_script(kFinish, std::move(args), RedisClient::lane_of(id),
              [this, self = shared_from_this(), id,
               finish = std::move(finish)](RedisClient::Result result) mutable {
                if (!std::holds_alternative<Status>(result)) return;
-               // Not written: kept for the next tick, while our lease would still hold it.
+               // Not written: kept for the next tick (or Redis' return), while the result
+               // could still be read.
                const std::lock_guard lock(mutex_);
                if (gate_.closed() || StoreClock::now() >= finish.give_up) {
                  spdlog::warn(
-                     "job {}: its outcome could not be written to Redis ({}); another "
-                     "replica will run it again",
+                     "job {}: its outcome could not be written to Redis within "
+                     "jobs.result_ttl_s ({}); another replica will run it again",
                      id, std::get<Status>(result).message());
                  return;
                }
@@ -760,12 +914,24 @@ void RedisJobStore::State::answer_waiter(const std::string& id, uint64_t seq, An
 
 void RedisJobStore::State::recheck(const std::string& id) {
   std::vector<std::pair<uint64_t, std::string>> polls;
+  std::function<void()> canceller;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = waiters_.find(id);
-    if (gate_.closed() || it == waiters_.end()) return;
-    for (const auto& [seq, waiter] : it->second) polls.emplace_back(seq, waiter.owner);
+    if (gate_.closed()) return;
+    // Ended, and we still run it: another run's result (written late, Redis having been away)
+    // is the job's, or it was cancelled or failed where it was held. Ours stops, its finish
+    // ignored.
+    if (const auto held = held_.find(id); held != held_.end()) {
+      spdlog::info("job {}: ended by another run of it; stopping this one", id);
+      canceller = std::move(held->second.canceller);
+      if (canceller) running_cancellers_[id];
+      held_.erase(held);
+    }
+    if (const auto it = waiters_.find(id); it != waiters_.end()) {
+      for (const auto& [seq, waiter] : it->second) polls.emplace_back(seq, waiter.owner);
+    }
   }
+  if (canceller) run_canceller(id, canceller);
   for (const auto& [seq, owner] : polls) {
     read(id, owner, true, [this, self = shared_from_this(), id, seq = seq](Answer answer) {
       if (std::holds_alternative<Status>(answer) &&
@@ -920,51 +1086,64 @@ void RedisJobStore::State::tick() {
     const std::lock_guard lock(mutex_);
     if (!renewing_) return;
   }
-  std::vector<std::string> renew = {"EVAL",   script(kRenew),
-                                    "0",      options_.key_prefix,
-                                    replica_, std::to_string(options_.lease_ms)};
-  std::map<std::string, PendingFinish> retries;
+  const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
+  RedisClient::Command renew = script_command(kRenew, deadline);
+  renew.push_back(replica_);
+  renew.push_back(std::to_string(options_.lease_ms));
   bool claim = false;
   {
     const std::lock_guard lock(mutex_);
-    for (const auto& [id, held] : held_) renew.push_back(id);
-    retries.swap(pending_finishes_);
+    for (const auto& [id, held] : held_) {
+      renew.push_back(id);
+      renew.push_back(std::to_string(held.run));
+    }
     claim = run_ && can_run_ && !no_waiting_;
   }
   // can_run() reads the service's state (atomics), without the lock.
   claim = claim && can_run_();
-  RedisClient::Commands commands = {std::move(renew)};
+  // TIME first: Redis' clock, for the deadlines of the scripts that follow (kPrelude).
+  RedisClient::Commands commands = {{"TIME"}, std::move(renew)};
   if (claim) {
-    commands.push_back({"EVAL", script(kClaim), "0", options_.key_prefix, replica_,
-                        std::to_string(options_.lease_ms), std::to_string(options_.max_takeovers),
-                        std::to_string(options_.limits.result_ttl_ms),
-                        std::to_string(options_.limits.max_result_bytes), tomb_ms_,
-                        std::to_string(options_.takeovers_per_tick)});
+    RedisClient::Command claim_command = script_command(kClaim, deadline);
+    for (std::string arg :
+         {replica_, std::to_string(options_.lease_ms), std::to_string(options_.max_takeovers),
+          std::to_string(options_.limits.result_ttl_ms),
+          std::to_string(options_.limits.max_result_bytes), tomb_ms_,
+          std::to_string(options_.takeovers_per_tick)}) {
+      claim_command.push_back(std::move(arg));
+    }
+    commands.push_back(std::move(claim_command));
   }
-  commands.push_back(
-      {"EVAL", script(kSweep), "0", options_.key_prefix, tomb_ms_, std::to_string(1000)});
+  RedisClient::Command sweep = script_command(kSweep, deadline);
+  sweep.push_back(tomb_ms_);
+  sweep.push_back(std::to_string(1000));
+  commands.push_back(std::move(sweep));
   commands.push_back({"HGETALL", options_.key_prefix + "counts"});
-  client_.run(std::move(commands),
-              [this, self = shared_from_this(), claim](RedisClient::Result result) {
-                after_tick(std::move(result), claim);
-                arm_tick();
-              });
-  for (auto& [id, finish] : retries) write_finish(id, std::move(finish));
+  client_.run(
+      std::move(commands),
+      [this, self = shared_from_this(), claim](RedisClient::Result result) {
+        after_tick(std::move(result), claim);
+        arm_tick();
+      },
+      0, deadline);
+  flush_pending();
 }
 
 void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) {
   if (std::holds_alternative<Status>(result)) return;  // Redis away: the next tick tries again
   const Replies& replies = std::get<Replies>(result);
+  learn_redis_clock(replies[0], StoreClock::now());
+  const RedisReply& renewed = replies[1];
   {
     const std::lock_guard lock(mutex_);
     if (gate_.closed()) return;
-    if (!replies[0].error()) last_renewed_ = StoreClock::now();
+    if (!renewed.error()) last_renewed_ = StoreClock::now();
   }
   // Renewal: jobs no longer ours stop here; ours with a cancel we did not hear are cancelled.
   std::vector<std::pair<std::string, std::function<void()>>> cancellers;
   {
     const std::lock_guard lock(mutex_);
-    for (const RedisReply& entry : replies[0].elements) {
+    for (const RedisReply& entry : renewed.elements) {
       const bool cancel = entry.text.starts_with("cancel:");
       const std::string id = cancel ? entry.text.substr(7) : entry.text;
       const auto it = held_.find(id);
@@ -986,7 +1165,7 @@ void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) 
     }
   }
   for (auto& [id, canceller] : cancellers) run_canceller(id, canceller);
-  size_t next = 1;
+  size_t next = 2;
   if (claimed) {
     const RedisReply& claim = replies[next++];
     if (claim.error()) {
@@ -1004,7 +1183,7 @@ void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) 
         run = run_;
       }
       for (const RedisReply& taken : claim.elements[0].elements) {
-        if (taken.elements.size() < 6) continue;
+        if (taken.elements.size() < 7) continue;
         TakenOverJob job;
         job.id = taken.elements[0].text;
         job.job.owner = taken.elements[1].text;
@@ -1015,7 +1194,7 @@ void RedisJobStore::State::after_tick(RedisClient::Result result, bool claimed) 
         {
           const std::lock_guard lock(mutex_);
           if (gate_.closed()) return;
-          held_[job.id];
+          held_[job.id].run = taken.elements[6].as_int();
         }
         if (observer_.on_takeover) observer_.on_takeover("rerun");
         if (run) guarded_call(kJobStoreLogName, "takeover", run, std::move(job));
@@ -1053,7 +1232,9 @@ void RedisJobStore::State::close() {
   if (!held.empty()) {
     // Handed back now rather than when their leases lapse; best effort, bounded by
     // redis.timeout_ms (this runs once, at the end of the process's shutdown).
-    std::vector<std::string> args = {"EVAL", script(kRelease), "0", options_.key_prefix, replica_};
+    RedisClient::Command args =
+        script_command(kRelease, StoreClock::now() + client_.options().command_timeout);
+    args.push_back(replica_);
     args.insert(args.end(), held.begin(), held.end());
     client_.run_sync({std::move(args)});
   }

@@ -317,12 +317,180 @@ TEST_F(RedisJobStoreTest, AJobWhoseReplicaDiedIsTakenOverAndRunAgain) {
   EXPECT_LT(took, milliseconds(5'000));
   v1::MeshJob job = job_of(get(*b.store, id));
   EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);  // run again from the start
-  EXPECT_EQ(job.takeovers(), 1u);
+  // Counted once the new run is under way (B's first renewal), not at the claim.
+  ASSERT_TRUE(eventually([&] { return job_of(get(*b.store, id)).takeovers() == 1u; }));
   // The dead replica's late outcome is not the job's; the new holder's is.
   a.store->finish(id, Status(ErrorCode::kInternal, "late"), {});
   b.store->finish(id, Status(), result_of_size(5));
   ASSERT_TRUE(
       eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_SUCCEEDED; }));
+}
+
+// How many job records the store's keys hold in Redis (a ghost job would be one).
+int64_t records_in_redis(const RedisTestServer& server, const std::string& prefix) {
+  RedisClient raw(testing::replica_client_options(server));
+  const auto result = raw.run_sync({{"HGET", prefix + "counts", "records"}});
+  if (const auto* status = std::get_if<Status>(&result)) {
+    ADD_FAILURE() << status->message();
+    return -1;
+  }
+  return std::get<std::vector<RedisReply>>(result).front().as_int(0);
+}
+
+TEST_F(RedisJobStoreTest, AnEarlierRunsResultIsTheJobsAndTheLaterRunStops) {
+  std::atomic<int> reruns{0};
+  Replica a(*server_, timers_, options_);
+  Replica b(*server_, timers_, options_, counting_takeovers("rerun", reruns));
+  std::atomic<int> b_stopped{0};
+  b.store->on_takeover(
+      [&](TakenOverJob job) { b.store->set_canceller(job.id, [&] { ++b_stopped; }); },
+      [] { return true; });
+  ASSERT_TRUE(eventually([&] { return b.subscriber.connected(); }));
+  const std::string id = create(*a.store, "studio", "a lamp");
+  a.store->stop_renewing_for_testing();  // cut off from Redis: its lease lapses
+  ASSERT_TRUE(eventually([&] { return reruns.load() == 1; }));
+  // A's run ends with the mesh after all: it is the job's (the same request makes the same
+  // mesh), and B's run, now needless, is stopped.
+  a.store->finish(id, Status(), result_of_size(321));
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_SUCCEEDED; }));
+  EXPECT_EQ(job_of(get(*b.store, id)).result().encoded().size(), 321u);
+  ASSERT_TRUE(eventually([&] { return b_stopped.load() == 1; }));
+  // B's own outcome, when its stopped run reports it, changes nothing.
+  b.store->finish(id, Status(ErrorCode::kCancelled, "stopped"), {});
+  EXPECT_EQ(job_of(get(*a.store, id)).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(RedisJobStoreTest, ACancelWinsOverAFinishThatComesAfterIt) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  const std::string id = create(*a.store);
+  a.store->set_canceller(id, [] {});  // the work does not stop at once
+  job_of(wait_for<Answer>([&](auto done) { b.store->cancel(id, "studio", std::move(done)); }));
+  a.store->finish(id, Status(), result_of_size(10));  // it got to the end anyway
+  ASSERT_TRUE(
+      eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_CANCELLED; }));
+  EXPECT_NE(job_of(get(*b.store, id)).error().message().find("cancelled by its client"),
+            std::string::npos);
+}
+
+TEST_F(RedisJobStoreTest, ARedisStalledForTwiceTheLeaseCostsNoWork) {
+  RedisTestServer own;
+  std::atomic<int> reruns{0};
+  // A renews its jobs less often than B claims: after the stall, B is all but sure to look for
+  // lapsed leases before A renews its own, as a replica would in a larger fleet.
+  RedisJobStoreOptions slow = options_;
+  slow.lease_ms = 1500;
+  Replica a(own, timers_, slow);
+  Replica b(own, timers_, options_, counting_takeovers("rerun", reruns));
+  b.store->on_takeover([](TakenOverJob) {}, [] { return true; });
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok() && b.store->health().ok(); }));
+  const std::string done_in_stall = create(*a.store, "studio", "a cup");
+  const std::string after_stall = create(*a.store, "studio", "a bowl");
+  std::this_thread::sleep_for(milliseconds(300));  // both ticked: Redis' clock is known
+  own.pause();                                     // SIGSTOP: Redis answers nothing
+  // A finishes one job during the stall; its outcome cannot be written.
+  std::this_thread::sleep_for(milliseconds(200));
+  a.store->finish(done_in_stall, Status(), result_of_size(77));
+  std::this_thread::sleep_for(milliseconds(2 * slow.lease_ms + 200));
+  own.resume();
+  // The result written once Redis is back, nobody's work taken over, the other job still A's.
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*b.store, done_in_stall)).state() == v1::JOB_STATE_SUCCEEDED; }));
+  EXPECT_EQ(job_of(get(*b.store, done_in_stall)).result().encoded().size(), 77u);
+  std::this_thread::sleep_for(milliseconds(2 * slow.lease_ms));  // time for a takeover
+  EXPECT_EQ(reruns.load(), 0);
+  const v1::MeshJob open = job_of(get(*b.store, after_stall));
+  EXPECT_EQ(open.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(open.takeovers(), 0u);
+  a.store->finish(after_stall, Status(), result_of_size(5));
+  ASSERT_TRUE(eventually(
+      [&] { return job_of(get(*b.store, after_stall)).state() == v1::JOB_STATE_SUCCEEDED; }));
+}
+
+TEST_F(RedisJobStoreTest, LeasesCountOnlyTheTimeRedisCouldBeReached) {
+  RedisTestServer own;
+  RedisJobStoreOptions dying = options_;
+  dying.lease_ms = 3000;
+  Replica a(own, timers_, dying);
+  Replica b(own, timers_, options_);
+  std::atomic<int64_t> taken_at_ms{0};
+  b.store->on_takeover(
+      [&](TakenOverJob) {
+        taken_at_ms =
+            std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
+      },
+      [] { return true; });
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok() && b.store->health().ok(); }));
+  const std::string id = create(*a.store);
+  std::this_thread::sleep_for(milliseconds(300));
+  // A dies with 1 to 2 s of its lease left, and nothing of it in flight (its last command's
+  // deadline has passed); then Redis stalls for longer than that.
+  a.store->stop_renewing_for_testing();
+  std::this_thread::sleep_for(milliseconds(1050));
+  own.pause();
+  std::this_thread::sleep_for(milliseconds(2500));
+  own.resume();
+  const int64_t resumed_ms =
+      std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(eventually([&] { return taken_at_ms.load() > 0; }, milliseconds(10'000)));
+  // The lease ran out while nobody could reach Redis: it is taken over with what was left of it
+  // after Redis is back (at least ~1 s), not at once.
+  EXPECT_GT(taken_at_ms.load() - resumed_ms, 600) << "taken over as soon as Redis came back";
+  EXPECT_EQ(job_of(get(*b.store, id)).state(), v1::JOB_STATE_QUEUED);
+}
+
+TEST_F(RedisJobStoreTest, ASubmitAnsweredUnavailableInAStallMakesNoJob) {
+  RedisTestServer own;
+  Replica a(own, timers_, options_);
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }));
+  std::this_thread::sleep_for(milliseconds(300));  // ticked: Redis' clock is known
+  own.pause();
+  NewJob job;
+  job.owner = "studio";
+  job.request.set_prompt("a ghost");
+  const JobStore::Created refused =
+      wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
+  ASSERT_TRUE(std::holds_alternative<Status>(refused));
+  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::get<Status>(refused).message().find("not made"), std::string::npos);
+  std::this_thread::sleep_for(milliseconds(500));
+  own.resume();  // the create that sat in Redis' socket runs now: too late, it does nothing
+  ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }));
+  std::this_thread::sleep_for(milliseconds(options_.lease_ms));  // a tick settles the rest
+  EXPECT_EQ(records_in_redis(own, options_.key_prefix), 0);
+}
+
+TEST_F(RedisJobStoreTest, AClaimThatNeverStartedSpendsNoTakeover) {
+  Replica a(*server_, timers_, options_);
+  Replica lost(*server_, timers_, options_);
+  // A replica whose claim's reply is as good as lost: it holds the claim and never runs it.
+  lost.store->on_takeover([&](TakenOverJob) { lost.store->stop_renewing_for_testing(); },
+                          [] { return true; });
+  const std::string id = create(*a.store);
+  a.store->stop_renewing_for_testing();
+  ASSERT_TRUE(eventually([&] {
+    const v1::MeshJob job = job_of(get(*a.store, id));
+    return job.state() == v1::JOB_STATE_QUEUED && job.takeovers() == 0u;
+  }));
+  std::this_thread::sleep_for(milliseconds(2 * options_.lease_ms));  // claimed by `lost`
+  std::mutex mutex;
+  std::optional<TakenOverJob> taken;
+  Replica b(*server_, timers_, options_);
+  b.store->on_takeover(
+      [&](TakenOverJob job) {
+        const std::lock_guard lock(mutex);
+        taken = std::move(job);
+      },
+      [] { return true; });
+  ASSERT_TRUE(eventually([&] {
+    const std::lock_guard lock(mutex);
+    return taken.has_value();
+  }));
+  {
+    const std::lock_guard lock(mutex);
+    EXPECT_EQ(taken->takeover, 1) << "the claim that never ran counted";
+  }
+  ASSERT_TRUE(eventually([&] { return job_of(get(*b.store, id)).takeovers() == 1u; }));
 }
 
 TEST_F(RedisJobStoreTest, PastMaxTakeoversTheJobFailsRetryably) {

@@ -19,16 +19,32 @@
 //
 // Leases: the replica that runs a job holds its lease and renews it every lease_ms / 3. Any
 // replica whose service is ready takes over an open job whose lease has lapsed (its replica
-// died or lost Redis): it runs it again from the stored request, up to max_takeovers times
-// (counted in the record and in cube3d_job_takeovers_total), then the job ends FAILED with
-// UNAVAILABLE (retryable: submit it again) saying so; a job cancelled meanwhile ends CANCELLED.
-// A replica that loses a job's lease to another stops its own run of it. A draining replica
-// hands the jobs its drain cancels back (their leases lapse at once) instead of failing them.
+// died or lost Redis): it runs it again from the stored request, as the job's next run (a run
+// number in the record fences every write), up to max_takeovers times (a run counts once its
+// replica has renewed it or ended it: a claim whose reply never arrived costs nothing), then
+// the job ends FAILED with UNAVAILABLE (retryable: submit it again) saying so; a job cancelled
+// meanwhile ends CANCELLED. A replica that loses a job's lease to another stops its own run of
+// it. A draining replica hands the jobs its drain cancels back (their leases lapse at once)
+// instead of failing them. Leases count only time in which Redis could be reached: a gap in the
+// replicas' heartbeat of over half a lease (Redis stalled, failed over, or every replica was
+// down) moves every open lease out by the gap, so that an outage takes no job from a live
+// replica.
+//
+// Finishes: the job's current run ends it however it ended; an earlier run of it (one whose
+// replica lost the lease while Redis was away) ends it with its mesh (generation is
+// deterministic: any run's mesh is the job's), and the other runs stop when they hear the job
+// ended. A cancel wins over a finish that comes after it. A finish that could not be written is
+// retried at each tick and as soon as Redis is back, for as long as the result would be kept
+// (jobs.result_ttl_s).
 //
 // Redis unreachable: create() refuses UNAVAILABLE (the submit's 503), get() and cancel() answer
-// UNAVAILABLE, health() says why (readiness); a finish that could not be written is retried
-// until its lease would have lapsed. Every Redis call has its deadline (redis_client.h) and runs
-// on the client's threads: no front door, scheduler or timer thread ever waits on Redis.
+// UNAVAILABLE, health() says why (readiness). Every script carries its caller's deadline in
+// Redis' clock (learnt from TIME at each tick) and does nothing when it runs after it: a command
+// that waited in a stalled Redis' socket makes no ghost job, claims nothing and renews nothing;
+// and a create whose answer was lost is removed once Redis answers (unless it was taken over and
+// runs, or its idempotency key has handed it to a client since), so a 503 "not made" holds.
+// Every Redis call has its deadline (redis_client.h) and runs on the client's threads: no front
+// door, scheduler or timer thread ever waits on Redis.
 #pragma once
 
 #include <chrono>
