@@ -356,6 +356,20 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(out.returncode, 2, out.stderr)
             self.assertIn(says, out.stderr)
 
+    def test_a_model_mismatch_is_found_inside_rays_wrapping(self):
+        from cube3d_ray.cli import model_mismatch
+        from cube3d_ray.worker import ModelMismatch
+        try:
+            try:
+                raise ModelMismatch("other weights")
+            except ModelMismatch as inner:
+                raise RuntimeError("UDF failed to process a data block") from inner
+        except RuntimeError as wrapped:
+            self.assertEqual(model_mismatch(wrapped), "other weights")
+        text = "RayTaskError\ncube3d_ray.worker.ModelMismatch: the server's model 'demo' ..."
+        self.assertEqual(model_mismatch(RuntimeError(text)), "the server's model 'demo' ...")
+        self.assertIsNone(model_mismatch(RuntimeError("something else")))
+
     def test_help(self):
         out = self.run_cli("--help")
         self.assertEqual(out.returncode, 0)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from .pipeline import BatchOptions, init_ray, run
 from .requests import FORMATS, MESH_PROFILES, RequestDefaults, RequestError
 from .server import ServerSpec
+from .worker import ModelMismatch
 
 EXIT_OK, EXIT_USAGE, EXIT_SOME_FAILED = 0, 2, 3
 
@@ -35,6 +36,26 @@ def concurrency(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected N or MIN,MAX with 1 <= MIN <= MAX, got "
                                          f"{text!r}")
     return parts[0], parts[1]
+
+
+def model_mismatch(error: BaseException) -> str | None:
+    """The message of a ModelMismatch an actor raised, which reaches the driver wrapped by Ray
+    (RayTaskError, UserCodeException, their causes); None for any other error."""
+    seen: list[BaseException] = []
+    todo: list[BaseException | None] = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or any(e is s for s in seen) or len(seen) > 20:
+            continue
+        seen.append(e)
+        if isinstance(e, ModelMismatch):
+            return str(e)
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    marker = f"{ModelMismatch.__module__}.{ModelMismatch.__name__}: "
+    for line in str(error).splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1]
+    return None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,6 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                       ray_init=lambda: init_ray(args.ray_address, args.num_cpus, args.num_gpus))
     except (OSError, RequestError) as e:
         print(f"cube3d_ray: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:
+        mismatch = model_mismatch(e)
+        if mismatch is None:
+            raise
+        print(f"cube3d_ray: {mismatch}", file=sys.stderr)
         return EXIT_USAGE
     for row in summary.errors[:20]:
         print(f"cube3d_ray: line {row['line']}: {row['error_code']}: {row['error']}",

@@ -1,5 +1,5 @@
 """Where the meshes and the manifest go: a local folder or any URI a pyarrow filesystem takes
-(s3://bucket/catalog, gs://..., hdfs://...), the same location Ray Data writes the manifest to.
+(s3://bucket/catalog, gs://..., hdfs://...).
 
   <out>/<name>             one mesh file per request (requests.MeshRequest.file_name)
   <out>/manifest/*.parquet the manifest, a file per block written (manifest.py)
@@ -7,8 +7,8 @@
 A mesh file is written once. On a local filesystem it is written to "<name>.tmp.<pid>.<random>"
 beside its name and then linked to the name, which fails when the name exists, so two writers of
 one name (a retried batch beside the attempt it replaces) never overwrite each other; a run
-removes the temporary files of killed writers before it starts. On an object store a file is one
-PUT, whole or absent, made only when the name is not there yet.
+removes the temporary files of killed writers when it starts and when it ends. On an object
+store a file is one PUT, whole or absent, made only when the name is not there yet.
 """
 from __future__ import annotations
 

@@ -170,6 +170,9 @@ def run(prompts: str | Sequence[str | Mapping[str, Any]], out: str,
             summary.reused += sum(1 for r in rows if r["reused"])
             summary.errors += [r for r in rows if r["status"] != "ok"]
         summary.failed = len(summary.errors)
+        # What a killed writer left (a temporary file it had not linked yet); its request was
+        # made again by the retried block.
+        location.remove_leftovers()
     summary.seconds = time.monotonic() - start
     return summary
 

@@ -119,7 +119,10 @@ class RequestDefaults:
 
     def check(self) -> None:
         """RequestError when a default is not a valid value of its field."""
-        request_from_mapping({"prompt": "-"}, self)
+        row: dict[str, Any] = {"prompt": "-"}
+        if self.bounding_box is not None:
+            row["bounding_box"] = list(self.bounding_box)
+        request_from_mapping(row, self)
 
 
 def _number(value: Any, name: str) -> float:
@@ -222,4 +225,5 @@ def request_from_mapping(row: Mapping[str, Any], defaults: RequestDefaults) -> M
         raise RequestError(f"mesh_profile must be none or roblox, got {profile!r}")
     return MeshRequest(prompt=prompt, seed=seed, guidance_scale=guidance, top_p=top_p,
                        bounding_box=box, resolution_base=resolution, target_face_count=faces,
-                       format=fmt.lower(), mesh_profile=None if profile is None else profile.lower())
+                       format=fmt.lower(),
+                       mesh_profile=None if profile is None else profile.lower())
