@@ -455,6 +455,45 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
         self.assertGreaterEqual(submitted1["refused"], submitted0["refused"] + 3)
         self.assertEqual(states1, states0)
 
+    def test_a_submit_retried_with_its_key_returns_its_job(self):
+        states0, submitted0, _ = self.job_counts()
+        body = {"prompt": "an idempotent stool", "resolutionBase": RES, "seed": "4"}
+        key = {"Idempotency-Key": '"3f1c9a2e-6b1d-4a55-9d3e-0b7a2f1c8e44"'}
+        first = self.http_job(self.http_json("POST", JOBS, body, "key-a", key), 202)
+        # The retry (a timeout, a lost answer): the same job, answered 200, no second one.
+        again_answer = self.http_json("POST", JOBS, body, "key-a", key)
+        again = self.http_job(again_answer, 200)
+        self.assertEqual(again.id, first.id)
+        self.assertEqual(again_answer[1]["Location"], f"{JOBS}/{first.id}")
+        # The same key with another request: 422, naming the key and its job.
+        status, _, data = self.http_json("POST", JOBS, {**body, "seed": "5"}, "key-a", key)
+        self.assertEqual(status, 422, data)
+        self.assertEqual(data["error"]["status"], "ALREADY_EXISTS")
+        self.assertIn("3f1c9a2e-6b1d-4a55-9d3e-0b7a2f1c8e44", data["error"]["message"])
+        self.assertIn(first.id, data["error"]["message"])
+        # Another key's submit with the same idempotency key is its own.
+        other = self.http_job(self.http_json("POST", JOBS, body, "key-b", key), 202)
+        self.assertNotEqual(other.id, first.id)
+        # A bad key is refused before anything is made.
+        for bad in ('"with \\ backslash"', "x" * 256, ""):
+            status, _, data = self.http_json("POST", JOBS, body, "key-a",
+                                             {"Idempotency-Key": bad})
+            self.assertEqual(status, 400, data)
+            self.assertIn("Idempotency-Key", data["error"]["message"])
+        # Over gRPC the request's request_id is the key (Google's AIP-155).
+        request = make_request("an idempotent grpc stool", request_id="idem-grpc-1")
+        job = self.submit(request, "key-a")
+        self.assertEqual(self.submit(request, "key-a").id, job.id)
+        code, details = rpc_code(lambda: self.submit(
+            make_request("another request", request_id="idem-grpc-1"), "key-a"))
+        self.assertEqual(code, grpc.StatusCode.ALREADY_EXISTS, details)
+        self.assertIn("idem-grpc-1", details)
+        for done in (first.id, other.id, job.id):
+            owner = "key-b" if done == other.id else "key-a"
+            self.assertEqual(self.wait_job(done, owner).state, e2e.pb.JOB_STATE_SUCCEEDED)
+        _, submitted1, _ = self.job_counts()
+        self.assertEqual(submitted1["accepted"], submitted0["accepted"] + 3)
+
     def test_open_jobs_per_key_are_limited(self):
         # jobs.max_jobs_per_key=3: key c's fourth open job is refused; key a is not affected.
         jobs = [self.submit(make_request(f"a slow limited job {i}", resolution_base=SLOW_RES),

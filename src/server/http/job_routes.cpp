@@ -1,5 +1,6 @@
 #include "cube3d/server/http/job_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string_view>
@@ -7,6 +8,7 @@
 
 #include "cube3d/server/http/content_negotiation.h"
 #include "cube3d/server/http/http_error.h"
+#include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/mesh_answers.h"
 #include "cube3d/server/http/whole_number.h"
 
@@ -14,6 +16,7 @@ namespace cube3d::http {
 namespace {
 
 constexpr int64_t kMaxWaitParamMs = 3'600'000;  // the store caps it far lower (jobs.max_wait_ms)
+constexpr size_t kMaxIdempotencyKeyBytes = 255;
 
 // The {id} of /v1/jobs/{id} and /v1/jobs/{id}/mesh (the router matched the shape already).
 std::string id_of(const std::string& path) {
@@ -82,21 +85,58 @@ Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retr
 
 }  // namespace
 
+std::string idempotency_key_of(const Request& req) {
+  const auto values = req.headers.get_all(kIdempotencyKeyHeader);
+  if (values.empty()) return {};
+  if (values.size() > 1) {
+    throw HttpError(400, ErrorCode::kInvalidArgument,
+                    std::string(kIdempotencyKeyHeader) + " is sent " +
+                        std::to_string(values.size()) + " times; a submit has one key");
+  }
+  std::string_view key = values.front();
+  // The draft's value is a Structured Field string ("..."); a bare token is taken as it is.
+  if (key.size() >= 2 && key.front() == '"' && key.back() == '"') {
+    key = key.substr(1, key.size() - 2);
+  }
+  const bool printable_ascii = std::all_of(key.begin(), key.end(), [](char c) {
+    return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+  });
+  if (key.empty() || key.size() > kMaxIdempotencyKeyBytes || !printable_ascii) {
+    throw HttpError(400, ErrorCode::kInvalidArgument,
+                    std::string(kIdempotencyKeyHeader) + " must be 1.." +
+                        std::to_string(kMaxIdempotencyKeyBytes) +
+                        " printable ASCII characters (a UUID, say), quoted or not");
+  }
+  return std::string(key);
+}
+
 void JobRoutes::submit(const std::shared_ptr<Exchange>& ex, const v1::GenerateMeshRequest& request,
                        const CallContext& call) {
   const int64_t retry_after = retry_after_seconds_;
+  const std::string key = idempotency_key_of(ex->request());
   // The answer may come from the job store's thread: the JSON is made on the exchange's.
-  jobs_.submit(request, call, [ex, retry_after](JobAnswer answer) {
-    ex->defer([ex, retry_after, answer = std::move(answer)] {
-      if (!answer.status.ok()) {
-        return ex->respond(status_response(answer.status, retry_after, answer.trailers));
-      }
-      Response out = job_response(202, answer.job);
-      out.headers.set("Location", std::string(kJobsPath) + "/" + answer.job.id());
-      out.headers.set("Retry-After", retry_after_of(answer.job));
-      ex->respond(std::move(out));
-    });
-  });
+  jobs_.submit(
+      request, call,
+      [ex, retry_after](JobAnswer answer) {
+        ex->defer([ex, retry_after, answer = std::move(answer)] {
+          if (answer.key_conflict) {
+            // The idempotency draft's answer to a key reused with another request.
+            Response out = status_response(answer.status, retry_after, answer.trailers);
+            out.status = 422;
+            out.body = http_error_body(422, answer.status.code(), answer.status.message());
+            return ex->respond(std::move(out));
+          }
+          if (!answer.status.ok()) {
+            return ex->respond(status_response(answer.status, retry_after, answer.trailers));
+          }
+          // A retry of a submit that made its job: that job, not a second one.
+          Response out = job_response(answer.existing ? 200 : 202, answer.job);
+          out.headers.set("Location", std::string(kJobsPath) + "/" + answer.job.id());
+          if (open(answer.job)) out.headers.set("Retry-After", retry_after_of(answer.job));
+          ex->respond(std::move(out));
+        });
+      },
+      key);
 }
 
 void JobRoutes::job(const std::shared_ptr<Exchange>& ex) {

@@ -41,7 +41,7 @@ JobService::JobService(Service& service, JobStore& store, JobServiceOptions opti
 }
 
 void JobService::submit(const v1::GenerateMeshRequest& request_in, const CallContext& call,
-                        std::function<void(JobAnswer)> done) {
+                        std::function<void(JobAnswer)> done, const std::string& idempotency_key) {
   auto owner = service_.identify(call.authorization);
   if (auto* refused = std::get_if<Status>(&owner)) {
     service_.metrics().job_submitted(false);
@@ -49,6 +49,8 @@ void JobService::submit(const v1::GenerateMeshRequest& request_in, const CallCon
   }
   NewJob job;
   job.owner = std::get<std::string>(owner);
+  job.idempotency_key = idempotency_key.empty() ? request_in.request_id() : idempotency_key;
+  if (!job.idempotency_key.empty()) job.request_digest = idempotency_digest(request_in);
   // The request id is fixed now so that the job's record carries it from the start.
   job.request = request_in;
   if (job.request.request_id().empty()) job.request.set_request_id(make_request_id());
@@ -68,7 +70,18 @@ void JobService::submit(const v1::GenerateMeshRequest& request_in, const CallCon
                                  done = std::move(done)](JobStore::Created created) mutable {
     if (auto* refused = std::get_if<Status>(&created)) {
       service_.metrics().job_submitted(false);
-      return done({*refused, {}, {}});
+      JobAnswer answer{*refused, {}, {}};
+      answer.key_conflict = refused->code() == ErrorCode::kAlreadyExists;
+      return done(std::move(answer));
+    }
+    if (auto* existing = std::get_if<ExistingJob>(&created)) {
+      // A retry of a submit that made its job: that job, as it is now; no new work.
+      return store_.get(existing->id, key, std::chrono::milliseconds(0),
+                        [done = std::move(done)](JobStore::Answer a) {
+                          JobAnswer answer = from_store(std::move(a));
+                          answer.existing = true;
+                          done(std::move(answer));
+                        });
     }
     start(std::get<std::string>(created), key, std::move(request), std::move(call),
           std::move(done));

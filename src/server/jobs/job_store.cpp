@@ -9,8 +9,12 @@
 #include <limits>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "cube3d/core/error.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/core/sha256.h"
 
 namespace cube3d {
 namespace {
@@ -57,6 +61,27 @@ std::string duration_text(int64_t ms) {
 }
 
 }  // namespace
+
+std::string idempotency_digest(const v1::GenerateMeshRequest& request) {
+  v1::GenerateMeshRequest without_id = request;
+  without_id.clear_request_id();
+  // Deterministic serialization: the same fields give the same bytes (the request has no map).
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    without_id.SerializeToCodedStream(&coded);
+  }  // flushed into `bytes` here
+  return hex_of(sha256(bytes));
+}
+
+Status idempotency_conflict(const std::string& key, const std::string& id) {
+  return Status(ErrorCode::kAlreadyExists,
+                "idempotency key \"" + printable(key, 100) + "\" names job " + id +
+                    ", submitted with another request: a key names one request (use a new key "
+                    "for a new request)");
+}
 
 void validate_job_limits(const JobStoreOptions& l) {
   constexpr int64_t kYearMs = int64_t{366} * 24 * 3600 * 1000;

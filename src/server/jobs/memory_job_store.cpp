@@ -83,7 +83,10 @@ class MemoryJobStore::State : public std::enable_shared_from_this<State> {
   State(JobStoreOptions options, TimerQueue& timers)
       : options_(checked(options)), timers_(timers), tag_(make_job_tag()) {}
 
-  std::string create(const std::string& owner, const std::string& request_id);
+  // The new job's id, or the one `key` names already (`existing` set).
+  std::string create(const std::string& owner, const std::string& request_id,
+                     const std::string& key = {}, const std::string& digest = {},
+                     bool* existing = nullptr);
   void set_canceller(const std::string& id, std::function<void()> cancel);
   void progress(const std::string& id, const v1::Progress& progress);
   void finish(const std::string& id, const Status& status, Response response);
@@ -125,6 +128,7 @@ class MemoryJobStore::State : public std::enable_shared_from_this<State> {
     std::function<void()> canceller;         // open
     bool cancel_requested = false;           // open: cancel() came (maybe before the canceller)
     std::map<uint64_t, Waiter> waiters;      // open: long-polls
+    std::string idempotency_key;             // the submit's (empty: none), held while it is
     Ids::iterator by_finish;                 // once ended: its place in finished_
     Ids::iterator by_owner_finish;           // once ended: its place in its owner's finished
     std::optional<Ids::iterator> by_use;     // SUCCEEDED with result bytes: in its owner's lru
@@ -200,6 +204,12 @@ class MemoryJobStore::State : public std::enable_shared_from_this<State> {
   std::map<std::string, Holdings> holdings_;  // by owner (ordered: ties go to the first name)
   std::unordered_map<std::string, Tombstone> tombstones_;
   std::deque<std::string> tombstone_order_;  // oldest first
+  // Idempotency keys by owner and key: the job each names and its request's digest.
+  struct KeyedJob {
+    std::string id;
+    std::string digest;
+  };
+  std::map<std::pair<std::string, std::string>, KeyedJob> idempotency_;
   Counts counts_;
   uint64_t next_waiter_ = 0;
   TimerQueue::Timer sweep_;  // armed while a timer is due to sweep
@@ -217,7 +227,9 @@ const JobStoreOptions& MemoryJobStore::State::checked(const JobStoreOptions& opt
   return options;
 }
 
-std::string MemoryJobStore::State::create(const std::string& owner, const std::string& request_id) {
+std::string MemoryJobStore::State::create(const std::string& owner, const std::string& request_id,
+                                          const std::string& key, const std::string& digest,
+                                          bool* existing) {
   // Drawn before the lock: a system call has no business under it.
   std::string id = make_job_id(tag_);
   Outbox out;
@@ -226,6 +238,17 @@ std::string MemoryJobStore::State::create(const std::string& owner, const std::s
     const std::lock_guard lock(mutex_);
     if (gate_.closed()) throw unavailable("the server is shutting down");
     expire_due(JobClock::now(), out);
+    // A retry of a submit: its job, whatever the limits say now.
+    if (!key.empty()) {
+      if (const auto keyed = idempotency_.find({owner, key}); keyed != idempotency_.end()) {
+        if (keyed->second.digest != digest) {
+          const Status conflict = idempotency_conflict(key, keyed->second.id);
+          throw Error(conflict.code(), conflict.message());
+        }
+        if (existing) *existing = true;
+        return keyed->second.id;
+      }
+    }
     if (const auto open = open_by_owner_.find(owner);
         open != open_by_owner_.end() && open->second >= options_.max_jobs_per_key) {
       refusal = resource_exhausted(
@@ -254,6 +277,10 @@ std::string MemoryJobStore::State::create(const std::string& owner, const std::s
       Record& record = records_[id];
       record.owner = owner;
       record.request_id = request_id;
+      if (!key.empty()) {
+        record.idempotency_key = key;
+        idempotency_[{owner, key}] = KeyedJob{id, digest};
+      }
       record.progress.set_stage(v1::STAGE_QUEUED);
       record.created_unix_ms = unix_ms_now();
       ++holdings_[owner].records;
@@ -484,6 +511,7 @@ void MemoryJobStore::State::close() {
     holdings_.clear();
     tombstones_.clear();
     tombstone_order_.clear();
+    idempotency_.clear();
   }
   sweep.cancel();
   // Timer actions that start from now on find the store closed and do nothing: only the
@@ -608,6 +636,7 @@ void MemoryJobStore::State::remove(Records::iterator it, Outbox& out) {
     counts_.result_bytes -= record.result_bytes;
   }
   if (--held->second.records == 0) holdings_.erase(held);
+  if (!record.idempotency_key.empty()) idempotency_.erase({record.owner, record.idempotency_key});
   const std::string owner = record.owner;
   std::map<uint64_t, Waiter> waiters = std::move(record.waiters);
   if (record.result) out.results.push_back(std::move(record.result));
@@ -740,7 +769,14 @@ std::string MemoryJobStore::create(const std::string& owner, const std::string& 
 void MemoryJobStore::create(NewJob job, std::function<void(Created)> done) {
   Created created;
   try {
-    created = state_->create(job.owner, job.request_id);
+    bool existing = false;
+    std::string id = state_->create(job.owner, job.request_id, job.idempotency_key,
+                                    job.request_digest, &existing);
+    if (existing) {
+      created = ExistingJob{std::move(id)};
+    } else {
+      created = std::move(id);
+    }
   } catch (const Error& e) {
     created = Status(e);
   }

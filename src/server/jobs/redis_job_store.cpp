@@ -52,9 +52,10 @@ constexpr const char* kPrelude = R"(
   local function is_open(state) return state == 'QUEUED' or state == 'RUNNING' end
   local function drop(id, why, tomb_ms)
   local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'owner', 'state', 'finished', 'result_bytes')
+  local j = redis.call('HMGET', key, 'owner', 'state', 'finished', 'result_bytes', 'idem')
   redis.call('ZREM', P .. 'ended', id)
   if not j[1] then return end
+  if j[5] then redis.call('DEL', j[5]) end
   local owner, state = j[1], j[2]
   local bytes = tonumber(j[4] or '0') or 0
   incr(P .. 'counts', count_of[state], -1)
@@ -147,11 +148,26 @@ constexpr const char* kPrelude = R"(
 )";
 
 // ARGV: P id owner request_id request end_user replica lease_ms max_per_key max_jobs tomb_ms
+//       idempotency_key digest
+// -> {'ok', now}, {'existing', id} (the key's job: a retry), {'conflict', id} (the key's job is
+// another request's), {'per_key', n}, {'max_jobs', n}, {'exists', 0}
 constexpr const char* kCreate = R"(
   local now = now_ms()
   local tomb_ms = tonumber(ARGV[11])
   expire_due(now, tomb_ms, 100)
   local id, owner = ARGV[2], ARGV[3]
+  local idem = ''
+  if ARGV[12] ~= '' then
+  -- The owner's key, unambiguous whatever either holds (the owner's length first).
+  idem = P .. 'idem:' .. string.len(owner) .. ':' .. owner .. ':' .. ARGV[12]
+  local e = redis.call('HMGET', idem, 'id', 'digest')
+  if e[1] and redis.call('EXISTS', P .. 'job:' .. e[1]) == 1 then
+    if e[2] ~= ARGV[13] then return {'conflict', e[1]} end
+    -- Handed to a client now: a create whose first answer was lost is no longer settled away.
+    redis.call('HSET', P .. 'job:' .. e[1], 'acked', 1)
+    return {'existing', e[1]}
+  end
+  end
   local open = tonumber(redis.call('HGET', P .. 'owner-open', owner) or '0')
   if open >= tonumber(ARGV[9]) then return {'per_key', open} end
   while tonumber(redis.call('HGET', P .. 'counts', 'records') or '0') >= tonumber(ARGV[10]) do
@@ -166,6 +182,10 @@ constexpr const char* kCreate = R"(
   redis.call('HSET', P .. 'job:' .. id, 'owner', owner, 'request_id', ARGV[4], 'request', ARGV[5],
            'end_user', ARGV[6], 'state', 'QUEUED', 'created', now, 'holder', ARGV[7],
            'lease', lease, 'takeovers', 0, 'cancel', 0, 'progress', '', 'run', 1, 'started', 1)
+  if idem ~= '' then
+  redis.call('HSET', idem, 'id', id, 'digest', ARGV[13])
+  redis.call('HSET', P .. 'job:' .. id, 'idem', idem)
+  end
   redis.call('ZADD', P .. 'open', lease, id)
   incr(P .. 'counts', 'queued', 1)
   incr(P .. 'counts', 'records', 1)
@@ -637,9 +657,9 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
       kCreate,
       {id, job.owner, job.request_id, job.request.SerializeAsString(), job.end_user, replica_,
        std::to_string(options_.lease_ms), std::to_string(options_.limits.max_jobs_per_key),
-       std::to_string(options_.limits.max_jobs), tomb_ms_},
+       std::to_string(options_.limits.max_jobs), tomb_ms_, job.idempotency_key, job.request_digest},
       RedisClient::lane_of(id),
-      [this, self = shared_from_this(), id, owner,
+      [this, self = shared_from_this(), id, owner, key = job.idempotency_key,
        done = std::move(done)](RedisClient::Result result) {
         auto reply = reply_of(std::move(result), "cannot record the job");
         if (auto* status = std::get_if<Status>(&reply)) {
@@ -658,6 +678,8 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
         const RedisReply& r = std::get<RedisReply>(reply);
         const std::string what = r.elements.empty() ? std::string() : r.elements[0].text;
         const int64_t n = r.elements.size() > 1 ? r.elements[1].as_int() : 0;
+        if (what == "existing") return done(ExistingJob{r.elements[1].text});
+        if (what == "conflict") return done(idempotency_conflict(key, r.elements[1].text));
         if (what == "per_key") {
           return done(Status(
               ErrorCode::kResourceExhausted,

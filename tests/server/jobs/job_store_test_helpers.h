@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "cube3d/core/error.h"
@@ -38,6 +42,55 @@ inline v1::GenerateMeshResponse result_of_size(std::size_t bytes,
   response.set_format(v1::MESH_FORMAT_GLB);
   response.set_encoded(std::string(bytes, 'g'));
   return response;
+}
+
+// A create through the store's asynchronous interface with an idempotency key, waited for.
+inline JobStore::Created create_keyed(JobStore& store, const std::string& owner,
+                                      const std::string& key, const std::string& prompt) {
+  NewJob job;
+  job.owner = owner;
+  job.request.set_prompt(prompt);
+  job.request_id = "r-" + prompt;
+  job.request.set_request_id(job.request_id);
+  job.idempotency_key = key;
+  job.request_digest = idempotency_digest(job.request);
+  auto promise = std::make_shared<std::promise<JobStore::Created>>();
+  auto future = promise->get_future();
+  store.create(std::move(job),
+               [promise](JobStore::Created c) { promise->set_value(std::move(c)); });
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer to create";
+    return Status(ErrorCode::kInternal, "no answer");
+  }
+  return future.get();
+}
+
+// What both stores promise of idempotency keys: `first` and `retry` are two replicas of one
+// store (the same store for the memory one). `discard` drops a job as a refused submit does.
+inline void expect_idempotent_creates(JobStore& first, JobStore& retry) {
+  const JobStore::Created made = create_keyed(first, "studio", "key-1", "a chair");
+  ASSERT_TRUE(std::holds_alternative<std::string>(made));
+  const std::string id = std::get<std::string>(made);
+  // The same key and request, from anywhere: the job made the first time.
+  const JobStore::Created again = create_keyed(retry, "studio", "key-1", "a chair");
+  ASSERT_TRUE(std::holds_alternative<ExistingJob>(again));
+  EXPECT_EQ(std::get<ExistingJob>(again).id, id);
+  // The same key with another request: refused, naming the key and its job.
+  const JobStore::Created other = create_keyed(retry, "studio", "key-1", "a lamp");
+  ASSERT_TRUE(std::holds_alternative<Status>(other));
+  EXPECT_EQ(std::get<Status>(other).code(), ErrorCode::kAlreadyExists);
+  EXPECT_NE(std::get<Status>(other).message().find("\"key-1\""), std::string::npos);
+  EXPECT_NE(std::get<Status>(other).message().find(id), std::string::npos);
+  // Keys are each owner's own.
+  EXPECT_TRUE(std::holds_alternative<std::string>(create_keyed(retry, "other", "key-1", "a lamp")));
+  // A job that goes (a refused submit's) frees its key.
+  first.discard(id);
+  for (int i = 0; i < 100; ++i) {
+    const JobStore::Created after = create_keyed(retry, "studio", "key-1", "a lamp");
+    if (std::holds_alternative<std::string>(after)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "the discarded job's key was never freed";
 }
 
 inline v1::Progress stage(v1::Stage value, std::uint32_t tokens_done = 0) {

@@ -116,6 +116,10 @@ class JobStoreTest : public ::testing::Test {
   TimerQueue timers_;  // first: it outlives the stores, as in the server
 };
 
+TEST_F(JobStoreTest, AnIdempotencyKeyNamesOneJobOfOneRequest) {
+  testing::expect_idempotent_creates(store_, store_);
+}
+
 TEST_F(JobStoreTest, IdsAreFortyHexDigitsStartingWithTheRunTag) {
   MemoryJobStore store({}, timers_);
   MemoryJobStore other_run({}, timers_);

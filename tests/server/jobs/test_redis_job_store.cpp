@@ -117,6 +117,11 @@ TEST_F(RedisJobStoreTest, AnyReplicaAnswersAnyJob) {
   EXPECT_EQ(job_of(get(*a.store, id)).state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+TEST_F(RedisJobStoreTest, AnIdempotencyKeyNamesOneJobOfOneRequestOnEveryReplica) {
+  Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
+  testing::expect_idempotent_creates(*a.store, *b.store);
+}
+
 TEST_F(RedisJobStoreTest, JobsArePrivateToTheirOwner) {
   Replica a(*server_, timers_, options_);
   const std::string id = create(*a.store, "studio-a");

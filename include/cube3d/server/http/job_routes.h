@@ -4,6 +4,9 @@
 //   POST   /v1/jobs                 body: GenerateMeshRequest (as POST /v1/meshes:generate)
 //       -> 202, MeshJob as JSON, Location: /v1/jobs/{id}, Retry-After (seconds to the next
 //          poll). What the service refuses at once is its HTTP status, as for generate.
+//          Idempotency-Key: "<key>" (else the body's requestId) makes the submit safe to retry:
+//          the same key and request answer 200 with the job the first made (as it is now),
+//          another request under the same key 422; a bad key 400.
 //   GET    /v1/jobs/{id}[?wait_ms=N] -> 200, MeshJob (its result, when SUCCEEDED, included);
 //          wait_ms: answer when the job ends or N ms pass (capped by jobs.max_wait_ms).
 //          Retry-After while it is open.
@@ -30,6 +33,8 @@ namespace cube3d::http {
 inline constexpr const char* kJobsPath = "/v1/jobs";
 inline constexpr const char* kJobPath = "/v1/jobs/{id}";
 inline constexpr const char* kJobMeshPath = "/v1/jobs/{id}/mesh";
+// The IETF httpapi draft's header: a key that makes POST /v1/jobs safe to retry.
+inline constexpr const char* kIdempotencyKeyHeader = "Idempotency-Key";
 
 class JobRoutes {
  public:

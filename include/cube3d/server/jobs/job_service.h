@@ -36,6 +36,10 @@ struct JobAnswer {
   Status status;
   v1::MeshJob job;  // when status.ok()
   std::vector<std::pair<std::string, std::string>> trailers;
+  // A submit's: the job its idempotency key named already (a retry: no new job), or the key
+  // names a job of another request (status ALREADY_EXISTS).
+  bool existing = false;
+  bool key_conflict = false;
 };
 
 class JobService {
@@ -44,9 +48,13 @@ class JobService {
   JobService(Service& service, JobStore& store, JobServiceOptions options);
 
   // `call`: the submitting call's context (its deadline is not the job's: the job has
-  // jobs.deadline_ms). `done` runs once: on this thread (memory store) or on the store's.
+  // jobs.deadline_ms). `idempotency_key`: HTTP's Idempotency-Key (empty: the request's
+  // request_id, if it has one, is the key, as Google's AIP-155 has it): a retry with the same
+  // key and request answers the job made the first time (existing), whichever replica made it,
+  // for as long as the job is kept. `done` runs once: on this thread (memory store) or on the
+  // store's.
   void submit(const v1::GenerateMeshRequest& request, const CallContext& call,
-              std::function<void(JobAnswer)> done);
+              std::function<void(JobAnswer)> done, const std::string& idempotency_key = {});
   // The job for the caller that `authorization` names; with `wait`, when it ends or `wait`
   // passes (capped by jobs.max_wait_ms). `done` runs once, on this thread or later on the one
   // that ends the job, the timer thread or the store's.

@@ -65,6 +65,17 @@ struct NewJob {
   // Redis store keeps both, so that a job whose replica died can be run again from them.
   v1::GenerateMeshRequest request;
   std::string end_user;
+  // The submit's idempotency key (HTTP's Idempotency-Key, else the request's request_id; empty:
+  // none) and the digest of the request it was sent with. Within an owner, a key names one job
+  // for as long as the job is kept: create() with a key already held answers that job
+  // (ExistingJob) when the digest is the same, and refuses ALREADY_EXISTS when it is not.
+  std::string idempotency_key;
+  std::string request_digest;
+};
+
+// A create whose idempotency key names a job already made (a retry of its submit): no new job.
+struct ExistingJob {
+  std::string id;
 };
 
 // A job this replica runs again because the replica that ran it stopped renewing its lease.
@@ -80,10 +91,11 @@ class JobStore {
   // message that says why: unknown, another owner's, expired, evicted, of another server run)
   // or UNAVAILABLE (the store is shutting down, or cannot be reached).
   using Answer = std::variant<v1::MeshJob, Status>;
-  // The new job's id (40 lowercase hex digits), or why not: RESOURCE_EXHAUSTED naming
-  // jobs.max_jobs_per_key or jobs.max_jobs, UNAVAILABLE (shutting down, or the store cannot be
-  // reached: a job nobody else could read is not made).
-  using Created = std::variant<std::string, Status>;
+  // The new job's id (40 lowercase hex digits), the job its idempotency key names already, or
+  // why not: RESOURCE_EXHAUSTED naming jobs.max_jobs_per_key or jobs.max_jobs, ALREADY_EXISTS
+  // (the key names a job of another request), UNAVAILABLE (shutting down, or the store cannot
+  // be reached: a job nobody else could read is not made).
+  using Created = std::variant<std::string, Status, ExistingJob>;
 
   struct Counts {
     int64_t queued = 0, running = 0, succeeded = 0, failed = 0, cancelled = 0;
@@ -147,6 +159,12 @@ class JobStore {
 // Throws naming the `jobs.` key of the first limit out of its range (the limits both stores
 // share; max_tombstones is the memory store's own).
 void validate_job_limits(const JobStoreOptions& limits);
+
+// The digest NewJob::request_digest holds: of the request without its request_id (which may be
+// the key itself, or made by the server).
+std::string idempotency_digest(const v1::GenerateMeshRequest& request);
+// ALREADY_EXISTS for a key that names a job of another request.
+Status idempotency_conflict(const std::string& key, const std::string& id);
 
 // Ids: 40 lowercase hex digits, a tag (8: the server run that made it) then 128 random bits
 // from getrandom(2) (an id must not be guessable from others, since on a server without API keys
