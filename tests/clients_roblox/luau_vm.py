@@ -66,7 +66,9 @@ class Vm:
     {"https://cube3d.example.com": "http://127.0.0.1:8080"} (a name and TLS in front of the test
     server, as a proxy would be); any other address fails as a name that does not resolve, so
     nothing leaves the machine. on_exchange(entry), when set, is called after each exchange
-    (the test's hook to act while the kit waits, e.g. cancel its job)."""
+    (the test's hook to act while the kit waits, e.g. cancel its job). lose_answer(entry), when
+    set and true for an exchange, makes the server's answer never reach the kit (the request
+    was served; RequestAsync fails as a time-out does): a network that drops the reply."""
 
     def __init__(self, url_map=None, echo=False):
         self.pluau = load_pluau()
@@ -74,6 +76,7 @@ class Vm:
         self.url_map = dict(url_map or {})
         self.exchanges = []
         self.on_exchange = None
+        self.lose_answer = None
         self.echo = echo or bool(os.environ.get("CUBE3D_LUAU_ECHO"))
         lua = self.lua
         host = lua.create_table()
@@ -269,6 +272,9 @@ class Vm:
             data = zlib.decompress(data)
         entry.update(status=status, response_headers=answer_headers, response=_json_or(data),
                      finished=time.monotonic())
+        if self.lose_answer is not None and self.lose_answer(entry):
+            entry["lost"] = True
+            return self._logged(entry, [False, "HttpError: Timedout"])
         return self._logged(entry, [True, status, reason, self.to_lua(answer_headers),
                                     lua.create_string(data)])
 

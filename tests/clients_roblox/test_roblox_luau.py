@@ -445,6 +445,9 @@ class KitAgainstServer(KitServerCase):
         self.assertEqual(post["status"], 202)
         self.assertEqual(post["headers"]["Authorization"], f"Bearer {KEY}")
         self.assertEqual(post["headers"]["X-End-User-Id"], str(ALICE))
+        # A key of its own, so that the submit is safe to retry (the IETF draft's quoted form).
+        self.assertRegex(post["headers"]["Idempotency-Key"],
+                         r'^"[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}"$')
         self.assertEqual(post["body"], {
             "prompt": "a small red chair", "format": "MESH_FORMAT_COMPACT",
             "compact": {"positions": "COMPACT_POSITIONS_QUANTIZED16", "normals": True},
@@ -520,12 +523,29 @@ class KitAgainstServer(KitServerCase):
         posts = self.kit_requests(vm, "POST")
         self.assertEqual([p["status"] for p in posts], [429, 202])
         self.assertIn("per_user.requests_per_minute", posts[0]["response"]["error"]["message"])
-        # (This refusal spells it "retry-after": HTTP header names are case-insensitive, and a
-        # Roblox script reads Headers as a table, so the kit looks up both spellings.)
-        answer_headers = {k.lower(): v for k, v in posts[0]["response_headers"].items()}
-        retry_after = int(answer_headers["retry-after"])
+        self.assertEqual(posts[0]["headers"]["Idempotency-Key"], posts[1]["headers"]["Idempotency-Key"])
+        # A Roblox script reads Headers as a plain table: the server spells it Retry-After on
+        # every answer (the kit looks up both spellings all the same).
+        retry_after = int(posts[0]["response_headers"]["Retry-After"])
         self.assertGreaterEqual(retry_after, 2)  # more than the kit's own first back-off would be
         self.assertGreaterEqual(posts[1]["started"] - posts[0]["finished"], retry_after - 0.02)
+
+    def test_a_submit_whose_answer_was_lost_is_retried_and_gets_its_job(self):
+        vm = self.server_world()
+        vm.lose_answer = lambda entry: entry["method"] == "POST" and not any(
+            e.get("lost") for e in vm.exchanges)
+        vm.call_raw("join", ALICE, "alice")
+        vm.run(0.3)
+        self.ask(vm, ALICE, "a bench whose answer got lost")
+        self.assertTrue(vm.run(RUN_TIMEOUT_S, lambda: vm.call("meshPartCount", ALICE)[0] == 1),
+                        "no mesh after the lost answer")
+        self.assert_no_script_errors(vm)
+        posts = self.kit_requests(vm, "POST")
+        self.assertEqual([(p["status"], p.get("lost", False)) for p in posts],
+                         [(202, True), (200, False)])
+        # The retry carried the same key and got the job the lost answer named: one job made.
+        self.assertEqual(posts[0]["headers"]["Idempotency-Key"], posts[1]["headers"]["Idempotency-Key"])
+        self.assertEqual(posts[1]["response"]["id"], posts[0]["response"]["id"])
 
     def test_a_wrong_key_is_refused_with_the_servers_message(self):
         vm = self.server_world(secret="not-the-key")
