@@ -117,7 +117,8 @@ class JobStoreTest : public ::testing::Test {
 };
 
 TEST_F(JobStoreTest, AnIdempotencyKeyNamesOneJobOfOneRequest) {
-  testing::expect_idempotent_creates(store_, store_);
+  MemoryJobStore store({}, timers_);
+  testing::expect_idempotent_creates(store, store);
 }
 
 TEST_F(JobStoreTest, IdsAreFortyHexDigitsStartingWithTheRunTag) {
