@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,9 +47,11 @@ inline int free_loopback_port() {
 
 class RedisTestServer {
  public:
-  // `extra`: more redis-server arguments ("--requirepass", "s3cret", ...).
-  explicit RedisTestServer(std::vector<std::string> extra = {})
-      : binary_(redis_server_binary()), extra_(std::move(extra)) {
+  // `extra`: more redis-server arguments ("--requirepass", "s3cret", ...). `sentinel`: a Redis
+  // Sentinel instead (its config file, which it rewrites, in the temporary folder; `extra` then
+  // gives its directives: "--sentinel", "monitor", "m", "127.0.0.1", "6379", "1").
+  explicit RedisTestServer(std::vector<std::string> extra = {}, bool sentinel = false)
+      : binary_(redis_server_binary()), extra_(std::move(extra)), sentinel_(sentinel) {
     if (binary_.empty()) return;
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_loopback_port();
@@ -72,23 +75,15 @@ class RedisTestServer {
   // Starts it (again) on its port and waits until it answers PING; false when it exits first
   // (the port was taken).
   bool start() {
-    std::vector<std::string> args = {binary_,
-                                     "--port",
-                                     std::to_string(port_),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--dir",
-                                     dir_.path(),
-                                     "--daemonize",
-                                     "no",
-                                     "--loglevel",
-                                     "warning",
-                                     "--logfile",
-                                     dir_.path() + "/redis.log"};
+    std::vector<std::string> args = {binary_};
+    if (sentinel_) {
+      const std::string config = dir_.path() + "/sentinel.conf";
+      if (::access(config.c_str(), F_OK) != 0) std::fclose(std::fopen(config.c_str(), "w"));
+      args.insert(args.end(), {config, "--sentinel"});
+    }
+    args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", dir_.path(), "--daemonize", "no",
+                             "--loglevel", "warning", "--logfile", dir_.path() + "/redis.log"});
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
@@ -137,6 +132,7 @@ class RedisTestServer {
  private:
   const std::string binary_;
   const std::vector<std::string> extra_;
+  const bool sentinel_;
   TempDir dir_{"cube3d_redis"};
   int port_ = 0;
   pid_t pid_ = -1;

@@ -74,6 +74,7 @@ JobServiceOptions job_service_options(const ServerConfig& config) {
 RedisClientOptions redis_client_options(const ServerConfig& config) {
   RedisClientOptions options;
   options.endpoint = parse_redis_url(config.redis.url);
+  options.sentinels = RedisSentinels{config.redis.sentinels, config.redis.master_name};
   options.connect.connect_timeout = std::chrono::milliseconds(config.redis.connect_timeout_ms);
   options.connect.tls_ca_file = config.redis.tls_ca_file;
   options.connect.client_name = "cube3d-server";
@@ -88,6 +89,8 @@ RedisJobStoreOptions redis_job_store_options(const ServerConfig& config) {
   options.key_prefix = config.redis.key_prefix;
   options.lease_ms = config.jobs.lease_ms;
   options.max_takeovers = config.jobs.max_takeovers;
+  options.durable_replicas = config.jobs.durable_replicas;
+  options.durable_timeout_ms = config.jobs.durable_timeout_ms;
   return options;
 }
 

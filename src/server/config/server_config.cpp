@@ -411,6 +411,10 @@ const std::vector<Key>& keys() {
           "jobs.lease_ms", [](auto& c) -> auto& { return c.jobs.lease_ms; }),
       int_key(
           "jobs.max_takeovers", [](auto& c) -> auto& { return c.jobs.max_takeovers; }),
+      int_key(
+          "jobs.durable_replicas", [](auto& c) -> auto& { return c.jobs.durable_replicas; }),
+      int_key(
+          "jobs.durable_timeout_ms", [](auto& c) -> auto& { return c.jobs.durable_timeout_ms; }),
       bool_key(
           "cache.enabled", [](auto& c) -> auto& { return c.cache.enabled; }),
       int_key(
@@ -437,6 +441,10 @@ const std::vector<Key>& keys() {
           "redis.connections", [](auto& c) -> auto& { return c.redis.connections; }),
       string_key(
           "redis.key_prefix", [](auto& c) -> auto& { return c.redis.key_prefix; }),
+      string_list_key(
+          "redis.sentinels", [](auto& c) -> auto& { return c.redis.sentinels; }),
+      string_key(
+          "redis.master_name", [](auto& c) -> auto& { return c.redis.master_name; }),
       string_key(
           "metrics_listen", [](auto& c) -> auto& { return c.metrics_listen; }),
       string_key(

@@ -21,6 +21,7 @@
 #include "cube3d/core/net_address.h"
 #include "cube3d/core/yaml_reader.h"
 #include "cube3d/server/config/server_config.h"
+#include "cube3d/server/redis/redis_sentinel.h"
 #include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
@@ -152,6 +153,13 @@ void check_redis(std::string_view where, const ServerConfig& c) {
   check_server_range(where, "redis.connect_timeout_ms", c.redis.connect_timeout_ms, 1,
                      kMaxRedisTimeoutMs);
   check_server_range(where, "redis.connections", c.redis.connections, 1, kMaxRedisConnections);
+  try {
+    validate_sentinels(RedisSentinels{c.redis.sentinels, c.redis.master_name});
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+  check_server_range(where, "jobs.durable_replicas", c.jobs.durable_replicas, 0, 100);
+  check_server_range(where, "jobs.durable_timeout_ms", c.jobs.durable_timeout_ms, 1, 60'000);
   if (c.redis.key_prefix.empty() ||
       std::any_of(c.redis.key_prefix.begin(), c.redis.key_prefix.end(),
                   [](unsigned char ch) { return ch <= ' ' || ch >= 0x7f; })) {

@@ -491,8 +491,12 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   // A script's command: EVAL with the key prefix and the deadline in Redis time (kPrelude) of a
   // call due at `deadline` here.
   RedisClient::Command script_command(const char* body, StoreClock::time_point deadline) const;
+  // `durable`: a create or a finish, confirmed by WAIT when jobs.durable_replicas is set.
   void run_script(const char* body, std::vector<std::string> args, uint64_t lane,
-                  std::function<void(RedisClient::Result)> then);
+                  std::function<void(RedisClient::Result)> then, bool durable = false);
+  // The replicas that acknowledged a durable script's writes, when fewer than
+  // jobs.durable_replicas.
+  std::optional<int64_t> replicas_short(const RedisClient::Result& result) const;
   // Redis' clock against ours, from a TIME reply read at `read_at`.
   void learn_redis_clock(const RedisReply& time, StoreClock::time_point read_at);
   // Writes the finishes Redis did not take, and settles the creates it may have run late.
@@ -559,6 +563,8 @@ RedisJobStoreOptions RedisJobStore::State::checked(RedisJobStoreOptions options)
   require_in_range("jobs.lease_ms", options.lease_ms, 300, 3'600'000);
   require_in_range("jobs.max_takeovers", options.max_takeovers, 0, 100);
   require_in_range("takeovers_per_tick", options.takeovers_per_tick, 1, 1000);
+  require_in_range("jobs.durable_replicas", options.durable_replicas, 0, 100);
+  require_in_range("jobs.durable_timeout_ms", options.durable_timeout_ms, 1, 60'000);
   return options;
 }
 
@@ -628,12 +634,31 @@ RedisClient::Command RedisJobStore::State::script_command(const char* body,
 }
 
 void RedisJobStore::State::run_script(const char* body, std::vector<std::string> args,
-                                      uint64_t lane,
-                                      std::function<void(RedisClient::Result)> then) {
+                                      uint64_t lane, std::function<void(RedisClient::Result)> then,
+                                      bool durable) {
   const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
   RedisClient::Command command = script_command(body, deadline);
   for (std::string& arg : args) command.push_back(std::move(arg));
-  client_.run({std::move(command)}, std::move(then), lane, deadline);
+  RedisClient::Commands commands = {std::move(command)};
+  if (!durable || options_.durable_replicas == 0) {
+    return client_.run(std::move(commands), std::move(then), lane, deadline);
+  }
+  // WAIT right behind the script, on its connection: how many replicas have its writes. Its
+  // time is added to the call's, not taken from the script's.
+  commands.push_back({"WAIT", std::to_string(options_.durable_replicas),
+                      std::to_string(options_.durable_timeout_ms)});
+  client_.run(std::move(commands), std::move(then), lane,
+              deadline + std::chrono::milliseconds(options_.durable_timeout_ms));
+}
+
+std::optional<int64_t> RedisJobStore::State::replicas_short(
+    const RedisClient::Result& result) const {
+  if (options_.durable_replicas == 0) return std::nullopt;
+  const auto* replies = std::get_if<Replies>(&result);
+  if (replies == nullptr || replies->size() < 2) return std::nullopt;
+  const int64_t acked = replies->at(1).as_int(0);
+  if (acked >= options_.durable_replicas) return std::nullopt;
+  return acked;
 }
 
 void RedisJobStore::State::learn_redis_clock(const RedisReply& time,
@@ -661,6 +686,7 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
       RedisClient::lane_of(id),
       [this, self = shared_from_this(), id, owner, key = job.idempotency_key,
        done = std::move(done)](RedisClient::Result result) {
+        const std::optional<int64_t> short_of = replicas_short(result);
         auto reply = reply_of(std::move(result), "cannot record the job");
         if (auto* status = std::get_if<Status>(&reply)) {
           if (status->code() == ErrorCode::kUnavailable) {
@@ -678,6 +704,18 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
         const RedisReply& r = std::get<RedisReply>(reply);
         const std::string what = r.elements.empty() ? std::string() : r.elements[0].text;
         const int64_t n = r.elements.size() > 1 ? r.elements[1].as_int() : 0;
+        if (short_of && (what == "ok" || what == "existing")) {
+          // On the primary alone, a failover could lose it: not made (a new one is removed
+          // here; a retried submit's job stays, for the next retry to find).
+          if (what == "ok") settle(id);
+          return done(
+              Status(ErrorCode::kUnavailable,
+                     "jobs.durable_replicas: " + std::to_string(*short_of) + " of " +
+                         std::to_string(options_.durable_replicas) +
+                         " Redis replicas acknowledged the job within jobs.durable_timeout_ms (" +
+                         std::to_string(options_.durable_timeout_ms) +
+                         " ms); it was not made: submit it again"));
+        }
         if (what == "existing") return done(ExistingJob{r.elements[1].text});
         if (what == "conflict") return done(idempotency_conflict(key, r.elements[1].text));
         if (what == "per_key") {
@@ -708,7 +746,8 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
           held_[id];  // before the work starts: it may end at once
         }
         done(id);
-      });
+      },
+      /*durable=*/true);
 }
 
 void RedisJobStore::State::set_canceller(const std::string& id, std::function<void()> cancel) {
@@ -801,22 +840,31 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
       std::to_string(options_.limits.max_result_bytes),
       tomb_ms_,
       std::to_string(finish.run)};
-  run_script(kFinish, std::move(args), RedisClient::lane_of(id),
-             [this, self = shared_from_this(), id,
-              finish = std::move(finish)](RedisClient::Result result) mutable {
-               if (!std::holds_alternative<Status>(result)) return;
-               // Not written: kept for the next tick (or Redis' return), while the result
-               // could still be read.
-               const std::lock_guard lock(mutex_);
-               if (gate_.closed() || StoreClock::now() >= finish.give_up) {
-                 spdlog::warn(
-                     "job {}: its outcome could not be written to Redis within "
-                     "jobs.result_ttl_s ({}); another replica will run it again",
-                     id, std::get<Status>(result).message());
-                 return;
-               }
-               pending_finishes_[id] = std::move(finish);
-             });
+  run_script(
+      kFinish, std::move(args), RedisClient::lane_of(id),
+      [this, self = shared_from_this(), id,
+       finish = std::move(finish)](RedisClient::Result result) mutable {
+        const std::optional<int64_t> short_of = replicas_short(result);
+        if (!std::holds_alternative<Status>(result) && !short_of) return;
+        if (short_of) {
+          result = Status(ErrorCode::kUnavailable,
+                          "jobs.durable_replicas: " + std::to_string(*short_of) + " of " +
+                              std::to_string(options_.durable_replicas) +
+                              " Redis replicas acknowledged the outcome");
+        }
+        // Not written (or not yet on the replicas a failover would promote): kept for the
+        // next tick (or Redis' return), while the result could still be read.
+        const std::lock_guard lock(mutex_);
+        if (gate_.closed() || StoreClock::now() >= finish.give_up) {
+          spdlog::warn(
+              "job {}: its outcome could not be written to Redis within "
+              "jobs.result_ttl_s ({}); another replica will run it again",
+              id, std::get<Status>(result).message());
+          return;
+        }
+        pending_finishes_[id] = std::move(finish);
+      },
+      /*durable=*/true);
 }
 
 void RedisJobStore::State::discard(const std::string& id) {

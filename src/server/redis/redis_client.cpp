@@ -98,6 +98,11 @@ class RedisClient::Impl : public std::enable_shared_from_this<RedisClient::Impl>
   void connected();
   void failed(const std::string& why, bool connecting);
   void report_state();
+  // A new connection for `item`, to the primary of now; false when none could be made (the
+  // item is then answered UNAVAILABLE).
+  bool open_connection(std::unique_ptr<RedisConnection>& connection, Pending& item,
+                       ClientClock::time_point now);
+  static bool reached_replica(const std::vector<RedisReply>& replies);
 
   const RedisObserver observer_;
   mutable std::mutex mutex_;
@@ -242,21 +247,29 @@ void RedisClient::Impl::serve(Lane& lane) {
         answer(*item, std::move(*down));
         continue;
       }
-      RedisConnectOptions connect = options_.connect;
-      connect.connect_timeout =
-          std::min(connect.connect_timeout,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(item->deadline - now));
-      try {
-        connection = std::make_unique<RedisConnection>(options_.endpoint, connect);
-        connected();
-      } catch (const std::exception& e) {
-        failed(e.what(), true);
-        answer(*item, Status(ErrorCode::kUnavailable, e.what()));
-        continue;
-      }
+      if (!open_connection(connection, *item, now)) continue;
     }
     try {
       std::vector<RedisReply> replies = connection->pipeline(item->commands, item->deadline);
+      if (reached_replica(replies)) {
+        // Nothing this pipeline writes ran on a replica: sent again to the primary of now.
+        const std::string where = endpoint_text(connection->endpoint());
+        spdlog::warn("redis at {} answered READONLY (a replica now): reconnecting to the primary",
+                     where);
+        connection.reset();
+        if (!open_connection(connection, *item, ClientClock::now())) continue;
+        replies = connection->pipeline(item->commands, item->deadline);
+        if (reached_replica(replies)) {
+          const std::string why = "redis at " + where + " and then " +
+                                  endpoint_text(connection->endpoint()) +
+                                  " answered READONLY: a replica, not the primary (a failover "
+                                  "under way?)";
+          connection.reset();
+          failed(why, true);
+          answer(*item, Status(ErrorCode::kUnavailable, why));
+          continue;
+        }
+      }
       answer(*item, std::move(replies));
     } catch (const std::exception& e) {
       connection.reset();
@@ -264,6 +277,35 @@ void RedisClient::Impl::serve(Lane& lane) {
       answer(*item, Status(ErrorCode::kUnavailable, e.what()));
     }
   }
+}
+
+bool RedisClient::Impl::open_connection(std::unique_ptr<RedisConnection>& connection, Pending& item,
+                                        ClientClock::time_point now) {
+  RedisConnectOptions connect = options_.connect;
+  connect.connect_timeout =
+      std::min(connect.connect_timeout,
+               std::chrono::duration_cast<std::chrono::milliseconds>(item.deadline - now));
+  try {
+    connection = std::make_unique<RedisConnection>(
+        connection_endpoint(options_.endpoint, options_.sentinels, connect, item.deadline),
+        connect);
+    connected();
+    return true;
+  } catch (const std::exception& e) {
+    failed(e.what(), true);
+    answer(item, Status(ErrorCode::kUnavailable, e.what()));
+    return false;
+  }
+}
+
+bool RedisClient::Impl::reached_replica(const std::vector<RedisReply>& replies) {
+  // Every reply an error, one of them READONLY: nothing of the pipeline ran, so sending it again
+  // writes nothing twice. A pipeline that ran in part is answered as it is (the caller sees its
+  // READONLY reply).
+  return std::all_of(replies.begin(), replies.end(),
+                     [](const RedisReply& reply) { return reply.error(); }) &&
+         std::any_of(replies.begin(), replies.end(),
+                     [](const RedisReply& reply) { return read_only_replica_reply(reply.text); });
 }
 
 void RedisClient::Impl::watch() {

@@ -150,7 +150,12 @@ void RedisSubscriber::Impl::run() {
     std::unique_ptr<RedisConnection> connection;
     std::set<std::string> subscribed;
     try {
-      connection = std::make_unique<RedisConnection>(options_.endpoint, options_.connect);
+      // To the primary of now (a failover moved it), though a replica would hear the
+      // messages too: PUBLISH reaches every replica's subscribers.
+      connection = std::make_unique<RedisConnection>(
+          connection_endpoint(options_.endpoint, options_.sentinels, options_.connect,
+                              SubscriberClock::now() + options_.connect.connect_timeout),
+          options_.connect);
       drain_wake();
       subscribe_new(*connection, subscribed);
       connected_ = true;

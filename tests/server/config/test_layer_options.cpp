@@ -139,6 +139,22 @@ TEST(LayerOptions, HttpGatewaySizedFromTheConfig) {
   EXPECT_EQ(options.max_generating, 1 + 4 + 16);
 }
 
+TEST(LayerOptions, RedisClientAndJobStoreGetTheFailoverSettings) {
+  ServerConfig c;
+  c.redis.url = "redis://:pw@unused/2";
+  c.redis.sentinels = {"10.0.0.1:26379", "10.0.0.2:26379"};
+  c.redis.master_name = "mymaster";
+  c.jobs.durable_replicas = 2;
+  c.jobs.durable_timeout_ms = 750;
+  const RedisClientOptions client = redis_client_options(c);
+  EXPECT_EQ(client.sentinels.addresses, c.redis.sentinels);
+  EXPECT_EQ(client.sentinels.master_name, "mymaster");
+  EXPECT_EQ(client.endpoint.db, 2);
+  const RedisJobStoreOptions store = redis_job_store_options(c);
+  EXPECT_EQ(store.durable_replicas, 2);
+  EXPECT_EQ(store.durable_timeout_ms, 750);
+}
+
 TEST(LayerOptions, BadWordsNameTheKey) {
   ServerConfig c;
   c.mesh.occupancy = "sparse";

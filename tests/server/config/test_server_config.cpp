@@ -318,11 +318,13 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("jobs.deadline_ms"), at("jobs.lease_ms"));
   EXPECT_LT(at("cache.shared_across_keys"), at("cache.redis"));
   EXPECT_LT(at("cache.redis_ttl_s"), at("redis.url"));
-  EXPECT_LT(at("redis.key_prefix"), at("metrics_listen"));
+  EXPECT_LT(at("redis.key_prefix"), at("redis.sentinels"));
+  EXPECT_LT(at("redis.master_name"), at("metrics_listen"));
+  EXPECT_LT(at("jobs.max_takeovers"), at("jobs.durable_replicas"));
   EXPECT_LT(at("limits.max_target_face_count"), at("limits.max_lod_levels"));
   EXPECT_LT(at("http.three_js_dir"), at("http.tls"));
   EXPECT_LT(at("http.gzip"), at("http.gzip_min_bytes"));
-  EXPECT_EQ(keys.size(), 106u);
+  EXPECT_EQ(keys.size(), 110u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -687,6 +689,29 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   TempDir elsewhere;
   const std::string saved = elsewhere.file("effective.yaml", yaml);
   EXPECT_EQ(load_server_config(saved), config);
+}
+
+TEST(ServerConfigErrors, RedisFailoverKeys) {
+  const ServerConfig ha = parse(std::string(kMinimal) +
+                                "jobs:\n  store: redis\n  durable_replicas: 1\n"
+                                "  durable_timeout_ms: 250\n"
+                                "redis:\n  url: redis://:pw@unused\n"
+                                "  sentinels: [\"10.0.0.1:26379\", \"[::1]:26380\"]\n"
+                                "  master_name: mymaster\n");
+  EXPECT_EQ(ha.redis.sentinels, (std::vector<std::string>{"10.0.0.1:26379", "[::1]:26380"}));
+  EXPECT_EQ(ha.redis.master_name, "mymaster");
+  EXPECT_EQ(ha.jobs.durable_replicas, 1);
+  EXPECT_EQ(ha.jobs.durable_timeout_ms, 250);
+  const ServerConfig printed = parse_server_config(server_config_to_yaml(ha), "printed.yaml");
+  EXPECT_EQ(printed.redis.sentinels, ha.redis.sentinels);  // (the URL's password is hidden)
+  EXPECT_EQ(printed.redis.master_name, ha.redis.master_name);
+  EXPECT_EQ(printed.jobs, ha.jobs);
+  EXPECT_EQ(ServerConfig().jobs.durable_replicas, 0);
+  expect_invalid("redis:\n  sentinels: [\"10.0.0.1:26379\"]\n", {"redis.master_name"});
+  expect_invalid("redis:\n  sentinels: [\"10.0.0.1\"]\n  master_name: m\n",
+                 {"redis.sentinels", "10.0.0.1"});
+  expect_invalid("jobs:\n  durable_replicas: -1\n", {"jobs.durable_replicas"});
+  expect_invalid("jobs:\n  durable_timeout_ms: 0\n", {"jobs.durable_timeout_ms"});
 }
 
 TEST(ServerConfigErrors, BadHttpAndGrpcSections) {

@@ -83,10 +83,12 @@ inline void expect_idempotent_creates(JobStore& first, JobStore& retry) {
   EXPECT_NE(std::get<Status>(other).message().find(id), std::string::npos);
   // Keys are each owner's own.
   EXPECT_TRUE(std::holds_alternative<std::string>(create_keyed(retry, "other", "key-1", "a lamp")));
-  // A job that goes (a refused submit's) frees its key.
-  first.discard(id);
+  // A job that goes (a refused submit's, before any retry was given it) frees its key.
+  const JobStore::Created refused = create_keyed(first, "studio", "key-2", "a chair");
+  ASSERT_TRUE(std::holds_alternative<std::string>(refused));
+  first.discard(std::get<std::string>(refused));
   for (int i = 0; i < 100; ++i) {
-    const JobStore::Created after = create_keyed(retry, "studio", "key-1", "a lamp");
+    const JobStore::Created after = create_keyed(retry, "studio", "key-2", "a lamp");
     if (std::holds_alternative<std::string>(after)) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -539,6 +539,57 @@ TEST_F(RedisJobStoreTest, AStoppedReplicaHandsItsJobsBack) {
   ASSERT_TRUE(eventually([&] { return runs.load() == 1; }, milliseconds(3000)));
 }
 
+// jobs.durable_replicas: a submit is answered only once a replica of Redis has the job (a
+// failover to it then loses no job a client was given); short of one, it is refused and the job
+// removed, so that the 503 "not made" holds.
+TEST_F(RedisJobStoreTest, ADurableSubmitWaitsForAReplicaOfRedis) {
+  RedisTestServer primary({"--repl-diskless-sync-delay", "0"});
+  options_.durable_replicas = 1;
+  options_.durable_timeout_ms = 300;
+  Replica a(primary, timers_, options_);
+  NewJob job;
+  job.owner = "studio";
+  job.request.set_prompt("a chair");
+  const JobStore::Created refused =
+      wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
+  ASSERT_TRUE(std::holds_alternative<Status>(refused));
+  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::get<Status>(refused).message().find("jobs.durable_replicas: 0 of 1 "),
+            std::string::npos)
+      << std::get<Status>(refused).message();
+  RedisConnection look(primary.endpoint(), {});
+  const auto jobs_in_redis = [&] {
+    return look.command({"KEYS", options_.key_prefix + "job:*"}, Clock::now() + milliseconds(500))
+        .elements.size();
+  };
+  ASSERT_TRUE(eventually([&] { return jobs_in_redis() == 0; }));
+
+  RedisTestServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  // Streaming: after its first sync a replica hears the primary's writes only from its first
+  // acknowledgement on (up to a second).
+  ASSERT_TRUE(eventually(
+      [&] {
+        look.command({"SET", options_.key_prefix + "probe", "1"}, Clock::now() + milliseconds(500));
+        return look.command({"WAIT", "1", "100"}, Clock::now() + milliseconds(500)).integer == 1;
+      },
+      milliseconds(10'000)));
+  const std::string id = create(*a.store);
+  ASSERT_FALSE(id.empty());
+  RedisConnection on_replica(replica.endpoint(), {});
+  EXPECT_EQ(
+      on_replica
+          .command({"EXISTS", options_.key_prefix + "job:" + id}, Clock::now() + milliseconds(500))
+          .integer,
+      1);
+  a.store->finish(id, Status(), result_of_size(1000));
+  ASSERT_TRUE(eventually([&] {
+    return on_replica
+               .command({"HGET", options_.key_prefix + "job:" + id, "state"},
+                        Clock::now() + milliseconds(500))
+               .text == "SUCCEEDED";
+  }));
+}
+
 TEST_F(RedisJobStoreTest, RedisGoneRefusesSubmitsAtOnceAndTheHealthSaysWhy) {
   RedisTestServer own;
   Replica a(own, timers_, options_);

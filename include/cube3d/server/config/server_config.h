@@ -109,6 +109,11 @@ struct JobsConfig {
   // How many times a job is run again after its replica died before it ends FAILED
   // (UNAVAILABLE: retryable); 0: never run again.
   int64_t max_takeovers = 2;
+  // A submit is answered (and an outcome counts as written) once this many Redis replicas have
+  // it (WAIT), so that a failover to one loses no job a client was given; 0: once the primary
+  // has it. A submit short of it within durable_timeout_ms is refused 503 and not made.
+  int64_t durable_replicas = 0;
+  int64_t durable_timeout_ms = 500;
   bool operator==(const JobsConfig&) const = default;
 };
 
@@ -141,6 +146,11 @@ struct RedisConfig {
   int64_t connections = 2;             // command connections (each with its thread)
   // Every key and channel the server uses starts with it: deployments sharing a Redis differ.
   std::string key_prefix = "cube3d:";
+  // Redis Sentinel (host:port each): every new connection goes to the primary they name for
+  // master_name, so that a failover needs no restart; url then gives only the password, the
+  // database and TLS (its host and port are not used). Empty: url's host.
+  std::vector<std::string> sentinels;
+  std::string master_name;
   bool operator==(const RedisConfig&) const = default;
 };
 

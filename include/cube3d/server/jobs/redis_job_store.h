@@ -37,6 +37,11 @@
 // retried at each tick and as soon as Redis is back, for as long as the result would be kept
 // (jobs.result_ttl_s).
 //
+// Failover (redis.sentinels, redis_client.h): a create answered only once jobs.durable_replicas
+// replicas have it cannot be lost with the primary; a finish not yet on them is written again
+// until it is; the heartbeat's gap rule above keeps the failover's seconds from taking a job
+// from its replica.
+//
 // Redis unreachable: create() refuses UNAVAILABLE (the submit's 503), get() and cancel() answer
 // UNAVAILABLE, health() says why (readiness). Every script carries its caller's deadline in
 // Redis' clock (learnt from TIME at each tick) and does nothing when it runs after it: a command
@@ -68,6 +73,13 @@ struct RedisJobStoreOptions {
   // Lapsed jobs one replica takes over at each renewal (a replica back from a pause does not
   // take every orphan at once).
   int64_t takeovers_per_tick = 4;
+  // jobs.durable_replicas: a create or a finish counts as written once this many replicas of
+  // Redis have it too (WAIT), so that a failover to one of them loses neither; 0: once the
+  // primary has it (Redis' replication is asynchronous: a failover may then lose the last
+  // writes). A create short of it is refused UNAVAILABLE and removed; a finish short of it is
+  // written again at the next tick.
+  int64_t durable_replicas = 0;
+  int64_t durable_timeout_ms = 500;  // jobs.durable_timeout_ms: how long WAIT waits
   // This replica's id in the records it holds (the cache's claims use the same); empty: random.
   std::string replica;
 };

@@ -14,6 +14,12 @@
 // backoff (100 ms doubling to 2 s) and answers what comes meanwhile UNAVAILABLE at once, naming
 // the last error, instead of letting each command wait out a connect. More than `max_pending`
 // commands queued: UNAVAILABLE at once (a Redis that stalls costs bounded memory).
+//
+// Failover: a pipeline answered READONLY (every reply an error) reached a replica (the primary
+// was demoted, or a managed endpoint still points at the old one): nothing of it ran there, so
+// the connection is dropped and the pipeline sent once more on a new one, to the primary the
+// sentinels (redis.sentinels) or the DNS name now give; READONLY again answers UNAVAILABLE and
+// counts as Redis being down, until a connection reaches a primary.
 #pragma once
 
 #include <chrono>
@@ -28,12 +34,16 @@
 #include "cube3d/core/status.h"
 #include "cube3d/server/redis/redis_connection.h"
 #include "cube3d/server/redis/redis_reply.h"
+#include "cube3d/server/redis/redis_sentinel.h"
 #include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
 
 struct RedisClientOptions {
   RedisEndpoint endpoint;
+  // redis.sentinels: each new connection goes to the primary they name (endpoint's host and
+  // port unused then).
+  RedisSentinels sentinels;
   RedisConnectOptions connect;
   std::chrono::milliseconds command_timeout{1000};  // redis.timeout_ms
   int64_t lanes = 2;                                // redis.connections

@@ -20,7 +20,8 @@ namespace cube3d {
 
 class RedisSubscriber {
  public:
-  // Uses options.endpoint, options.connect and options.command_timeout (for a PING's answer).
+  // Uses options.endpoint (or the primary options.sentinels name, asked again at each
+  // reconnection), options.connect and options.command_timeout (for a PING's answer).
   explicit RedisSubscriber(RedisClientOptions options);
   // Stops the thread (woken at once) and joins it.
   ~RedisSubscriber();
