@@ -1777,6 +1777,16 @@ class K8sManifestsTest(unittest.TestCase):
         command = redis.get("command", []) + redis.get("args", [])
         self.assertEqual(flag_value(command, "--maxmemory-policy"), "volatile-lru", command)
         self.assertIsNotNone(flag_value(command, "--maxmemory"), command)
+        # A restart loses no job: an append-only file, synced at each write, on a volume claim
+        # of the StatefulSet's (not an emptyDir, which a rescheduled pod loses).
+        self.assertEqual(flag_value(command, "--appendonly"), "yes", command)
+        self.assertEqual(flag_value(command, "--appendfsync"), "always", command)
+        data_dir = flag_value(command, "--dir")
+        mounts = {m["mountPath"]: m["name"] for m in redis.get("volumeMounts", [])}
+        self.assertIn(data_dir, mounts, f"{root}: the append-only file's --dir is not a volume")
+        claims = [c["metadata"]["name"] for c in sts["spec"].get("volumeClaimTemplates", [])]
+        self.assertIn(mounts[data_dir], claims,
+                      f"{root}: the append-only file is not on a persistent volume claim")
         pod_security = spec.get("securityContext") or {}
         container_security = redis.get("securityContext") or {}
         self.assertTrue(pod_security.get("runAsNonRoot"))
