@@ -162,6 +162,7 @@ constexpr const char* kCreate = R"(
   idem = P .. 'idem:' .. string.len(owner) .. ':' .. owner .. ':' .. ARGV[12]
   local e = redis.call('HMGET', idem, 'id', 'digest')
   if e[1] and redis.call('EXISTS', P .. 'job:' .. e[1]) == 1 then
+    if e[1] == id then return {'ok', now} end  -- this create sent again (below)
     if e[2] ~= ARGV[13] then return {'conflict', e[1]} end
     -- Handed to a client now: a create whose first answer was lost is no longer settled away.
     redis.call('HSET', P .. 'job:' .. e[1], 'acked', 1)
@@ -177,7 +178,13 @@ constexpr const char* kCreate = R"(
   end
   drop(redis.call('ZRANGE', P .. 'owner-ended:' .. holder, 0, 0)[1], 'jobs', tomb_ms)
   end
-  if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {'exists', 0} end
+  local made = redis.call('HMGET', P .. 'job:' .. id, 'owner', 'holder', 'created')
+  if made[1] then
+  -- This very create sent again (the client resends a pipeline a demoted primary refused): the
+  -- job it made, not a clash of ids.
+  if made[1] == owner and made[2] == ARGV[7] then return {'ok', tonumber(made[3])} end
+  return {'exists', 0}
+  end
   local lease = now + tonumber(ARGV[8])
   redis.call('HSET', P .. 'job:' .. id, 'owner', owner, 'request_id', ARGV[4], 'request', ARGV[5],
            'end_user', ARGV[6], 'state', 'QUEUED', 'created', now, 'holder', ARGV[7],

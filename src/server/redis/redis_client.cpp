@@ -22,6 +22,7 @@ using ClientClock = RedisClient::Clock;
 
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMostBackoff = std::chrono::milliseconds(2000);
+constexpr auto kSentinelPoll = std::chrono::milliseconds(1000);
 
 double seconds_between(ClientClock::time_point a, ClientClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -58,6 +59,12 @@ class RedisClient::Impl : public std::enable_shared_from_this<RedisClient::Impl>
       });
     }
     watchdog_ = std::thread([self = shared_from_this()] { self->watch(); });
+    if (options_.sentinels.enabled()) {
+      sentinel_watch_ = std::thread([self = shared_from_this()] {
+        block_sigpipe();
+        self->follow_sentinels();
+      });
+    }
   }
 
   void stop();
@@ -91,6 +98,13 @@ class RedisClient::Impl : public std::enable_shared_from_this<RedisClient::Impl>
 
   void serve(Lane& lane);
   void watch();
+  // redis.sentinels: asks them for the primary every kSentinelPoll; when it moves (a failover,
+  // +switch-master), the lanes drop connections to the old one before their next command, also
+  // when the old one still takes writes (a primary cut off from the sentinels, whose writes a
+  // rejoin would throw away).
+  void follow_sentinels();
+  // Whether `connection` goes to the primary the sentinels named last (always without them).
+  bool to_current_primary(const RedisConnection& connection) const;
   // Answers once (the first of the lane and the watchdog wins); the callback runs without the
   // lock.
   void answer(Pending& item, Result result);
@@ -117,6 +131,9 @@ class RedisClient::Impl : public std::enable_shared_from_this<RedisClient::Impl>
   std::multimap<ClientClock::time_point, std::weak_ptr<Pending>> deadlines_;
   std::condition_variable watchdog_wake_;
   std::thread watchdog_;
+  std::thread sentinel_watch_;
+  std::condition_variable sentinel_wake_;
+  std::optional<RedisEndpoint> named_primary_;  // mutex_
 
   std::mutex report_mutex_;
   std::optional<bool> reported_;
@@ -235,7 +252,13 @@ void RedisClient::Impl::serve(Lane& lane) {
       continue;
     }
     // A connection Redis closed while it sat idle (a restart) is replaced before the command
-    // goes out, so the restart costs no command.
+    // goes out, so the restart costs no command; so is one to a primary the sentinels no longer
+    // name.
+    if (connection && !to_current_primary(*connection)) {
+      spdlog::info("redis.sentinels: the primary is no longer {}: reconnecting",
+                   endpoint_text(connection->endpoint()));
+      connection.reset();
+    }
     if (!connection || !connection->idle_and_open()) {
       connection.reset();
       std::optional<Status> down;
@@ -286,9 +309,13 @@ bool RedisClient::Impl::open_connection(std::unique_ptr<RedisConnection>& connec
       std::min(connect.connect_timeout,
                std::chrono::duration_cast<std::chrono::milliseconds>(item.deadline - now));
   try {
-    connection = std::make_unique<RedisConnection>(
-        connection_endpoint(options_.endpoint, options_.sentinels, connect, item.deadline),
-        connect);
+    const RedisEndpoint endpoint =
+        connection_endpoint(options_.endpoint, options_.sentinels, connect, item.deadline);
+    if (options_.sentinels.enabled()) {
+      const std::lock_guard lock(mutex_);
+      named_primary_ = endpoint;  // the newest word: the poll must not undo it
+    }
+    connection = std::make_unique<RedisConnection>(endpoint, connect);
     connected();
     return true;
   } catch (const std::exception& e) {
@@ -299,13 +326,40 @@ bool RedisClient::Impl::open_connection(std::unique_ptr<RedisConnection>& connec
 }
 
 bool RedisClient::Impl::reached_replica(const std::vector<RedisReply>& replies) {
-  // Every reply an error, one of them READONLY: nothing of the pipeline ran, so sending it again
-  // writes nothing twice. A pipeline that ran in part is answered as it is (the caller sees its
-  // READONLY reply).
-  return std::all_of(replies.begin(), replies.end(),
-                     [](const RedisReply& reply) { return reply.error(); }) &&
-         std::any_of(replies.begin(), replies.end(),
-                     [](const RedisReply& reply) { return read_only_replica_reply(reply.text); });
+  // On a replica every write answers READONLY and none runs; its reads ran, and run again
+  // harmlessly. (A primary demoted between two commands of a pipeline may have run the first:
+  // the resync with the new primary throws that write away, so sending it there is right.)
+  return std::any_of(replies.begin(), replies.end(), [](const RedisReply& reply) {
+    return reply.error() && read_only_replica_reply(reply.text);
+  });
+}
+
+void RedisClient::Impl::follow_sentinels() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    std::optional<RedisEndpoint> named;
+    try {
+      named = resolve_primary(options_.endpoint, options_.sentinels, options_.connect,
+                              ClientClock::now() + options_.connect.connect_timeout);
+    } catch (const std::exception&) {
+      // None answered: the lanes keep their connections; their own failures say why.
+    }
+    lock.lock();
+    if (named && named_primary_ && *named != *named_primary_) {
+      spdlog::warn("redis.sentinels: the primary of \"{}\" moved from {} to {}",
+                   options_.sentinels.master_name, endpoint_text(*named_primary_),
+                   endpoint_text(*named));
+    }
+    if (named) named_primary_ = std::move(named);
+    sentinel_wake_.wait_for(lock, kSentinelPoll, [this] { return stopping_; });
+  }
+}
+
+bool RedisClient::Impl::to_current_primary(const RedisConnection& connection) const {
+  const std::lock_guard lock(mutex_);
+  return !named_primary_ || (named_primary_->host == connection.endpoint().host &&
+                             named_primary_->port == connection.endpoint().port);
 }
 
 void RedisClient::Impl::watch() {
@@ -344,10 +398,12 @@ void RedisClient::Impl::stop() {
   }
   for (auto& lane : lanes_) lane->work.notify_all();
   watchdog_wake_.notify_all();
+  sentinel_wake_.notify_all();
   for (auto& lane : lanes_) {
     if (lane->thread.joinable()) lane->thread.join();
   }
   if (watchdog_.joinable()) watchdog_.join();
+  if (sentinel_watch_.joinable()) sentinel_watch_.join();
   std::vector<std::shared_ptr<Pending>> left;
   {
     const std::lock_guard lock(mutex_);

@@ -143,6 +143,37 @@ TEST(RedisSentinelTest, AWriteAnsweredReadOnlyGoesToTheNewPrimary) {
   EXPECT_TRUE(client.up());
 }
 
+// The sentinels name another primary while the old one still takes writes (cut off from them,
+// as in a partition): the client moves there within a poll or two, so that no write goes where
+// the rejoin would throw it away.
+TEST(RedisSentinelTest, TheClientFollowsThePrimaryTheSentinelsName) {
+  if (!RedisTestServer::installed()) GTEST_SKIP() << RedisTestServer::skip_message();
+  const RedisTestServer old_primary;
+  const RedisTestServer new_primary;
+  const RedisTestServer sentinel = sentinel_over(old_primary);
+  RedisClientOptions options;
+  options.endpoint = parse_redis_url("redis://unused.invalid");
+  options.sentinels = {{"127.0.0.1:" + std::to_string(sentinel.port())}, kMaster};
+  options.lanes = 1;
+  RedisClient client(options);
+  ASSERT_TRUE(
+      std::holds_alternative<std::vector<RedisReply>>(client.run_sync({{"SET", "k", "1"}})));
+  EXPECT_EQ(command_on(old_primary, {"GET", "k"}).text, "1");
+
+  command_on(sentinel, {"SENTINEL", "REMOVE", kMaster});
+  command_on(sentinel, {"SENTINEL", "MONITOR", kMaster, "127.0.0.1",
+                        std::to_string(new_primary.port()), "1"});
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  int writes = 0;
+  while (Clock::now() < deadline && command_on(new_primary, {"GET", "k"}).text != "2") {
+    client.run_sync({{"SET", "k", "2"}});
+    ++writes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(command_on(new_primary, {"GET", "k"}).text, "2");
+  EXPECT_LE(writes, 30) << "the client took over 3 s to follow the sentinels";
+}
+
 // With nothing to send it to (a replica is all the URL reaches), a write is answered UNAVAILABLE
 // naming READONLY, and Redis counts as down until a connection reaches a primary.
 TEST(RedisSentinelTest, AReplicaAloneAnswersUnavailableUntilItIsPromoted) {

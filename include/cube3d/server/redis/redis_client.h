@@ -15,11 +15,13 @@
 // the last error, instead of letting each command wait out a connect. More than `max_pending`
 // commands queued: UNAVAILABLE at once (a Redis that stalls costs bounded memory).
 //
-// Failover: a pipeline answered READONLY (every reply an error) reached a replica (the primary
-// was demoted, or a managed endpoint still points at the old one): nothing of it ran there, so
-// the connection is dropped and the pipeline sent once more on a new one, to the primary the
+// Failover: a pipeline answered READONLY reached a replica (the primary was demoted, or a
+// managed endpoint still points at the old one): none of its writes ran there, so the
+// connection is dropped and the pipeline sent once more on a new one, to the primary the
 // sentinels (redis.sentinels) or the DNS name now give; READONLY again answers UNAVAILABLE and
-// counts as Redis being down, until a connection reaches a primary.
+// counts as Redis being down, until a connection reaches a primary. With sentinels the client
+// also asks them every second which the primary is, and moves its connections when it changes
+// (a failover whose old primary is cut off but still takes writes, which a rejoin would lose).
 #pragma once
 
 #include <chrono>
