@@ -84,6 +84,10 @@ CliArgs make_args() {
               "M")
       .option("--fused-kernels", 1,
               "on (default: the fused CUDA kernels in decode steps, bf16 on CUDA) | off", "M")
+      .option("--decode-kernels", 1,
+              "torch (default: libtorch's ops) | triton (the Triton kernels of kernels/, bf16 on "
+              "CUDA in the CUDA build)",
+              "K")
       .option("--strict", 0, "fail instead of skipping a mode this device cannot run")
       .option("--build-info", 0,
               "print one JSON line about this build (CUDA graph runner, torch) and exit")

@@ -40,6 +40,7 @@
 #include "cube3d/engine/engine.h"
 #include "cube3d/engine/fused_decode.h"
 #include "cube3d/engine/op_count.h"
+#include "cube3d/engine/triton_decode.h"
 #include "cube3d/mesh/grid.h"
 #include "cube3d/pipeline/occupancy_field.h"
 #include "device_probe.h"
@@ -300,6 +301,7 @@ void print_footer() {
 nlohmann::json build_info() {
   return {{"cuda_graph_runner", cuda_graph_runner_compiled()},
           {"fused_kernels", fused_kernels_compiled()},
+          {"triton_kernels", triton_kernels_compiled()},
           {"cuda_available", at::hasCUDA()},
           {"torch", TORCH_VERSION},
           {"attention_backends_on_cuda", "flash, memory-efficient, math (cuDNN off)"}};
@@ -321,6 +323,31 @@ nlohmann::json decode_step_ops(const Engine& engine, bool cfg, bool fused_kernel
           {"top_level_compute", count.top_level_compute()},
           {"all", count.all},
           {"top_level_by_name", count.top_level_by_name}};
+}
+
+// What one decode step at bucket 1 launches on the Triton path (decode_kernels: triton), counted
+// by its recording mode on any device (laid out for 132 multiprocessors): the kernels' launches
+// and bytes, and the ATen operations around them. Null where the kernels do not take the model.
+nlohmann::json decode_step_launches(const Engine& engine, bool cfg) {
+  constexpr int64_t kBucket = 1;
+  try {
+    const DecodeStepLaunches step =
+        count_decode_step_launches(engine.gpt(), engine.kv_cache(), kBucket, cfg,
+                                   engine.tokens_per_shape(), SingleStreamDecode::kCausal);
+    nlohmann::json by_kernel = nlohmann::json::object();
+    for (const auto& [name, k] : step.kernels.by_kernel) {
+      by_kernel[name] = {{"launches", k.launches}, {"bytes_read", k.bytes_read}};
+    }
+    return {{"bucket", kBucket},
+            {"kernel_launches", step.kernels.launches},
+            {"aten_compute", step.aten.top_level_compute()},
+            {"launches", step.kernels.launches + step.aten.top_level_compute()},
+            {"bytes_read", step.kernels.bytes_read},
+            {"bytes_written", step.kernels.bytes_written},
+            {"by_kernel", by_kernel}};
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 
 // The "official" section of a JSON file that bench/official_engine.py wrote before this run
@@ -440,6 +467,8 @@ int run(int argc, char** argv) {
     throw invalid_argument("--fused-kernels: '" + fused + "' is not on or off");
   }
   engine_options.fused_kernels = fused == "on";
+  engine_options.decode_kernels =
+      parse_decode_kernels(args.get("--decode-kernels", "torch"), "--decode-kernels");
   // Every bucket's runner is made (and its graph captured) at load, as the server does.
   engine_options.capture.buckets = buckets;
   std::sort(engine_options.capture.buckets.begin(), engine_options.capture.buckets.end());
@@ -495,6 +524,16 @@ int run(int argc, char** argv) {
       static_cast<long long>(step_ops["top_level"].get<int64_t>()),
       static_cast<long long>(step_ops["top_level_compute"].get<int64_t>()),
       static_cast<long long>(step_ops["all"].get<int64_t>()), device.str().c_str());
+  const nlohmann::json step_launches = decode_step_launches(*engine, s.guidance > 0);
+  if (!step_launches.is_null()) {
+    std::printf(
+        "decode step at bucket 1 with decode_kernels triton: %lld launches (%lld Triton "
+        "kernels, %lld ATen ops), %.1f MB read\n",
+        static_cast<long long>(step_launches["launches"].get<int64_t>()),
+        static_cast<long long>(step_launches["kernel_launches"].get<int64_t>()),
+        static_cast<long long>(step_launches["aten_compute"].get<int64_t>()),
+        static_cast<double>(step_launches["bytes_read"].get<int64_t>()) / 1e6);
+  }
   for (const std::string& note : skip_notes) std::printf("note: %s\n", note.c_str());
   for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
 
@@ -548,6 +587,8 @@ int run(int argc, char** argv) {
       {"gpt_bytes", traffic.gpt_bytes},
       {"kv_cache_bytes", engine->kv_cache().bytes()},
       {"decode_step_ops", step_ops},
+      {"decode_kernels", to_string(engine_options.decode_kernels)},
+      {"decode_step_launches", step_launches},
       {"peak_memory_kind", device.is_cuda() ? "cuda_allocated" : "rss"},
       {"notes", notes},
       {"skipped", skipped},

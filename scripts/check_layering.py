@@ -23,6 +23,10 @@ in one target) or both lines are the same alias.
 TBB (the mesh layer's thread pool) is included only by src/mesh/ sources, never by a public
 header, whatever the table allows.
 
+The Triton kernels' Python (kernels/*.py) imports triton, the standard library and its own
+folder's modules alone: never torch (the kernels know nothing of libtorch, in Python as in C++)
+nor any other package.
+
 Exit status 0 when everything holds, 1 with one line per violation otherwise.
 """
 from __future__ import annotations
@@ -110,7 +114,7 @@ PART_HEADERS = {"http": MESH_PREVIEW_HEADERS}
 TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",
                        "cube3d_mesh_tests", "cube3d_scheduler_tests", "cube3d_cli_tests",
                        "cube3d_api_tests", "cube3d_clients_tests", "cube3d_server_base_tests",
-                       "cube3d_core_tests"]
+                       "cube3d_core_tests", "cube3d_kernels_tests", "cube3d_decode_plan_tool"]
 # Binaries we ship: none may carry the source tree's path.
 SHIPPED_BINARIES = ["cube3d-server", "cube3d-client", "cube3d-loadgen", "cube3d-generate",
                     "cube3d-bench", "cube3d-tokenize"]
@@ -460,6 +464,39 @@ def check_batch_names(root: Path) -> list[str]:
     return problems
 
 
+def check_triton_sources(root: Path) -> list[str]:
+    """kernels/*.py: triton, the standard library and the folder's own modules, nothing else."""
+    import ast
+    folder = root / "kernels"
+    if not folder.is_dir():
+        return []
+    own = {f.stem for f in folder.glob("*.py")}
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            tree = ast.parse(path.read_text(), rel)
+        except SyntaxError as e:
+            problems.append(f"{rel}:{e.lineno}: does not parse ({e.msg})")
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top == "triton" or top in own or top in sys.stdlib_module_names:
+                    continue
+                why = ("the kernels know nothing of libtorch" if top == "torch"
+                       else "only triton and the standard library")
+                problems.append(f"{rel}:{node.lineno}: a Triton kernel source imports {module} "
+                                f"({why})")
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
@@ -472,11 +509,13 @@ def main() -> int:
     except TableError as e:
         problems = str(e).splitlines()
     problems += check_batch_names(args.root)
+    problems += check_triton_sources(args.root)
     if args.build_dir:
         problems += check_links(args.root, args.build_dir)
     for p in problems:
         print(p)
-    checked = "includes, libraries, file-local names" + (f" and links in {args.build_dir}" if args.build_dir else "")
+    checked = ("includes, libraries, file-local names, Triton sources"
+               + (f" and links in {args.build_dir}" if args.build_dir else ""))
     print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
     return 1 if problems else 0
 

@@ -20,8 +20,8 @@
 #    elsewhere. Run it under `nice -n 10` on a shared machine.
 #
 # 2. On the GPU, through the device tool:
-#      run(command="bash scripts/gpu_check.sh", carry=[".gpu-pack"], timeout_s=420)
-#    One deadline, DEADLINE_S (default 330 s from the start): each step gets timeout
+#      run(command="bash scripts/gpu_check.sh", carry=[".gpu-pack"], timeout_s=540)
+#    One deadline, DEADLINE_S (default 480 s from the start): each step gets timeout
 #    min(its cap, time left) and is skipped, with a note, when less than its minimum is left.
 #      step          cap   min   what
 #      env            60     -   nvidia-smi, torch / CUDA / cuDNN versions, the manifest, ldd
@@ -32,15 +32,21 @@
 #      bench_kv      120    45   eager-kv,graph-kv, bucket 1, 512 tokens, warmup 1, repeat 1,
 #                                then one object's shape at resolution 8, dense and hierarchical
 #      bench_unfused  60    20   graph-kv without the fused kernels, buckets 1 and 16
+#      kernel_tests  150    40   the Triton decode kernels' tests (tests/kernels) compiled on the
+#                                GPU (CUBE3D_KERNEL_TEST_DEVICE=cuda), not interpreted
+#      bench_triton  120    50   graph-kv with --decode-kernels triton, the buckets and tokens of
+#                                bench_graph (its torch rows)
+#      bench_v05_*    60    25   v0.5 (1,024 tokens) graph-kv at bucket 1, torch then triton
 #      history        30     5   the four bench JSONs as one run of the device's TPOT history
 #                                (bench/tpot.py history add --compare-last: the table against
 #                                the history's last run; bench/results/history/<gpu>.jsonl,
 #                                GPU_CHECK_HISTORY=DIR elsewhere; not written with SMOKE)
 #    The benches run v0.1-size random weights in bf16 with --strict and --commit from the
-#    manifest. Files in $OUT (8): gpu_check.log (everything, timestamped), env.txt,
-#    engine_tests.log, bench.log (every bench's output), bench_graph.json, bench_nocache.json,
-#    bench_ablation.json, bench_unfused.json (graph-kv at buckets 1 and 16 without the fused
-#    kernels: what they save).
+#    manifest. Files in $OUT (8): gpu_check.log (everything, timestamped; env.txt's
+#    environment appended at the end), engine_tests.log (the kernel tests' too), bench.log (every
+#    bench's output), bench_graph.json, bench_nocache.json, bench_ablation.json,
+#    bench_unfused.json (graph-kv at buckets 1 and 16 without the fused kernels: what they save),
+#    bench_triton.json (the Triton path's runs, {"runs": {name: cube3d-bench JSON}}).
 #    The summary (TPOT per mode and bucket, test results, step times) is printed last.
 #    Back here, the run joins the committed history with the command the history step prints:
 #      bench/tpot.py history add F/bench_graph.json,F/bench_nocache.json,... (F: files_at).
@@ -61,7 +67,8 @@ CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 PACK=${PACK_DIR:-.gpu-pack}
 case $PACK in /*) ;; *) PACK=$ROOT/$PACK ;; esac
 
-BINARIES=(cube3d_engine_tests cube3d_model_tests cube3d-bench cube3d-generate)
+BINARIES=(cube3d_engine_tests cube3d_model_tests cube3d-bench cube3d-generate
+  cube3d_decode_plan_tool)
 # cube3d_model_tests: the weights loaded onto the GPU (page release, random weights drawn there).
 MODEL_TEST_FILTER='WeightsCuda*:WeightsTest.Cuda*'
 TEST_FILTER='CudaPath*:*GraphRunner*:*Golden*'
@@ -175,7 +182,7 @@ pack_main() {
   done
   local oldest newer
   oldest=$(ls -tr "${BINARIES[@]/#/$build_dir/bin/}" | head -1)
-  newer=$(find src include bench tests/engine tests/*.h cmake CMakeLists.txt -newer "$oldest" \
+  newer=$(find src include bench kernels tests/engine tests/*.h cmake CMakeLists.txt -newer "$oldest" \
     -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cmake' \
     -o -name CMakeLists.txt \) 2> /dev/null | head -3)
   if [ -n "$newer" ]; then
@@ -300,7 +307,7 @@ fi
 # ================================ the device run (on the GPU) ================================
 
 SECONDS=0
-DEADLINE_S=${DEADLINE_S:-330}
+DEADLINE_S=${DEADLINE_S:-480}
 RESERVE_S=10  # kept back for the summary
 SMOKE=${GPU_CHECK_SMOKE:-0}
 OUT=${OUT:-$ROOT/build-gpu/out}
@@ -354,6 +361,8 @@ run_step() {
 # The summary, printed last (the device tool returns only the end of the output), then exit.
 finish() {
   local code=$1
+  # The environment joins the log: $OUT comes back as at most 8 files.
+  { echo "### env.txt"; cat "$ENVTXT"; } >> "$LOG" 2> /dev/null && rm -f "$ENVTXT"
   log "summary (exit $code after $SECONDS s)"
   timeout 20 "$PY" - "$STEPS" "$OUT" "$code" "$SECONDS" "$DEADLINE_S" "${COMMIT:-unknown}" \
     "${GPU_LINE:-no nvidia-smi}" "${TORCH_LINE:-torch unknown}" << 'PY' 2>&1 | tee -a "$LOG"
@@ -396,6 +405,14 @@ for f in ("bench_graph.json", "bench_nocache.json", "bench_ablation.json", "benc
         rows.append((f, data.get("device_name", "?"), r))
     for s in data.get("skipped", []):
         skipped_modes.append(f"{f}: {s.get('mode')}: {s.get('reason')}")
+path = os.path.join(out, "bench_triton.json")
+if os.path.exists(path):
+    try:
+        for name, data in json.load(open(path)).get("runs", {}).items():
+            for r in data.get("results", []):
+                rows.append((f"bench_triton.json {name}", data.get("device_name", "?"), r))
+    except ValueError as e:
+        print(f"bench_triton.json: unreadable ({e})")
 if rows:
     num = lambda v, fmt: format(v, fmt) if isinstance(v, (int, float)) else "-"
     print(f"{'mode':<14}{'bucket':>6}{'tokens':>7}{'TPOT med':>10}{'p90':>8}{'TTFT':>8}"
@@ -612,6 +629,44 @@ run_step bench_unfused 60 20 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" \
   --fused-kernels off --modes graph-kv --buckets "1,${buckets##*,}" --tokens "$tokens" \
   --warmup 1 --repeat 1 \
   --json "$OUT/bench_unfused.json"
+
+# ---- 5a. the Triton decode kernels (decode_kernels: triton, kernels/README.md) ----------------
+# Their tests, compiled by Triton on this GPU; then the bench on that path (bench_graph holds the
+# torch rows of the same buckets) and v0.5 on both paths; the runs merged into bench_triton.json.
+if ((SMOKE)); then
+  record kernel_tests ok 0 "skipped: smoke run (CI runs them under the interpreter: ctest kernels.*)"
+elif ! [[ $BUILD_INFO =~ \"triton_kernels\":\ *true ]]; then
+  log "SKIP the Triton kernels: cube3d-bench --build-info has no \"triton_kernels\": true"
+  record kernel_tests skipped 0 "no Triton kernels in this build"
+else
+  run_step kernel_tests 150 40 "$OUT/engine_tests.log" env -C "$ROOT/tests/kernels" \
+    CUBE3D_KERNEL_TEST_DEVICE=cuda CUBE3D_BIN_DIR="$PACK/bin" "$PY" -m unittest -v \
+    test_decode_kernels test_plan_replay
+  triton_runs=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_triton.XXXXXX")
+  run_step bench_triton 120 50 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" \
+    --decode-kernels triton --modes graph-kv --buckets "$buckets" --tokens "$tokens" --warmup 1 \
+    --repeat 3 --json "$triton_runs/v0.1-triton.json"
+  v05=models/cube3d-v0.5.yaml
+  [ -f "$v05" ] || v05=$PACK/src/$v05
+  for kernels in torch triton; do
+    run_step "bench_v05_$kernels" 60 25 "$OUT/bench.log" "${bench[@]}" "${no_mesh[@]}" \
+      --model-config "$v05" --decode-kernels "$kernels" --modes graph-kv --buckets 1 \
+      --warmup 1 --repeat 2 --json "$triton_runs/v0.5-$kernels.json"
+  done
+  "$PY" - "$triton_runs" "$OUT/bench_triton.json" << 'PY'
+import json, os, sys
+folder, target = sys.argv[1:3]
+runs = {}
+for name in ("v0.1-triton", "v0.5-torch", "v0.5-triton"):
+    path = os.path.join(folder, name + ".json")
+    if os.path.exists(path):
+        runs[name] = json.load(open(path))
+json.dump({"what": "scripts/gpu_check.sh: graph-kv TPOT on the Triton decode path (v0.1 at the "
+                   "buckets of bench_graph.json, its torch rows) and v0.5 at bucket 1 on both",
+           "runs": runs}, open(target, "w"), indent=1)
+PY
+  rm -rf "$triton_runs"
+fi
 
 # ---- 5b. a profile of one decode step: every kernel's duration (Nsight Compute) ----------------
 # eager-kv with 2 tokens runs exactly one decode step; DecodeRunner marks it with the NVTX range

@@ -33,8 +33,12 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')
   echo "setup: installing torch==$TORCH_VERSION from PyPI (libtorch for the C++ build)"
   pip_install "torch==$TORCH_VERSION"
 fi
+# numpy 2.3.x: Triton's CPU interpreter (TRITON_INTERPRET=1, which runs the decode kernels' tests,
+# tests/kernels/) turns one-element arrays into Python ints, which numpy 2.4 refuses ("only
+# 0-dimensional arrays can be converted to Python scalars"); every other tool here takes 2.3.
+NUMPY_VERSION=2.3.5
 # matplotlib is pinned: tools.tpot reads the TPOT report's picture (bench/tpot.py) pixel by pixel.
-python_tools=(numpy safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
+python_tools=("numpy==$NUMPY_VERSION" safetensors transformers trimesh scikit-image grpcio grpcio-tools pygltflib
   kubernetes-validate==1.31.0 websocket-client pillow huggingface-hub pyyaml matplotlib==3.10.8)
 python_modules=(numpy safetensors transformers trimesh skimage grpc grpc_tools pygltflib
   kubernetes_validate websocket PIL huggingface_hub yaml matplotlib)
@@ -48,6 +52,10 @@ if ((need_tools)); then
   # tools alone, would take the newest (84 and up), which breaks torch's requirement (pip then
   # prints an ERROR about its dependency resolver).
   pip_install "${python_tools[@]}" "setuptools<82"
+fi
+if ! "$PYTHON" -c "import numpy, sys; sys.exit(numpy.__version__ != '$NUMPY_VERSION')" 2>/dev/null; then
+  echo "setup: installing numpy==$NUMPY_VERSION (Triton's interpreter needs a numpy before 2.4)"
+  pip_install "numpy==$NUMPY_VERSION" "setuptools<82"
 fi
 # The Open Inference Protocol's real clients (ctest e2e.inference_protocol): tritonclient's HTTP
 # and gRPC clients, and the perf_analyzer binary its manylinux wheel ships (into the

@@ -32,6 +32,12 @@ DecodeRunner::DecodeRunner(const ShapeGpt& gpt, KvState cache, DecodeRunnerConfi
     output_logits_ = at::zeros({b, t + 1, codes}, opts.dtype(at::kFloat));
   }
   if (config_.fused_kernels) fusions_ = decode_step_fusions(gpt);
+  if (config_.decode_kernels == DecodeKernels::kTriton) {
+    // After the static buffers: the kernels read them where they are.
+    triton_ = std::make_unique<TritonDecodeStep>(
+        gpt, cache_, TritonDecodeInputs{token_ids_, positions_, sampling_.guidance}, b, config_.cfg,
+        t, config_.record_launches);
+  }
 }
 
 at::Tensor DecodeRunner::output_ids() const {
@@ -44,7 +50,10 @@ at::Tensor DecodeRunner::output_logits() const {
 }
 
 void DecodeRunner::accept_logits(const at::Tensor& logits, const SamplingPlan& plan) {
-  const at::Tensor mixed = guided_logits(logits, positions_, sampling_, plan);
+  accept_guided(guided_logits(logits, positions_, sampling_, plan), plan);
+}
+
+void DecodeRunner::accept_guided(const at::Tensor& mixed, const SamplingPlan& plan) {
   const at::Tensor next = choose_tokens(mixed, positions_, sampling_, plan);
   const at::Tensor slot = positions_.view({-1, 1});
   output_ids_.scatter_(1, slot, next.view({-1, 1}));
@@ -77,6 +86,11 @@ struct ProfilerRange {
 
 void DecodeRunner::eager_step(SingleStreamDecode mode, const SamplingPlan& plan) {
   const ProfilerRange range("cube3d.decode_step");
+  if (triton_) {
+    // The kernels embed the fed token, run every block and mix the guided logits themselves.
+    accept_guided(triton_->run(mode), plan);
+    return;
+  }
   const at::Tensor embeds = gpt_.embed(token_ids_);
   // The chosen token feeds both guidance rows of its request.
   const at::Tensor rows = config_.cfg ? at::cat({embeds, embeds}, 0) : embeds;

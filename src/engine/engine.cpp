@@ -8,6 +8,7 @@
 
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
+#include "cube3d/engine/triton_decode.h"
 #include "cube3d/model/weights.h"
 
 namespace cube3d {
@@ -69,6 +70,13 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
   if (engine->device_.is_cpu() && dtype != at::kFloat) {
     throw invalid_argument("dtype " + options.dtype + " is only supported on CUDA; use float32");
   }
+  // Before the (possibly long) weight load.
+  if (options.decode_kernels == DecodeKernels::kTriton) {
+    if (const std::optional<std::string> why =
+            triton_decode_unavailable(config.gpt, dtype, engine->device_, options.max_batch)) {
+      throw failed_precondition("decode_kernels: triton: " + *why + "; use decode_kernels: torch");
+    }
+  }
 
   ModelWeights weights = load_model_weights(config, options.gpt_weights, options.shape_weights,
                                             {dtype, engine->device_});
@@ -88,7 +96,7 @@ std::unique_ptr<Engine> Engine::load(const ModelConfig& config, const EngineOpti
                                : options.cuda_graphs;
   engine->generator_ = std::make_unique<Generator>(*engine->gpt_, options.max_batch, tokens,
                                                    config.cond_len(options.text_tokens), graphs,
-                                                   options.fused_kernels);
+                                                   options.fused_kernels, options.decode_kernels);
   // The one place where decode runners are made ahead and graphs are captured: at load,
   // before any request, for every variant the configuration can use.
   engine->generator_->prepare(options.capture);

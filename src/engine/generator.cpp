@@ -13,6 +13,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/engine/graph_runner.h"
 #include "cube3d/engine/random_stream.h"
+#include "cube3d/engine/triton_decode.h"
 
 namespace cube3d {
 
@@ -66,16 +67,23 @@ void check_request_fields(const GenerationRequest& r, size_t index, int64_t text
 }  // namespace
 
 Generator::Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-                     GraphMode graphs, bool fused_kernels)
+                     GraphMode graphs, bool fused_kernels, DecodeKernels decode_kernels)
     : gpt_(gpt),
       max_batch_(max_batch),
       total_tokens_(total_tokens),
       cache_(gpt.config(), 2 * max_batch, cond_len, total_tokens, gpt.weights().wte.scalar_type(),
              gpt.weights().wte.device()),
       graphs_(graphs),
-      fused_kernels_(fused_kernels) {
+      fused_kernels_(fused_kernels),
+      decode_kernels_(decode_kernels) {
   if (graphs == GraphMode::kOn && !gpt.weights().wte.is_cuda()) {
     throw invalid_argument("cuda_graphs: on needs the model on a CUDA device (use emulate or off)");
+  }
+  if (decode_kernels == DecodeKernels::kTriton) {
+    if (const std::optional<std::string> why = triton_decode_unavailable(
+            gpt.config(), gpt.weights().wte.scalar_type(), gpt.weights().wte.device(), max_batch)) {
+      throw failed_precondition("decode_kernels: triton: " + *why + "; use decode_kernels: torch");
+    }
   }
   // Positions 0..T-1 for tokens and T for the runners' scratch position.
   if (total_tokens + 1 > gpt.max_shape_positions()) {
@@ -99,8 +107,9 @@ void Generator::prepare(const CapturePlan& plan) {
       auto& slot = runners_[key];
       if (!slot) {
         const int64_t rows = cfg ? 2 * batch : batch;
-        slot = make_decode_runner(graphs_, gpt_, cache_.view(rows),
-                                  {batch, cfg, total_tokens_, plan.record_logits, fused_kernels_});
+        slot = make_decode_runner(
+            graphs_, gpt_, cache_.view(rows),
+            {batch, cfg, total_tokens_, plan.record_logits, fused_kernels_, decode_kernels_});
       }
       for (const SingleStreamDecode mode : plan.modes) slot->capture(mode);
     }
@@ -123,7 +132,8 @@ DecodeRunner& Generator::decode_runner(const RunnerKey& key) {
   auto& slot = runners_[key];
   slot = std::make_unique<DecodeRunner>(
       gpt_, cache_.view(rows),
-      DecodeRunnerConfig{key.batch, key.cfg, total_tokens_, key.record_logits, fused_kernels_});
+      DecodeRunnerConfig{key.batch, key.cfg, total_tokens_, key.record_logits, fused_kernels_,
+                         decode_kernels_});
   return *slot;
 }
 

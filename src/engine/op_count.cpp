@@ -147,4 +147,29 @@ AtenOpCount count_decode_step_ops(const ShapeGpt& gpt, const KvCache& cache, int
   return count_aten_ops([&] { runner.step(mode); });
 }
 
+DecodeStepLaunches count_decode_step_launches(const ShapeGpt& gpt, const KvCache& cache,
+                                              int64_t batch, bool cfg, int64_t total_tokens,
+                                              SingleStreamDecode mode) {
+  if (batch < 1) throw invalid_argument("count_decode_step_launches: batch must be >= 1");
+  const int64_t rows = cfg ? 2 * batch : batch;
+  if (rows > cache.max_rows()) {
+    throw invalid_argument("count_decode_step_launches: " + std::to_string(rows) +
+                           " rows exceed the KV cache's " + std::to_string(cache.max_rows()));
+  }
+  DecodeRunnerConfig config;
+  config.batch = batch;
+  config.cfg = cfg;
+  config.total_tokens = total_tokens;
+  config.decode_kernels = DecodeKernels::kTriton;
+  config.record_launches = true;
+  DecodeRunner runner(gpt, cache.view(rows), config);
+  runner.positions().fill_(runner.scratch_position());
+  runner.step(mode);  // once uncounted, as count_decode_step_ops does
+  runner.positions().fill_(runner.scratch_position());
+  DecodeStepLaunches out;
+  out.aten = count_aten_ops([&] { runner.step(mode); });
+  out.kernels = runner.triton()->count(mode);
+  return out;
+}
+
 }  // namespace cube3d

@@ -106,6 +106,22 @@ class LayeringTest(unittest.TestCase):
         ]
         assert_exactly(self, lines, expected)
 
+    def test_planted_triton_source_imports_fail(self):
+        # kernels/*.py: triton, the standard library and each other; torch or numpy fail.
+        files = {
+            "kernels/good_kernels.py": "import math\nimport triton\nimport triton.language as tl\n"
+                                       "from concurrent.futures import ProcessPoolExecutor\n",
+            "kernels/good_build.py": "import good_kernels\n",
+            "kernels/bad_kernels.py": "import triton\nimport torch\nfrom numpy import zeros\n",
+        }
+        lines = planted_violations(self, files)
+        assert_exactly(self, lines, [
+            "kernels/bad_kernels.py:2: a Triton kernel source imports torch (the kernels know "
+            "nothing of libtorch)",
+            "kernels/bad_kernels.py:3: a Triton kernel source imports numpy (only triton and the "
+            "standard library)",
+        ])
+
     def test_planted_server_part_violations_fail(self):
         files = {
             # A front door reaching past the service: the executor, the pipeline, the engine.

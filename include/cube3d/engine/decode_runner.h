@@ -10,8 +10,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 
+#include "cube3d/engine/decode_kernels.h"
 #include "cube3d/engine/sampler.h"
+#include "cube3d/engine/triton_decode.h"
 #include "cube3d/model/kv_state.h"
 #include "cube3d/model/shape_gpt.h"
 
@@ -23,6 +26,11 @@ struct DecodeRunnerConfig {
   int64_t total_tokens = 0;    // T
   bool record_logits = false;  // keep the guided logits of every step [b, T, C]
   bool fused_kernels = false;  // use the fused CUDA kernels where they apply (fused_decode.h)
+  // kTriton: the step through the Triton kernels (triton_decode.h) instead of libtorch's ops.
+  DecodeKernels decode_kernels = DecodeKernels::kTorch;
+  // With kTriton: the recording mode, which counts the kernels' launches instead of running them
+  // (any device; count_decode_step_launches).
+  bool record_launches = false;
 };
 
 class DecodeRunner {
@@ -64,6 +72,8 @@ class DecodeRunner {
 
   // Whether the fused kernels run in this runner's steps.
   bool fused() const { return static_cast<bool>(fusions_.qk_norm_rope_store); }
+  // The Triton step (decode_kernels: triton), else null.
+  const TritonDecodeStep* triton() const { return triton_.get(); }
 
   // Position T, one past the last token: the capture steps feed it, so that they write their
   // key/value slot, output column and random draw where no real step reads (every real step's
@@ -75,6 +85,8 @@ class DecodeRunner {
   // recording freezes the host-side choices it was made with.
   void eager_step(SingleStreamDecode mode, const SamplingPlan& plan);
   void accept_logits(const at::Tensor& logits, const SamplingPlan& plan);
+  // The rest of accept_logits, from the guided logits [b, C] float32 on.
+  void accept_guided(const at::Tensor& mixed, const SamplingPlan& plan);
 
   const ShapeGpt& gpt_;
   KvState cache_;
@@ -82,6 +94,7 @@ class DecodeRunner {
   SamplingBuffers sampling_;
   SamplingPlan plan_;
   DecodeStepFusions fusions_;  // empty unless config.fused_kernels and the kernels apply
+  std::unique_ptr<TritonDecodeStep> triton_;  // decode_kernels: triton
   // Output buffers hold T + 1 columns: the last one is the scratch position's.
   at::Tensor token_ids_, positions_, output_ids_, output_logits_;
 };

@@ -36,6 +36,9 @@ struct EngineOptions {
   GraphMode cuda_graphs = GraphMode::kOn;
   // The fused CUDA kernels of kernels/ in the decode step, where they apply (bf16 on CUDA).
   bool fused_kernels = true;
+  // torch: libtorch's ops (the reference); triton: the Triton kernels of kernels/, compiled into
+  // the CUDA build (bf16 on a CUDA device; load fails naming decode_kernels elsewhere).
+  DecodeKernels decode_kernels = DecodeKernels::kTorch;
   // The decode variants prepared at load; in a graph mode the only ones generate() accepts.
   // Its empty bucket list means max_batch alone.
   CapturePlan capture;

@@ -86,12 +86,16 @@ class Generator {
   // Preallocates the KV cache for max_batch requests (2x rows with guidance) once.
   // graphs: how decode steps run (kOn needs the model on a CUDA device).
   // fused_kernels: decode steps use the fused CUDA kernels where they apply (bf16 on CUDA).
+  // decode_kernels: kTriton runs decode steps through the Triton kernels (failed_precondition
+  // when this build, device or dtype cannot: triton_decode_unavailable).
   Generator(const ShapeGpt& gpt, int64_t max_batch, int64_t total_tokens, int64_t cond_len,
-            GraphMode graphs = GraphMode::kOff, bool fused_kernels = true);
+            GraphMode graphs = GraphMode::kOff, bool fused_kernels = true,
+            DecodeKernels decode_kernels = DecodeKernels::kTorch);
 
   int64_t max_batch() const { return max_batch_; }
   GraphMode graph_mode() const { return graphs_; }
   bool fused_kernels() const { return fused_kernels_; }
+  DecodeKernels decode_kernels() const { return decode_kernels_; }
   int64_t total_tokens() const { return total_tokens_; }
   const KvCache& cache() const { return cache_; }
 
@@ -124,6 +128,7 @@ class Generator {
   KvCache cache_;
   GraphMode graphs_;
   bool fused_kernels_;
+  DecodeKernels decode_kernels_;
   // One runner per variant, reused: its buffers never move. Eager runners may also be created
   // on first use; graph runners only by prepare().
   std::map<RunnerKey, std::unique_ptr<DecodeRunner>> runners_;

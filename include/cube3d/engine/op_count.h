@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cube3d/engine/kv_cache.h"
+#include "cube3d/engine/triton_decode.h"
 #include "cube3d/model/shape_gpt.h"
 
 namespace cube3d {
@@ -44,5 +45,18 @@ AtenOpCount count_aten_ops(const std::function<void()>& work);
 AtenOpCount count_decode_step_ops(const ShapeGpt& gpt, const KvCache& cache, int64_t batch,
                                   bool cfg, int64_t total_tokens, SingleStreamDecode mode,
                                   bool fused_kernels);
+
+// One decode step on the Triton path (decode_kernels: triton), counted on any device by the
+// Triton step's recording mode: the kernels' launches and the bytes they move, laid out for an
+// H100 (TritonDecodeStep), and the ATen operations the step still runs around them (token
+// choice and bookkeeping, as the eager step of count_decode_step_ops runs them). A step's
+// launches on a GPU are kernels.launches + aten.top_level_compute().
+struct DecodeStepLaunches {
+  DecodeLaunchCount kernels;
+  AtenOpCount aten;
+};
+DecodeStepLaunches count_decode_step_launches(const ShapeGpt& gpt, const KvCache& cache,
+                                              int64_t batch, bool cfg, int64_t total_tokens,
+                                              SingleStreamDecode mode);
 
 }  // namespace cube3d

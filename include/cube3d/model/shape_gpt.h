@@ -101,6 +101,9 @@ class ShapeGpt {
   const GptConfig& config() const { return config_; }
   const GptWeights& weights() const { return weights_; }
   int64_t max_shape_positions() const { return rope_.cos.size(0); }
+  // The rotary tables [max_shape_positions, hd/2] float32 on the model's device (for the decode
+  // kernels, which read a row's angles themselves).
+  const RopeTables& rope() const { return rope_; }
 
   // text_proj(text_hidden [B, 77, Dt]), plus bbox_proj(bbox [B, 3]) as one more token for
   // use_bbox models (bbox undefined = zeros, as the official code does). Returns [B, S, D].

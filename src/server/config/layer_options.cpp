@@ -19,6 +19,7 @@ EngineOptions engine_options(const ServerConfig& config) {
   options.device = config.device;
   options.dtype = config.dtype;
   options.cuda_graphs = parse_graph_mode(config.cuda_graphs);
+  options.decode_kernels = parse_decode_kernels(config.decode_kernels);
   options.max_batch = config.batching.batch_buckets.back();
   options.capture.buckets = config.batching.batch_buckets;
   options.capture.guided = true;

@@ -322,6 +322,8 @@ const std::vector<Key>& keys() {
           "single_stream_decode", [](auto& c) -> auto& { return c.single_stream_decode; }),
       graph_mode_key(
           "cuda_graphs", [](auto& c) -> auto& { return c.cuda_graphs; }),
+      string_key(
+          "decode_kernels", [](auto& c) -> auto& { return c.decode_kernels; }),
       batching_mode_key(
           "batching.mode", [](auto& c) -> auto& { return c.batching.mode; }),
       int_list_key(
@@ -706,9 +708,9 @@ void set_key(ServerConfig& config, const std::string& name, const std::string& v
 bool ServerConfig::operator==(const ServerConfig& other) const {
   const auto settings = [](const ServerConfig& c) {
     return std::tie(c.listen, c.tls, c.auth, c.policy, c.reflection, c.model, c.device, c.dtype,
-                    c.single_stream_decode, c.cuda_graphs, c.batching, c.limits, c.defaults, c.mesh,
-                    c.jobs, c.cache, c.redis, c.metrics_listen, c.http_listen, c.http, c.grpc,
-                    c.logging, c.drain_grace_seconds, c.progress_interval_tokens);
+                    c.single_stream_decode, c.cuda_graphs, c.decode_kernels, c.batching, c.limits,
+                    c.defaults, c.mesh, c.jobs, c.cache, c.redis, c.metrics_listen, c.http_listen,
+                    c.http, c.grpc, c.logging, c.drain_grace_seconds, c.progress_interval_tokens);
   };
   return settings(*this) == settings(other);
 }

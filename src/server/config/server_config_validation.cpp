@@ -63,6 +63,7 @@ constexpr std::array<std::string_view, 2> kWeightDtypes = {"float32", "bfloat16"
 constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"};
 constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
 constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
+constexpr std::array<std::string_view, 2> kDecodeKernels = {"torch", "triton"};
 constexpr std::array<std::string_view, 2> kOccupancyModes = {"hierarchical", "dense"};
 constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
@@ -228,6 +229,7 @@ void validate_server_config(const ServerConfig& c) {
   check_word(where, "dtype", c.dtype, kWeightDtypes);
   check_word(where, "single_stream_decode", c.single_stream_decode, kDecodeModes);
   check_word(where, "cuda_graphs", c.cuda_graphs, kGraphModes);
+  check_word(where, "decode_kernels", c.decode_kernels, kDecodeKernels);
 
   const std::vector<int64_t>& buckets = c.batching.batch_buckets;
   if (buckets.empty()) fail(where, "batching.batch_buckets: must list at least one batch size");

@@ -19,6 +19,7 @@ ServerConfig changed_config() {
   c.device = "cuda:1";
   c.dtype = "bfloat16";
   c.cuda_graphs = "emulate";
+  c.decode_kernels = "triton";
   c.single_stream_decode = "reference";
   c.batching.batch_buckets = {1, 3, 12};
   c.batching.max_queue_delay_ms = 17;
@@ -55,6 +56,7 @@ TEST(LayerOptions, EngineGetsTheModelFilesDeviceAndEveryBucketToCapture) {
   EXPECT_EQ(e.device, "cuda:1");
   EXPECT_EQ(e.dtype, "bfloat16");
   EXPECT_EQ(e.cuda_graphs, GraphMode::kEmulate);
+  EXPECT_EQ(e.decode_kernels, DecodeKernels::kTriton);
   EXPECT_EQ(e.max_batch, 12);
   EXPECT_EQ(e.capture.buckets, (std::vector<int64_t>{1, 3, 12}));
   EXPECT_TRUE(e.capture.guided);

@@ -151,6 +151,7 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_EQ(config.dtype, "float32");
   EXPECT_EQ(config.single_stream_decode, "causal");
   EXPECT_EQ(config.cuda_graphs, "on");
+  EXPECT_EQ(config.decode_kernels, "torch");
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(config.batching.max_queue_delay_ms, 5);
   EXPECT_EQ(config.batching.max_queue_size, 64);
@@ -324,7 +325,7 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("limits.max_target_face_count"), at("limits.max_lod_levels"));
   EXPECT_LT(at("http.three_js_dir"), at("http.tls"));
   EXPECT_LT(at("http.gzip"), at("http.gzip_min_bytes"));
-  EXPECT_EQ(keys.size(), 110u);
+  EXPECT_EQ(keys.size(), 111u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -360,6 +361,8 @@ TEST(ServerConfigErrors, WrongTypeNamesKeyAndValue) {
   expect_invalid("batching:\n  max_queue_delay_ms: 1.5\n",
                  {"batching.max_queue_delay_ms: expected an integer", "1.5"});
   expect_invalid("cuda_graphs: yes\n", {"cuda_graphs: unknown value 'yes'", "emulate"});
+  expect_invalid("decode_kernels: cuda\n",
+                 {"decode_kernels: unknown value 'cuda'", "torch or triton"});
   expect_invalid("batching:\n  batch_buckets: 4\n",
                  {"batching.batch_buckets: expected a list of integers"});
   expect_invalid("batching:\n  batch_buckets: [1, two]\n",
@@ -648,6 +651,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.dtype = "bfloat16";
   config.single_stream_decode = "reference";
   config.cuda_graphs = "emulate";
+  config.decode_kernels = "triton";
   config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9, 1234, 5};
   config.limits = {1, 10, 2, 1 << 20, 5, 0, 250, 7};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};

@@ -173,7 +173,8 @@ struct ServerConfig {
   std::string device = "cpu";                   // cpu | cuda | cuda:N
   std::string dtype = "float32";                // float32 | bfloat16
   std::string single_stream_decode = "causal";  // causal | reference
-  std::string cuda_graphs = "on";  // on | off | emulate (true / false read as on / off)
+  std::string cuda_graphs = "on";        // on | off | emulate (true / false read as on / off)
+  std::string decode_kernels = "torch";  // torch | triton (bf16 on CUDA, the CUDA build)
   BatchingConfig batching;
   LimitsConfig limits;
   RequestDefaults defaults;
