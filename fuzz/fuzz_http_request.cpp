@@ -25,7 +25,7 @@ using cube3d::http::RequestLimits;
 using cube3d::http::RequestReader;
 using Kind = RequestReader::Result::Kind;
 
-const std::set<int> kStatuses = {400, 413, 414, 417, 431, 501, 505};
+const std::set<int> kStatuses = {400, 413, 414, 415, 417, 431, 501, 505};
 
 void check_request(const Request& r, const RequestLimits& limits) {
   CUBE3D_FUZZ_CHECK(!r.method.empty(), "a request without a method");

@@ -5,6 +5,7 @@ parsers, and a few broken ones near the edges that matter.
 
 Needs numpy, safetensors and grpcio-tools (scripts/setup.sh installs them).
 """
+import gzip
 import hashlib
 import json
 import pathlib
@@ -13,6 +14,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 from safetensors.numpy import save
@@ -212,6 +214,25 @@ def http_request_seeds():
     write(t, "bad_nul", b"\x00GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\x00j\r\n\r\n")
     write(t, "bad_long_line", b"\x10GET /" + b"a" * 600 + b" HTTP/1.1\r\n\r\n")
     write(t, "bad_version", b"\x00GET / HTTP/2.0\r\nHost: h\r\n\r\n")
+    # Request bodies with a Content-Encoding: undone (gzip, deflate), refused (415), mislabelled
+    # (400) and a bomb over the body limit (413).
+    body = b'{"prompt": "a chair"}'
+    gz = gzip.compress(body, mtime=0)
+    write(t, "valid_gzip_body", b"\x00POST / HTTP/1.1\r\nHost: h\r\nContent-Encoding: gzip\r\n"
+                                b"Content-Length: %d\r\n\r\n" % len(gz) + gz)
+    deflated = zlib.compress(body)
+    write(t, "valid_deflate_chunked", b"\x03POST / HTTP/1.1\r\nHost: h\r\n"
+                                      b"Content-Encoding: deflate\r\nTransfer-Encoding: chunked"
+                                      b"\r\n\r\n%x\r\n" % len(deflated) + deflated +
+          b"\r\n0\r\n\r\n")
+    write(t, "bad_coding_br", b"\x00POST / HTTP/1.1\r\nHost: h\r\nContent-Encoding: br\r\n"
+                              b"Content-Length: 2\r\n\r\n{}")
+    write(t, "bad_coding_mislabelled", b"\x00POST / HTTP/1.1\r\nHost: h\r\n"
+                                       b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n"
+                                       % len(body) + body)
+    bomb = gzip.compress(b"\0" * 1_000_000, mtime=0)
+    write(t, "bad_coding_bomb", b"\x00POST / HTTP/1.1\r\nHost: h\r\nContent-Encoding: gzip\r\n"
+                                b"Content-Length: %d\r\n\r\n" % len(bomb) + bomb)
     # The fuzzer's findings (fixed in request_reader.cpp), kept as seeds.
     write(t, "regression_partial_head",
           b"\x00POST / HTTP/1.1\r\nHost:ut_ms=51.1\r\nHost:" + b"\xb8" * 37 +

@@ -18,6 +18,10 @@ anonymous namespaces are one; so no two sources of src/ or bench/ may give a fil
 anonymous namespace's, or a static one) the same name, unless both are executables' mains (never
 in one target) or both lines are the same alias.
 
+Written once: the server's TLS policy (cipher lists, groups, security level, gRPC's cipher
+variable) only in src/server/httpd/tls_policy.*, and gRPC's log routing (gpr_set_log_function)
+only in src/server/grpc/grpc_log.cpp.
+
   scripts/check_layering.py [--root DIR] [--build-dir DIR]
 
 TBB (the mesh layer's thread pool) is included only by src/mesh/ sources, never by a public
@@ -464,6 +468,38 @@ def check_batch_names(root: Path) -> list[str]:
     return problems
 
 
+# The server's one TLS policy (docs/security.md): cipher lists, key exchange groups and gRPC's
+# cipher variable are written in src/server/httpd/tls_policy.* alone, so that the two doors cannot
+# drift apart again (the HTTPS door once took suites the gRPC door refused). And gRPC's own log
+# lines reach the log through one function, src/server/grpc/grpc_log.cpp, which rate-limits the
+# ones a peer causes.
+TLS_POLICY_FILES = {"src/server/httpd/tls_policy.cpp", "include/cube3d/server/httpd/tls_policy.h"}
+TLS_POLICY_CALL = re.compile(r"\b(SSL_CTX_set_cipher_list|SSL_set_cipher_list"
+                             r"|SSL_CTX_set_ciphersuites|SSL_set_ciphersuites"
+                             r"|SSL_CTX_set1_groups_list|SSL_set1_groups_list"
+                             r"|SSL_CTX_set_security_level|GRPC_SSL_CIPHER_SUITES)\b")
+GRPC_LOG_FILE = "src/server/grpc/grpc_log.cpp"
+GRPC_LOG_CALL = re.compile(r"\b(gpr_set_log_function)\b")
+
+
+def check_written_once(root: Path) -> list[str]:
+    """What is written in one file only: the TLS policy, the routing of gRPC's log lines."""
+    problems = []
+    for folder in ("src", "include"):
+        for rel, text in source_files(root, folder):
+            for number, line in enumerate(text.splitlines(), 1):
+                m = TLS_POLICY_CALL.search(line)
+                if m and rel not in TLS_POLICY_FILES:
+                    problems.append(f"{rel}:{number}: sets TLS policy ({m.group(1)}) outside "
+                                    "src/server/httpd/tls_policy.cpp, the one policy of both doors")
+                m = GRPC_LOG_CALL.search(line)
+                if m and rel != GRPC_LOG_FILE:
+                    problems.append(f"{rel}:{number}: routes gRPC's log lines ({m.group(1)}) "
+                                    f"outside {GRPC_LOG_FILE}, which rate-limits the peer-caused "
+                                    "ones")
+    return problems
+
+
 def check_triton_sources(root: Path) -> list[str]:
     """kernels/*.py: triton, the standard library and the folder's own modules, nothing else."""
     import ast
@@ -510,11 +546,12 @@ def main() -> int:
         problems = str(e).splitlines()
     problems += check_batch_names(args.root)
     problems += check_triton_sources(args.root)
+    problems += check_written_once(args.root)
     if args.build_dir:
         problems += check_links(args.root, args.build_dir)
     for p in problems:
         print(p)
-    checked = ("includes, libraries, file-local names, Triton sources"
+    checked = ("includes, libraries, file-local names, what is written once, Triton sources"
                + (f" and links in {args.build_dir}" if args.build_dir else ""))
     print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
     return 1 if problems else 0

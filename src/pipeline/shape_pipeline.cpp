@@ -14,6 +14,7 @@
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/grid.h"
+#include "cube3d/mesh/level_review.h"
 #include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_io.h"
 
@@ -45,6 +46,9 @@ void check_limits(const MeshLimits& limits) {
 // over it (which it would change on a larger shape).
 void warn_face_limit(const MeshPipelineReport& mesh, const ShapeRequest& request,
                      const MeshPipelineOptions& configured, std::vector<std::string>& warnings) {
+  // Level 0's target is lod_face_counts[0] when levels were asked for (the request's field).
+  const std::string target_name =
+      request.lod_targets.empty() ? "target_face_count " : "lod_face_counts[0] ";
   // Appended, not `"(" + string`: GCC 12 reports a false -Wstringop-overflow for that.
   std::string limit(1, '(');
   limit += limits_allow(request.limits);
@@ -56,16 +60,16 @@ void warn_face_limit(const MeshPipelineReport& mesh, const ShapeRequest& request
   if (request.target_faces && *request.target_faces > most && !mesh.capped) {
     // The caller asked for more than the profile allows: said even when this mesh came out
     // smaller anyway, since the same request on a larger shape would be clamped.
-    warnings.push_back("target_face_count " + std::to_string(*request.target_faces) +
-                       " clamped to " + std::to_string(most) + " " + limit);
+    warnings.push_back(target_name + std::to_string(*request.target_faces) + " clamped to " +
+                       std::to_string(most) + " " + limit);
   }
   if (mesh.capped) {
     if (!(configured.postprocess && configured.simplify)) {
       warnings.push_back("decimated to " + used + " faces " + limit +
                          " although simplification is off");
     } else if (request.target_faces) {
-      warnings.push_back("target_face_count " + std::to_string(mesh.uncapped_target_faces) +
-                         " clamped to " + used + " " + limit);
+      warnings.push_back(target_name + std::to_string(mesh.uncapped_target_faces) + " clamped to " +
+                         used + " " + limit);
     } else if (configured.simplification.target_faces > 0) {
       warnings.push_back("the configured target of " + std::to_string(mesh.uncapped_target_faces) +
                          " faces clamped to " + used + " " + limit);
@@ -203,6 +207,18 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
   }
   check_stop("after meshing");
 
+  // What the targets came to: levels of detail the face limit or the simplifier made identical
+  // are dropped (never sent as copies), and a target not met is said (mesh/level_review.h).
+  LevelTargets review;
+  review.finest_target = request.target_faces;
+  review.finest_faces = shape.mesh.face_count();
+  review.asked = request.lod_targets;
+  if (limits.max_faces) {
+    review.max_faces = static_cast<size_t>(*limits.max_faces);
+    review.limit_owner = limits_allow(limits);
+  }
+  review.simplified = mesh_options.postprocess && mesh_options.simplify;
+  review.tolerance = mesh_options.simplification.tolerance;
   if (!request.lod_targets.empty()) {
     const auto lod_start = SteadyClock::now();
     // A profile's face limit caps every level's target, as it caps level 0's.
@@ -212,7 +228,10 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
     }
     std::vector<Mesh> levels =
         levels_of_detail(shape.mesh, targets, mesh_options.simplification, mesh_options.threads);
-    for (size_t i = 0; i < levels.size(); ++i) {
+    for (const Mesh& level : levels) review.faces.push_back(level.face_count());
+    const LevelReview reviewed = review_levels(review);
+    shape.warnings.insert(shape.warnings.end(), reviewed.warnings.begin(), reviewed.warnings.end());
+    for (const size_t i : reviewed.kept) {
       // A split of a spot the simplifier glued adds a vertex or two: checked like level 0.
       if (limits.max_vertices &&
           static_cast<int64_t>(levels[i].vertex_count()) > *limits.max_vertices) {
@@ -225,6 +244,9 @@ Shape ShapePipeline::make_shape(const at::Tensor& ids, const ShapeRequest& reque
     }
     report.lod_ms = ms_since(lod_start);
     check_stop("after the levels of detail");
+  } else if (request.target_faces) {
+    const LevelReview reviewed = review_levels(review);
+    shape.warnings.insert(shape.warnings.end(), reviewed.warnings.begin(), reviewed.warnings.end());
   }
   if (request.pivot != MeshPivot::kModelOrigin) {
     const BoundingBox box = bounding_box(shape.mesh);

@@ -261,6 +261,18 @@ class CacheTest(KeyedServerTestCase, CacheTestCase):
         status, headers, data = self.server.http("POST", GENERATE, body,
                                                  {**auth("key-a"), "Cache-Control": "no-cache"})
         self.assertEqual(json.loads(data)["cacheStatus"], "CACHE_STATUS_BYPASS")
+        # A job answered from the cache reads as done, with every token (issue 58: it read
+        # JOB_STATE_SUCCEEDED with progress.stage STAGE_QUEUED and tokensTotal 0).
+        status, _, data = self.server.http("POST", "/v1/jobs", body, auth("key-a"))
+        self.assertEqual(status, 202, data)
+        status, _, data = self.server.http("GET", f"/v1/jobs/{json.loads(data)['id']}?wait_ms=5000",
+                                           None, auth("key-a"))
+        job = json.loads(data)
+        self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
+        self.assertEqual(job["result"]["cacheStatus"], "CACHE_STATUS_HIT")
+        self.assertEqual(job["progress"]["stage"], "STAGE_DONE", job["progress"])
+        self.assertGreater(int(job["progress"]["tokensTotal"]), 0, job["progress"])
+        self.assertEqual(job["progress"]["tokensDone"], job["progress"]["tokensTotal"])
 
     def test_glb_provenance(self):
         prompt = "a provenance \"chair\"\nwith ümlauts"

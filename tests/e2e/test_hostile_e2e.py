@@ -20,8 +20,9 @@ models/demo-server.yaml):
   7. 2,000 gRPC calls that never send their message hold no threads, are refused (oldest first,
      grpc.max_calls_awaiting_message) or cancelled (limits.request_read_timeout_ms), and are
      counted as their clients saw them, while normal calls go on;
-  8. gRPC connections are closed at grpc.max_connection_age_ms (+ grace), and a client that pings
-     too often is sent away (GOAWAY), while later calls succeed over new connections.
+  8. gRPC connections are closed at grpc.max_connection_age_ms (+ grace), a client that pings
+     too often is sent away (GOAWAY), and one that connects and never sends HTTP/2's preface is
+     closed at grpc.handshake_timeout_ms, while later calls succeed over new connections.
 
 Run by ctest (test e2e.hostile, RUN_SERIAL) or by hand from this folder:
 
@@ -1582,7 +1583,37 @@ class GrpcConnectionAgeTest(HostileTestCase):
 class GrpcPingFloodTest(HostileTestCase):
     SCENARIO = "8b_grpc_ping_flood"
     HTTP = False
-    SERVER_ARGS = []  # the defaults: min_client_ping_interval_ms 10000, max_ping_strikes 2
+    # The ping defaults: min_client_ping_interval_ms 10000, max_ping_strikes 2. A short handshake
+    # deadline, for the silent connections' test (gRPC's own default held one for 120 s).
+    HANDSHAKE_MS = 1500
+    SERVER_ARGS = ["--set", f"grpc.handshake_timeout_ms={HANDSHAKE_MS}"]
+
+    @tolerated
+    def test_a_connection_that_never_speaks_is_closed_at_the_handshake_timeout(self):
+        limit = self.HANDSHAKE_MS / 1000
+        closed_after = []
+        # Nothing at all, and half of HTTP/2's preface then nothing.
+        for first_bytes in (b"", b"PRI * HTTP/2.0\r\n"):
+            sock = socket.create_connection((HOST, self.server.port), timeout=limit + 10)
+            start = time.monotonic()
+            try:
+                if first_bytes:
+                    sock.sendall(first_bytes)
+                while sock.recv(65536):  # the server's SETTINGS, if it sends any, then the close
+                    pass
+            except (socket.timeout, ConnectionResetError):
+                pass
+            finally:
+                sock.close()
+            closed_after.append(round(time.monotonic() - start, 2))
+        later = rpc_code(lambda: self.server.stub().GenerateMesh(make_request(), timeout=30))[0]
+        self.record(handshake_timeout_s=limit, silent_connections_closed_after_s=closed_after,
+                    call_after_silent_connections=later.name)
+        for after in closed_after:
+            self.expect.assertLessEqual(after, limit + 3, "a silent connection outlived "
+                                        "grpc.handshake_timeout_ms")
+            self.expect.assertGreaterEqual(after, limit * 0.8, "closed before the deadline")
+        self.expect.assertEqual(later, grpc.StatusCode.OK, "a call after the silent connections")
     PINGS = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
              ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
 

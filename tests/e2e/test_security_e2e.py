@@ -1,9 +1,11 @@
 """The server as the open internet meets it: API keys with per-key quotas and fair queueing,
-SIGHUP reloads, reflection off, mutual TLS, and SIGTERM while the model loads.
+SIGHUP reloads, reflection off, mutual TLS, TLS files checked at start (each bad one named, no
+port blamed), and SIGTERM while the model loads.
 
 Run by ctest (e2e.security); needs cube3d-server built (CUBE3D_BIN_DIR, default build/bin)."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -367,6 +369,60 @@ class MutualTlsTest(unittest.TestCase):
                     server.stop()  # SIGTERM; fails unless it exits 0
                 finally:
                     server.kill()
+
+
+class TlsFilesCheckedAtStartTest(unittest.TestCase):
+    """Issue 58: a key that is not the certificate's, a garbage certificate or a garbage client CA
+    made the start fail as "the port is in use by another process", naming no file. The server
+    checks them itself before any port opens: exit 2, the key and the file named, no word of a
+    busy port (the ports are free); a port that is really busy is still said to be."""
+
+    def start_and_fail(self, tmp, *overrides, ports=None):
+        grpc_port, metrics_port = ports or base.free_ports(2)
+        args = [base.SERVER_BIN, "--config", base.DEMO_CONFIG, "--listen",
+                f"{base.HOST}:{grpc_port}", "--metrics-listen", f"{base.HOST}:{metrics_port}"]
+        for override in overrides:
+            args += ["--set", override]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=tmp)
+        self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+        return proc.stderr
+
+    def test_bad_files_are_named_and_no_port_is_blamed(self):
+        with tempfile.TemporaryDirectory(prefix="cube3d-e2e-tls-files-") as tmp:
+            def make(name):
+                cert, key = os.path.join(tmp, f"{name}.pem"), os.path.join(tmp, f"{name}.key")
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out",
+                                cert, "-days", "1", "-subj", "/CN=localhost"],
+                               check=True, capture_output=True, timeout=60)
+                return cert, key
+
+            cert, key = make("server")
+            _, other_key = make("other")
+            garbage = os.path.join(tmp, "garbage.pem")
+            with open(garbage, "w") as f:
+                f.write("not a certificate\n")
+            cases = [
+                ([f"tls.cert_file={cert}", f"tls.key_file={other_key}"],
+                 f"tls.key_file {other_key} is not the key of tls.cert_file {cert}"),
+                ([f"tls.cert_file={garbage}", f"tls.key_file={key}"],
+                 f"tls.cert_file {garbage} holds no PEM certificate"),
+                ([f"tls.cert_file={cert}", f"tls.key_file={key}", f"tls.client_ca_file={garbage}"],
+                 f"tls.client_ca_file {garbage} holds no PEM certificate"),
+            ]
+            for overrides, message in cases:
+                stderr = self.start_and_fail(tmp, *overrides)
+                self.assertIn(message, stderr)
+                self.assertNotIn("in use", stderr)
+            # Good files, a port another socket holds: that one is said to be in use.
+            with socket.socket() as busy:
+                busy.bind((base.HOST, 0))
+                busy.listen(1)
+                port = busy.getsockname()[1]
+                stderr = self.start_and_fail(tmp, f"tls.cert_file={cert}", f"tls.key_file={key}",
+                                             ports=(port, base.free_ports(1)[0]))
+            self.assertIn(f"listen {base.HOST}:{port}: cannot listen on this address: the port "
+                          "is in use by another process", stderr)
 
 
 class SignalsDuringStartUpTest(unittest.TestCase):

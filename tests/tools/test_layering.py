@@ -311,6 +311,32 @@ class LayeringTest(unittest.TestCase):
         ]
         assert_exactly(self, lines, expected)
 
+    def test_planted_second_tls_policy_and_grpc_log_routing_fail(self):
+        # The TLS policy and gRPC's log routing are written once; the files that hold them may.
+        files = {
+            "src/server/httpd/tls_policy.cpp": "void a(SSL_CTX* c) {\n"
+                                               "  SSL_CTX_set_cipher_list(c, kList);\n}\n",
+            "include/cube3d/server/httpd/tls_policy.h": "// GRPC_SSL_CIPHER_SUITES\n",
+            "src/server/grpc/grpc_log.cpp": "void r() { gpr_set_log_function(f); }\n",
+            "src/server/httpd/http_server.cpp": "void b(SSL_CTX* c) {\n"
+                                                "  SSL_CTX_set_cipher_list(c, \"ALL\");\n"
+                                                "  SSL_CTX_set1_groups_list(c, \"P-256\");\n}\n",
+            "src/server/app/server_main.cpp": "void m() {\n"
+                                              "  setenv(\"GRPC_SSL_CIPHER_SUITES\", x, 1);\n"
+                                              "  gpr_set_log_function(mine);\n}\n",
+        }
+        lines = [line for line in planted_violations(self, files)
+                 if "a folder that no row" not in line]
+        expected = [
+            "src/server/httpd/http_server.cpp:2: sets TLS policy (SSL_CTX_set_cipher_list) outside",
+            "src/server/httpd/http_server.cpp:3: sets TLS policy (SSL_CTX_set1_groups_list) "
+            "outside",
+            "src/server/app/server_main.cpp:2: sets TLS policy (GRPC_SSL_CIPHER_SUITES) outside",
+            "src/server/app/server_main.cpp:3: routes gRPC's log lines (gpr_set_log_function) "
+            "outside src/server/grpc/grpc_log.cpp",
+        ]
+        assert_exactly(self, lines, expected)
+
     def test_planted_link_violations_fail(self):
         generate = BUILD / "bin" / "cube3d-generate"
         with tempfile.TemporaryDirectory() as tmp:

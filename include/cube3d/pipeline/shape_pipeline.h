@@ -75,7 +75,10 @@ struct ShapeRequest {
   MeshPivot pivot = MeshPivot::kModelOrigin;
   // Levels of detail after the first: level i + 1 simplified from level i to lod_targets[i]
   // (mesh_pipeline.h levels_of_detail), each checked against the limits and encoded like level 0;
-  // a level's file carries the metadata plus "lod_level": i + 1 (when there is metadata).
+  // a level's file carries the metadata plus "lod_level": its place among the levels answered.
+  // A level with no fewer faces than the one before it (clamped to the same target, or beyond
+  // what the simplifier reaches) is dropped with a warning, and a target (target_faces too) not
+  // met is said (mesh/level_review.h): Shape::lods may hold fewer levels than asked.
   std::vector<size_t> lod_targets;
 };
 

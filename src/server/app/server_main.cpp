@@ -9,7 +9,6 @@
 // answers within the grace period, then the process exits with kExitDeviceFault (70) for its
 // orchestrator to restart it; cube3d_device_faults_total counts it. CUBE3D_FAULT_INJECTION
 // (engine_executor.h, tests only) makes such faults on purpose.
-#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -24,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "cube3d/cli/cli_args.h"
@@ -31,9 +32,11 @@
 #include "cube3d/core/clock.h"
 #include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
-#include "cube3d/core/files.h"
+#include "cube3d/core/listen_probe.h"
 #include "cube3d/core/logging.h"
 #include "cube3d/core/model_config.h"
+#include "cube3d/core/net_address.h"
+#include "cube3d/core/peer_log.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/admission/api_keys.h"
 #include "cube3d/server/admission/prompt_policy.h"
@@ -45,10 +48,13 @@
 #include "cube3d/server/config/layer_options.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
+#include "cube3d/server/grpc/grpc_log.h"
 #include "cube3d/server/grpc/grpc_server_options.h"
 #include "cube3d/server/grpc/inference_service.h"
 #include "cube3d/server/grpc/mesh_service.h"
 #include "cube3d/server/http/http_gateway.h"
+#include "cube3d/server/httpd/tls_files.h"
+#include "cube3d/server/httpd/tls_policy.h"
 #include "cube3d/server/inference/inference_endpoint.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/jobs/job_store.h"
@@ -81,14 +87,6 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
                   [](const auto& plugin) { return plugin->name() == "proto_server_reflection"; });
   }
 };
-
-void log_grpc_line(gpr_log_func_args* args) {
-  const spdlog::level::level_enum level =
-      args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
-      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
-                                                : spdlog::level::debug;
-  spdlog::log(level, "grpc: {}", args->message);
-}
 
 CliArgs make_args() {
   CliArgs args("cube3d-server",
@@ -152,9 +150,16 @@ int run(int argc, char** argv) {
     std::fputs(server_config_to_yaml(config).c_str(), stdout);
     return 0;
   }
+  // The TLS policy's cipher list where gRPC reads it (httpd/tls_policy.h): set before any thread
+  // that may read the environment exists (setenv is not thread-safe), logged once logging is.
+  const std::optional<std::string> cipher_variable_replaced =
+      config.tls.enabled() ? http::use_tls_policy_for_grpc() : std::nullopt;
   setup_logging(config.logging.level, parse_log_format(config.logging.format));
-  // gRPC's own log lines go through the same logger (and format: a JSON log stays JSON).
-  gpr_set_log_function(log_grpc_line);
+  if (cipher_variable_replaced) spdlog::warn("{}", *cipher_variable_replaced);
+  // gRPC's own log lines go through the same logger (and format: a JSON log stays JSON); those a
+  // peer causes (failed TLS handshakes), like the doors' own such lines, through the
+  // rate-limited peer log, every one counted in cube3d_peer_errors_total (once Metrics exists).
+  route_grpc_log_lines();
   // TEST ONLY: faults made on purpose (engine_executor.h), from the environment alone, so that
   // neither a config file nor a request can turn them on.
   FaultInjection fault_injection;
@@ -179,6 +184,15 @@ int run(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   Metrics metrics(config.batching.batch_buckets,
                   BuildInfo{project_version(), git_revision(), config.device, config.dtype});
+  peer_log().set_counter(
+      [&metrics](std::string_view door, std::string_view kind) { metrics.peer_error(door, kind); });
+  // The peer log is the process's and outlives `metrics`: it stops counting into it first.
+  struct PeerCounterReset {
+    PeerCounterReset() = default;
+    PeerCounterReset(const PeerCounterReset&) = delete;
+    PeerCounterReset& operator=(const PeerCounterReset&) = delete;
+    ~PeerCounterReset() { peer_log().set_counter({}); }
+  } const peer_counter_reset;
   const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
@@ -319,12 +333,27 @@ int run(int argc, char** argv) {
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (config.tls.enabled()) {
+    // The certificate, key and client CA checked here, before any listener starts (a bad file
+    // stops the start naming its key and file, exit 2), and both doors serve these bytes under
+    // the one TLS policy (httpd/tls_policy.h; gRPC's cipher list was set in the environment
+    // above).
+    const http::TlsOptions tls_files{config.tls.cert_file, config.tls.key_file,
+                                     config.tls.client_ca_file,
+                                     config.tls.client_certificates != "optional"};
+    const http::TlsCredentials tls = http::load_tls_files(tls_files);
+    const auto now = std::chrono::system_clock::now();
+    metrics.set_tls_certificate_expiry_seconds(http::seconds_until_expiry(tls, now));
+    if (const auto warning = http::expiry_warning(tls, tls_files, now)) {
+      spdlog::warn("{}", *warning);
+    } else {
+      spdlog::info("TLS: {} ({}), valid for {:.0f} more days", config.tls.cert_file, tls.subject,
+                   http::seconds_until_expiry(tls, now) / 86'400);
+    }
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({read_file(config.tls.key_file, "TLS key"),
-                                      read_file(config.tls.cert_file, "TLS certificate")});
+    ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.chain_pem});
     if (!config.tls.client_ca_file.empty()) {
       // mTLS: client certificates must chain to these roots.
-      ssl.pem_root_certs = read_file(config.tls.client_ca_file, "TLS client CA");
+      ssl.pem_root_certs = tls.client_ca_pem;
       ssl.client_certificate_request =
           config.tls.client_certificates == "optional"
               ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
@@ -347,10 +376,13 @@ int run(int argc, char** argv) {
   apply_grpc_options(builder, config.grpc, config.limits.max_message_bytes);
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    throw unavailable("listen " + config.listen +
-                      ": cannot listen on this address: the port is in use by another process "
-                      "(is another cube3d-server running?) or the host is not an address of "
-                      "this machine");
+    // gRPC gives no reason: the bind is tried again here to learn it ("in use" only when the
+    // kernel says EADDRINUSE; the TLS files were checked above).
+    const int error = probe_listen(parse_host_port(config.listen, "listen"));
+    throw unavailable("listen " + config.listen + ": cannot listen on this address: " +
+                      (error != 0 ? listen_failure_reason(error)
+                                  : "gRPC could not start a listener there (its log lines above "
+                                    "say why)"));
   }
   // The default health service starts out SERVING; not yet.
   set_serving(*server, false);
@@ -472,6 +504,7 @@ int run(int argc, char** argv) {
   std::thread queue_gauge([&] {
     while (!scheduler.draining()) {
       metrics.set_queue_depth(scheduler.queue_depth());
+      peer_log().flush();  // the count of a flood of peer-caused lines that has stopped
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });

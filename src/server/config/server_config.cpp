@@ -517,6 +517,9 @@ const std::vector<Key>& keys() {
           [](auto& c) -> auto& { return c.grpc.max_connection_idle_ms; }),
       int_key(
           "grpc.write_timeout_ms", [](auto& c) -> auto& { return c.grpc.write_timeout_ms; }),
+      int_key(
+          "grpc.handshake_timeout_ms",
+          [](auto& c) -> auto& { return c.grpc.handshake_timeout_ms; }),
       string_key(
           "logging.level", [](auto& c) -> auto& { return c.logging.level; }),
       string_key(

@@ -20,6 +20,7 @@ void validate_grpc_options(const GrpcOptions& o) {
   require_in_range("grpc.max_connection_age_grace_ms", o.max_connection_age_grace_ms, 0, kIntMax);
   require_in_range("grpc.max_connection_idle_ms", o.max_connection_idle_ms, 1'000, kIntMax);
   require_in_range("grpc.write_timeout_ms", o.write_timeout_ms, 100, kIntMax);
+  require_in_range("grpc.handshake_timeout_ms", o.handshake_timeout_ms, 100, kIntMax);
 }
 
 }  // namespace cube3d

@@ -31,6 +31,9 @@ void apply_grpc_options(grpc::ServerBuilder& builder, const GrpcOptions& o,
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              as_int(o.max_connection_age_grace_ms));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, as_int(o.max_connection_idle_ms));
+  // A connection's TLS handshake and HTTP/2 preface and SETTINGS are due within this (gRPC's
+  // default is 120 s: a client that connects and stalls would hold its socket that long).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, as_int(o.handshake_timeout_ms));
   builder.SetMaxReceiveMessageSize(as_int(max_message_bytes));
   // Responses are checked against the limit by the service (with a helpful message); the
   // transport limit leaves room for the envelope.

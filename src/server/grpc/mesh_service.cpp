@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cube3d/api/grpc_status.h"
+#include "cube3d/core/peer_log.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
@@ -183,8 +184,10 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       const size_t bytes = request_bytes_.Length();
       const std::lock_guard lock(mutex_);
       if (!finishing_) {
-        // Logged here: the service never sees it.
-        spdlog::info("request - INVALID_ARGUMENT (grpc): {} bytes that are no request", bytes);
+        // Logged here, rate-limited (a peer's doing): the service never sees it.
+        peer_log().report(
+            "grpc", "protocol", spdlog::level::info,
+            fmt::format("request - INVALID_ARGUMENT (grpc): {} bytes that are no request", bytes));
         finish_locked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                    "the request message (" + std::to_string(bytes) +
                                        " bytes) does not parse as a "

@@ -11,6 +11,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
+#include "cube3d/core/peer_log.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/http/call_context.h"
 #include "cube3d/server/http/content_negotiation.h"
@@ -151,9 +152,11 @@ struct HttpGateway::Impl {
     return [this](const std::shared_ptr<http::Exchange>& ex, int http_status, ErrorCode code,
                   const std::string& message, http::Headers extra) {
       metrics.request_finished(std::string(to_string(code)));
-      spdlog::info("http {} {}: {} {}: {}", printable(ex->request().method, 16),
-                   printable(ex->request().path, 200), http_status, std::string(to_string(code)),
-                   message);
+      // A peer's doing (a path that does not exist, a method it does not take): rate-limited.
+      peer_log().report("http", "refused", spdlog::level::info,
+                        fmt::format("http {} {}: {} {}: {}", printable(ex->request().method, 16),
+                                    printable(ex->request().path, 200), http_status,
+                                    std::string(to_string(code)), message));
       http::Response response = http::is_inference_path(ex->request().path)
                                     ? http::inference_error(Status(code, message), 0)
                                     : error_response(http_status, code, message);
@@ -173,8 +176,12 @@ struct HttpGateway::Impl {
     } catch (const HttpError& e) {
       // Counted like the service's answers: a request that ended with this status.
       metrics.request_finished(std::string(to_string(e.code)));
-      spdlog::info("http {} {}: {} {}: {}", ex->request().method, ex->request().path, e.http_status,
-                   std::string(to_string(e.code)), e.what());
+      // Refused before the service (a body that does not parse, a header it cannot read, no
+      // generate slot): the peer's doing, rate-limited like the router's refusals.
+      peer_log().report("http", "refused", spdlog::level::info,
+                        fmt::format("http {} {}: {} {}: {}", printable(ex->request().method, 16),
+                                    printable(ex->request().path, 200), e.http_status,
+                                    std::string(to_string(e.code)), e.what()));
       ex->respond(error_response(e.http_status, e.code, e.what(), e.retry_after_seconds));
     }
   }
@@ -369,8 +376,9 @@ HttpGateway::HttpGateway(Service& service, Metrics& metrics, HttpGatewayOptions 
     const ErrorCode code = code_of_http_status(status);
     if (listener == kApiListener) {
       impl.metrics.request_finished(std::string(to_string(code)));
-      spdlog::info("http: refused a request: {} {}: {}", status, std::string(to_string(code)),
-                   message);
+      peer_log().report("http", "protocol", spdlog::level::info,
+                        fmt::format("http: refused a request: {} {}: {}", status,
+                                    std::string(to_string(code)), message));
     }
     return error_response(status, code, message);
   };
@@ -383,6 +391,12 @@ HttpGateway::HttpGateway(Service& service, Metrics& metrics, HttpGatewayOptions 
   server_options.observer.refused = [&impl](const std::string& listener,
                                             const std::string& reason) {
     impl.metrics.http_connection_refused(listener, reason);
+  };
+  server_options.observer.tls_failed = [](const std::string& listener, const std::string& client,
+                                          const std::string& reason) {
+    peer_log().report("http", "tls_handshake", spdlog::level::info,
+                      fmt::format("{}: a TLS handshake from {} failed: {}", listener,
+                                  printable(client, 64), printable(reason, 200)));
   };
   std::vector<http::Listener> listeners;
   if (!impl.options.listen.empty()) {

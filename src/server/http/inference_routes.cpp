@@ -1,5 +1,6 @@
 #include "cube3d/server/http/inference_routes.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/logging.h"
+#include "cube3d/core/peer_log.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/http/call_context.h"
 #include "cube3d/server/http/http_error.h"
@@ -128,9 +130,11 @@ void InferenceRoutes::guarded(const std::shared_ptr<Exchange>& ex, Handler handl
   }
   // Counted like the service's answers: a request that ended with this status.
   metrics_.request_finished(std::string(to_string(refused.code())));
-  spdlog::info("http {} {}: {}: {}", printable(ex->request().method, 16),
-               printable(ex->request().path, 200), std::string(to_string(refused.code())),
-               refused.message());
+  // Refused before the service: the peer's doing, rate-limited as the gateway's refusals are.
+  peer_log().report("http", "refused", spdlog::level::info,
+                    fmt::format("http {} {}: {}: {}", printable(ex->request().method, 16),
+                                printable(ex->request().path, 200),
+                                std::string(to_string(refused.code())), refused.message()));
   ex->respond(inference_error(refused, retry_after));
 }
 

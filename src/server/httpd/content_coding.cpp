@@ -5,6 +5,7 @@
 #include <charconv>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "cube3d/core/error.h"
 
@@ -115,11 +116,10 @@ void apply_gzip(const Headers& request_headers, const GzipOptions& options, Resp
       !compressible_type(response.headers.value_or("Content-Type"))) {
     return;
   }
-  // A client that does not take gzip gets the answer exactly as without this (no Vary either: a
-  // cache that keeps this identity answer for everyone serves nobody bytes it cannot read).
-  const AcceptedCodings accepted = parse_accept_encoding(request_headers);
-  if (!accepted.takes_gzip()) return;
-  // Compressed or not (the size floor), this answer's form depends on Accept-Encoding.
+  // Every answer that another client could get gzipped says so, whether this one is or not:
+  // without Vary on the identity form, a shared cache that stored it would serve it for every
+  // request of the URL, and one that stored a gzip form (under its own Vary) could still be
+  // told by the identity form's absence of Vary that the resource never varies.
   if (const auto vary = response.headers.get("Vary")) {
     if (lower_trimmed(*vary) != "*" &&
         lower_trimmed(*vary).find("accept-encoding") == std::string::npos) {
@@ -128,6 +128,8 @@ void apply_gzip(const Headers& request_headers, const GzipOptions& options, Resp
   } else {
     response.headers.set("Vary", "Accept-Encoding");
   }
+  const AcceptedCodings accepted = parse_accept_encoding(request_headers);
+  if (!accepted.takes_gzip()) return;
   const bool must = accepted.refuses_identity();
   if (!must && static_cast<int64_t>(response.body.size()) < options.min_bytes) return;
   std::string compressed = gzip_compress(response.body, options.level);
@@ -137,6 +139,110 @@ void apply_gzip(const Headers& request_headers, const GzipOptions& options, Resp
   if (const auto etag = response.headers.get("ETag"); etag && !etag->starts_with("W/")) {
     response.headers.set("ETag", "W/" + std::string(*etag));
   }
+}
+
+// --- request bodies ------------------------------------------------------------------------------
+
+BodyCoding body_coding(std::string_view content_encoding) {
+  std::vector<std::string> codings;
+  std::string_view rest = content_encoding;
+  while (!rest.empty()) {
+    const std::string coding = lower_trimmed(take_item(rest, ','));
+    if (!coding.empty() && coding != "identity") codings.push_back(coding);
+  }
+  BodyCoding out;
+  if (codings.empty()) return out;
+  if (codings.size() == 1 && (codings[0] == "gzip" || codings[0] == "x-gzip")) {
+    out.kind = BodyCoding::Kind::kGzip;
+  } else if (codings.size() == 1 && codings[0] == "deflate") {
+    out.kind = BodyCoding::Kind::kDeflate;
+  } else {
+    out.refused = lower_trimmed(content_encoding);
+  }
+  return out;
+}
+
+struct BodyDecoder::Stream {
+  z_stream z{};
+  bool open = false;
+  ~Stream() {
+    if (open) inflateEnd(&z);
+  }
+};
+
+BodyDecoder::BodyDecoder(BodyCoding::Kind kind, int64_t max_bytes)
+    : kind_(kind), max_bytes_(max_bytes) {
+  if (kind_ == BodyCoding::Kind::kIdentity) return;
+  stream_ = std::make_unique<Stream>();
+  // gzip: the gzip wrapper (15 + 16); deflate: RFC 9110's, the zlib wrapper (15). Either one
+  // alone: a body labelled gzip that holds zlib data (or the reverse) is not what it says.
+  const int window = kind_ == BodyCoding::Kind::kGzip ? 15 + 16 : 15;
+  if (inflateInit2(&stream_->z, window) != Z_OK) throw internal_error("inflateInit2 failed");
+  stream_->open = true;
+}
+
+BodyDecoder::~BodyDecoder() = default;
+
+bool BodyDecoder::fail(int status, std::string error) {
+  status_ = status;
+  error_ = std::move(error);
+  return false;
+}
+
+bool BodyDecoder::feed(std::string_view data, std::string& out) {
+  if (status_ != 0) return false;
+  if (data.empty()) return true;
+  started_ = true;
+  const auto over = [this](size_t size) { return static_cast<int64_t>(size) > max_bytes_; };
+  const std::string limit = std::to_string(max_bytes_) + "-byte limit (limits.max_message_bytes)";
+  if (kind_ == BodyCoding::Kind::kIdentity) {
+    out.append(data);
+    if (over(out.size())) return fail(413, "the request body is over the server's " + limit);
+    return true;
+  }
+  const char* name = kind_ == BodyCoding::Kind::kGzip ? "gzip" : "deflate";
+  z_stream& z = stream_->z;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  char chunk[16384];
+  while (z.avail_in > 0) {
+    if (ended_) {
+      // Another gzip member may follow one (RFC 1952 2.2, what `cat a.gz b.gz` makes); after a
+      // zlib stream nothing may.
+      if (kind_ != BodyCoding::Kind::kGzip) {
+        return fail(400, std::string("the request body has bytes after its ") + name +
+                             " stream ends (Content-Encoding: " + name + ")");
+      }
+      inflateReset(&z);
+      ended_ = false;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof(chunk);
+    const int result = inflate(&z, Z_NO_FLUSH);
+    if (result != Z_OK && result != Z_STREAM_END && result != Z_BUF_ERROR) {
+      return fail(400, std::string("the request body is not ") + name +
+                           " data, though Content-Encoding says " + name + " (" +
+                           (z.msg != nullptr ? z.msg : "zlib error " + std::to_string(result)) +
+                           ")");
+    }
+    out.append(chunk, sizeof(chunk) - z.avail_out);
+    // Checked as it grows: a bomb stops here, one chunk past the limit.
+    if (over(out.size())) {
+      return fail(413, std::string("the request body, ") + name +
+                           "-decoded, is over the server's " + limit);
+    }
+    if (result == Z_STREAM_END) ended_ = true;
+    if (result == Z_BUF_ERROR && z.avail_out == sizeof(chunk)) break;  // no progress: needs more
+  }
+  return true;
+}
+
+bool BodyDecoder::finish() {
+  if (status_ != 0) return false;
+  if (kind_ == BodyCoding::Kind::kIdentity || !started_ || ended_) return true;
+  const char* name = kind_ == BodyCoding::Kind::kGzip ? "gzip" : "deflate";
+  return fail(400, std::string("the request body ends before its ") + name +
+                       " stream does (Content-Encoding: " + name + "): truncated, or not " + name);
 }
 
 }  // namespace cube3d::http

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/listen_probe.h"
 #include "cube3d/core/net_address.h"
 
 namespace cube3d::http {
@@ -149,39 +150,31 @@ std::string client_address(const tcp::socket& socket) {
   return address.to_string();
 }
 
-// A TLS listener's context: TLS 1.2 and later, the certificate chain and key, and the client
-// certificates asked for. OpenSSL frees a connection's record buffers while it is idle
-// (SSL_MODE_RELEASE_BUFFERS): many idle TLS connections then cost little more than plain ones.
-std::shared_ptr<ssl::context> make_tls_context(const TlsOptions& tls, const std::string& listener) {
+// A TLS listener's context: the server's TLS policy and the checked files (tls_files.h, which
+// names the tls.* key and the file of anything wrong). OpenSSL frees a connection's record
+// buffers while it is idle (SSL_MODE_RELEASE_BUFFERS): many idle TLS connections then cost little
+// more than plain ones.
+std::shared_ptr<ssl::context> make_tls_context(const TlsOptions& tls) {
+  const TlsCredentials credentials = load_tls_files(tls);
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
-  const auto load = [&listener](const char* key, const std::string& path, auto&& fn) {
-    boost::system::error_code ec;
-    fn(ec);
-    if (ec) {
-      throw invalid_argument(listener + " TLS: " + key + " " + path +
-                             " does not load as PEM: " + ec.message());
-    }
-  };
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
-                       ssl::context::single_dh_use);
+  configure_tls_context(context->native_handle(), credentials, tls);
   SSL_CTX_set_mode(context->native_handle(), SSL_MODE_RELEASE_BUFFERS);
-  load("tls.cert_file", tls.cert_file,
-       [&](auto& ec) { context->use_certificate_chain_file(tls.cert_file, ec); });
-  load("tls.key_file", tls.key_file,
-       [&](auto& ec) { context->use_private_key_file(tls.key_file, ssl::context::pem, ec); });
-  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
-    throw invalid_argument(listener + " TLS: tls.key_file " + tls.key_file +
-                           " is not the key of tls.cert_file " + tls.cert_file);
-  }
-  if (!tls.client_ca_file.empty()) {
-    load("tls.client_ca_file", tls.client_ca_file,
-         [&](auto& ec) { context->load_verify_file(tls.client_ca_file, ec); });
-    context->set_verify_mode(tls.require_client_certificate
-                                 ? ssl::verify_peer | ssl::verify_fail_if_no_peer_cert
-                                 : ssl::verify_peer);
-  }
   return context;
+}
+
+// The first byte of a TLS connection is a handshake record's (0x16; 0x80 for an SSLv2-style
+// hello); a request line starts with a method's capital letter.
+bool starts_plain_http(char first) { return first >= 'A' && first <= 'Z'; }
+
+// What a plain-HTTP client on the HTTPS port reads: it cannot read a TLS alert, and an empty
+// reply tells it nothing.
+std::string plain_http_refusal() {
+  const std::string body =
+      "This port speaks HTTPS: a plain-HTTP request was sent to it. Use https:// (with the "
+      "server's certificate).\n";
+  return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+         "Content-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
 }  // namespace
@@ -198,7 +191,7 @@ struct ListenerState {
                            ? std::min(l.header_timeout, server_header_timeout)
                            : server_header_timeout),
         keep_alive(l.keep_alive),
-        tls(l.tls ? make_tls_context(*l.tls, name) : nullptr),
+        tls(l.tls ? make_tls_context(*l.tls) : nullptr),
         acceptor(net::make_strand(ioc)),
         retry(acceptor.get_executor()) {}
 
@@ -264,12 +257,57 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     // The handshake is part of the wait for a request's head: due within header_timeout.
     phase_ = Phase::kHandshake;
     arm(ConnectionClock::now() + listener_.header_timeout, "header_timeout");
+    wait_first_byte();
+  }
+
+  // Its first byte first: a plain-HTTP client gets an answer it can read (and one that connects
+  // and leaves, a TCP probe, is no failed handshake).
+  void wait_first_byte() {
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](const boost::system::error_code& ec) {
+                         if (self->phase_ != Phase::kHandshake) return;
+                         if (ec) return self->close("client");
+                         self->after_first_byte();
+                       });
+  }
+
+  void after_first_byte() {
+    char first = 0;
+    boost::system::error_code ec;
+    const size_t n = socket_.receive(net::buffer(&first, 1), tcp::socket::message_peek, ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      return wait_first_byte();  // a false alarm: wait again (the deadline stands)
+    }
+    if (ec || n == 0) return close("client");
+    if (starts_plain_http(first)) return refuse_plain_http();
     tls_->async_handshake(ssl::stream_base::server,
-                          [self = shared_from_this()](const boost::system::error_code& ec) {
+                          [self = shared_from_this()](const boost::system::error_code& hec) {
                             if (self->phase_ != Phase::kHandshake) return;
-                            if (ec) return self->close("tls_handshake");
+                            if (hec) {
+                              self->report_tls_failure(hec.message());
+                              return self->close("tls_handshake");
+                            }
                             self->enter_idle();
                           });
+  }
+
+  // The plain-HTTP answer on the bare socket, then the close (counted as a failed handshake).
+  void refuse_plain_http() {
+    report_tls_failure("plain HTTP on the HTTPS port");
+    tls_.reset();  // the connection is a plain one from here: its writes go to the socket
+    keep_alive_ = false;
+    close_after_ = true;
+    answered_ = true;
+    close_reason_ = "tls_handshake";
+    phase_ = Phase::kResponding;
+    disarm();
+    enqueue(plain_http_refusal());
+  }
+
+  void report_tls_failure(const std::string& reason) {
+    if (server_->options.observer.tls_failed) {
+      server_->options.observer.tls_failed(listener_.name, client_, reason);
+    }
   }
 
   // Posted by Server::stop: idle connections close now, busy ones after their answer.
@@ -645,6 +683,8 @@ void Connection::dispatch(Request request) {
 
 void Connection::refuse(int status, const std::string& message) {
   Response response = server_->refusal(listener_.name, status, message);
+  // A body coded in a way the server does not undo: the codings it does (RFC 9110 15.5.16).
+  if (status == 415) response.headers.set("Accept-Encoding", kRequestCodings);
   close_after_ = true;
   keep_alive_ = false;
   head_request_ = false;
@@ -939,11 +979,11 @@ Server::Server(ServerOptions options, std::vector<Listener> listeners)
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
-      throw unavailable(key + " " + address +
-                        ": cannot listen on this address: the port is in use by another process "
-                        "(is another cube3d-server running?) or the host is not an address of "
-                        "this machine (" +
-                        ec.message() + ")");
+      // The bind's own reason: "in use" only when it said EADDRINUSE.
+      const std::string reason = ec.category() == boost::system::system_category()
+                                     ? listen_failure_reason(ec.value())
+                                     : ec.message();
+      throw unavailable(key + " " + address + ": cannot listen on this address: " + reason);
     }
     state->port = acceptor.local_endpoint().port();
     impl.listeners.push_back(std::move(state));

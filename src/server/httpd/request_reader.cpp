@@ -3,17 +3,95 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <utility>
+
+#include "cube3d/server/httpd/content_coding.h"
 
 namespace cube3d::http {
 namespace beast_http = boost::beast::http;
 
+// (A named namespace: the parser below, a member of RequestReader::Parser, has it in its type.)
+namespace request_body {
+
+// A request body with its Content-Encoding undone as it arrives (content_coding.h BodyDecoder):
+// the parser's own body_limit bounds the bytes on the wire, the decoder the bytes they decode to.
+struct DecodedBody {
+  struct value_type {
+    std::string data;
+    int64_t max_bytes = 0;
+    int status = 0;  // a refusal of the body: 400 (not what its label says) or 413
+    std::string message;
+  };
+
+  class reader {
+   public:
+    // Made with the parser, before any field is read: the head is looked at in init().
+    template <bool isRequest, class Fields>
+    reader(beast_http::header<isRequest, Fields>& head, value_type& body)
+        : body_(body), coding_of_head_([&head] { return content_encoding(head); }) {}
+
+    void init(const boost::optional<std::uint64_t>&, boost::beast::error_code& ec) {
+      ec = {};
+      const BodyCoding coding = coding_of_head_();
+      // A coding the server does not undo was refused with the head (415); never read here.
+      decoder_.emplace(coding.refused.empty() ? coding.kind : BodyCoding::Kind::kIdentity,
+                       body_.max_bytes);
+    }
+
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, boost::beast::error_code& ec) {
+      ec = {};
+      std::size_t taken = 0;
+      for (auto it = boost::asio::buffer_sequence_begin(buffers);
+           it != boost::asio::buffer_sequence_end(buffers); ++it) {
+        const boost::asio::const_buffer b = *it;
+        taken += b.size();
+        if (!decoder_->feed({static_cast<const char*>(b.data()), b.size()}, body_.data)) {
+          return refuse(ec);
+        }
+      }
+      return taken;
+    }
+
+    void finish(boost::beast::error_code& ec) {
+      ec = {};
+      if (decoder_ && !decoder_->finish()) refuse(ec);
+    }
+
+   private:
+    template <class Fields>
+    static BodyCoding content_encoding(const Fields& fields) {
+      std::string joined;
+      for (const auto& field : fields) {
+        if (field.name() != beast_http::field::content_encoding) continue;
+        if (!joined.empty()) joined += ", ";
+        joined.append(field.value().data(), field.value().size());
+      }
+      return body_coding(joined);
+    }
+
+    std::size_t refuse(boost::beast::error_code& ec) {
+      body_.status = decoder_->status();
+      body_.message = decoder_->error();
+      ec = beast_http::error::bad_chunk;  // any error: the reader reads body_.status first
+      return 0;
+    }
+
+    value_type& body_;
+    const std::function<BodyCoding()> coding_of_head_;
+    std::optional<BodyDecoder> decoder_;
+  };
+};
+
+}  // namespace request_body
+
 struct RequestReader::Parser {
-  beast_http::request_parser<beast_http::string_body> parser;
+  beast_http::request_parser<request_body::DecodedBody> parser;
 };
 
 namespace {
@@ -47,6 +125,7 @@ void RequestReader::reset() {
   p.header_limit(static_cast<std::uint32_t>(std::clamp<int64_t>(
       limits_.max_header_bytes, 64, std::numeric_limits<std::uint32_t>::max())));
   p.body_limit(static_cast<std::uint64_t>(std::max<int64_t>(0, limits_.max_body_bytes)));
+  p.get().body().max_bytes = limits_.max_body_bytes;
   started_ = false;
   head_reported_ = false;
   head_fields_ = 0;
@@ -159,6 +238,9 @@ RequestReader::Result RequestReader::read(std::string_view data) {
     if (ec || n == 0) break;
     if (p.is_header_done() && !head_reported_) break;  // report the head before the body
   }
+  if (ec && p.get().body().status != 0) {
+    return fail(p.get().body().status, p.get().body().message);
+  }
   if (ec) {
     if (ec == beast_http::error::header_limit) {
       return fail(431, "the request head is over the server's " +
@@ -244,6 +326,20 @@ RequestReader::Result RequestReader::check_head() {
     return fail(417, "Expect: '" + std::string(view(expect->value())) +
                          "' cannot be met (only 100-continue)");
   }
+  // A body coded in a way the server does not undo: refused before it is read (RFC 9110
+  // 15.5.16), the codings it takes in the answer's Accept-Encoding (the connection adds it).
+  std::string content_codings;
+  for (const auto& field : request) {
+    if (field.name() != beast_http::field::content_encoding) continue;
+    if (!content_codings.empty()) content_codings += ", ";
+    content_codings += view(field.value());
+  }
+  if (const BodyCoding coding = body_coding(content_codings); !coding.refused.empty()) {
+    return fail(415, "Content-Encoding '" + coding.refused +
+                         "' is not supported: send the body as it is (identity), or coded with "
+                         "one of " +
+                         kRequestCodings);
+  }
   Result ok;
   return ok;
 }
@@ -259,7 +355,7 @@ Request RequestReader::take_request() {
     if (kept++ == head_fields_) break;  // the rest are trailer fields: dropped
     request.headers.add(std::string(view(field.name_string())), std::string(view(field.value())));
   }
-  request.body = std::move(message.body());
+  request.body = std::move(message.body().data);
   reset();
   return request;
 }

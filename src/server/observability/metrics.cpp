@@ -164,6 +164,22 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
   device_faults_ = counter(r, "cube3d_device_faults_total",
                            "Device faults (the GPU failed during a step: a CUDA error); after "
                            "one the server stops serving and exits with status 70 for a restart");
+  peer_errors_ = &prometheus::BuildCounter()
+                      .Name("cube3d_peer_errors_total")
+                      .Help(
+                          "What peers caused and the server refused before its service, by door "
+                          "(grpc, http) and kind (tls_handshake: a failed TLS handshake; "
+                          "protocol: bytes that are no request; refused: a request refused "
+                          "before the service), logged or not (the log writes one line a kind "
+                          "per 10 s)")
+                      .Register(r);
+  for (const auto& [door, kind] : {std::pair{"grpc", "tls_handshake"},
+                                   {"grpc", "protocol"},
+                                   {"http", "tls_handshake"},
+                                   {"http", "protocol"},
+                                   {"http", "refused"}}) {
+    peer_errors_->Add({{"door", door}, {"kind", kind}});
+  }
   redis_calls_ = &prometheus::BuildCounter()
                       .Name("cube3d_redis_commands_total")
                       .Help(
@@ -351,6 +367,21 @@ void Metrics::cache_write_dropped() { cache_writes_dropped_->Increment(); }
 void Metrics::set_cache_disk_tier(bool up) { cache_disk_tier_up_->Set(up ? 1 : 0); }
 
 void Metrics::device_fault() { device_faults_->Increment(); }
+
+void Metrics::peer_error(std::string_view door, std::string_view kind) {
+  peer_errors_->Add({{"door", std::string(door)}, {"kind", std::string(kind)}}).Increment();
+}
+
+void Metrics::set_tls_certificate_expiry_seconds(double seconds) {
+  const std::lock_guard lock(mutex_);
+  if (!tls_certificate_expiry_) {
+    tls_certificate_expiry_ =
+        gauge(*registry_, "cube3d_tls_certificate_expiry_seconds",
+              "Seconds until the server's TLS certificate (tls.cert_file) expires; negative "
+              "once it has. The server warns at start within 30 days");
+  }
+  tls_certificate_expiry_->Set(seconds);
+}
 
 void Metrics::redis_call(const std::string& command, double seconds, bool ok) {
   redis_calls_->Add({{"command", command}, {"outcome", ok ? "ok" : "error"}}).Increment();

@@ -289,7 +289,13 @@ void ServiceCall::after_lookup(ResultCache::Value cached) {
   if (finished()) return;  // cancelled or timed out while the disk was read
   if (cached) {
     v1::GenerateMeshResponse response;
-    if (response.ParseFromString(*cached)) return finish(Status(), nullptr, &response);
+    if (response.ParseFromString(*cached)) {
+      // What a computed answer's last progress says (the executor's), so that a job or a stream
+      // answered from the cache reads as done with every token, not as still queued.
+      const int64_t tokens = core_.options_.tokens_per_shape;
+      on_progress({TaskStage::kDone, tokens, tokens});
+      return finish(Status(), nullptr, &response);
+    }
     // The store checks its entries; a payload that still does not parse is dropped, not served.
     spdlog::warn("request {}: a cache entry does not parse; recomputing", request_id_);
     if (core_.cache_) core_.cache_->erase(*key_);

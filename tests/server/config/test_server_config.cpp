@@ -325,7 +325,8 @@ TEST(ServerConfig, KeysAreListedInFileOrder) {
   EXPECT_LT(at("limits.max_target_face_count"), at("limits.max_lod_levels"));
   EXPECT_LT(at("http.three_js_dir"), at("http.tls"));
   EXPECT_LT(at("http.gzip"), at("http.gzip_min_bytes"));
-  EXPECT_EQ(keys.size(), 111u);
+  EXPECT_LT(at("grpc.write_timeout_ms"), at("grpc.handshake_timeout_ms"));
+  EXPECT_EQ(keys.size(), 112u);
 }
 
 // --- errors: each names the key -------------------------------------------------------------
@@ -732,9 +733,13 @@ TEST(ServerConfigErrors, BadHttpAndGrpcSections) {
   expect_invalid("grpc:\n  max_threads: 1\n", {"grpc.max_threads", "1"});
   expect_invalid("grpc:\n  max_connection_age_ms: 10\n", {"grpc.max_connection_age_ms"});
   expect_invalid("grpc:\n  max_calls_awaiting_message: 0\n", {"grpc.max_calls_awaiting_message"});
+  expect_invalid("grpc:\n  handshake_timeout_ms: 50\n", {"grpc.handshake_timeout_ms", "50"});
   const ServerConfig ok = parse(std::string(kMinimal) +
                                 "http:\n  cors_allowed_origins: [\"*\"]\n  io_threads: 4\n"
-                                "grpc:\n  max_connection_age_ms: 60000\n");
+                                "grpc:\n  max_connection_age_ms: 60000\n"
+                                "  handshake_timeout_ms: 2000\n");
+  EXPECT_EQ(ok.grpc.handshake_timeout_ms, 2000);
+  EXPECT_EQ(ServerConfig().grpc.handshake_timeout_ms, 10'000);  // as http.header_timeout_ms
   EXPECT_EQ(ok.http.cors_allowed_origins, std::vector<std::string>{"*"});
   EXPECT_EQ(ok.http.io_threads, 4);
   EXPECT_EQ(ok.grpc.max_connection_age_ms, 60000);

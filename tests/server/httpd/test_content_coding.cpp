@@ -99,6 +99,26 @@ TEST(ApplyGzip, CompressesAJsonAnswerForAClientThatTakesIt) {
   EXPECT_LT(r.body.size(), plain.size());
 }
 
+// The identity form of an answer that another client gets gzipped varies too (issue 58: a shared
+// cache that stored it without Vary could hand it, or a gzip form, to the wrong client).
+TEST(ApplyGzip, EveryCompressibleAnswerVariesWhoeverAsked) {
+  // A client that does not take gzip, none that says anything, identity only (Python's
+  // http.client): the body as it was, Vary all the same.
+  for (const Headers& plain :
+       {accept_encoding({"gzip;q=0, br"}), Headers(), accept_encoding({"identity"})}) {
+    Response r = json_answer(5000);
+    const std::string body = r.body;
+    apply_gzip(plain, GzipOptions{}, r);
+    EXPECT_FALSE(r.headers.has("Content-Encoding"));
+    EXPECT_EQ(r.headers.value_or("Vary"), "Accept-Encoding");
+    EXPECT_EQ(r.body, body);
+  }
+  // A mesh file (GLB, the cacheable GET /v1/jobs/{id}/mesh's answer), below the floor too.
+  Response glb = make_response(200, std::string(100, 'g'), "model/gltf-binary");
+  apply_gzip(Headers(), GzipOptions{}, glb);
+  EXPECT_EQ(glb.headers.value_or("Vary"), "Accept-Encoding");
+}
+
 TEST(ApplyGzip, LeavesAnswersAloneThatItShould) {
   const Headers gzip = accept_encoding({"gzip"});
   // Below the floor: not compressed, but Vary all the same.
@@ -108,20 +128,6 @@ TEST(ApplyGzip, LeavesAnswersAloneThatItShould) {
   EXPECT_EQ(small.body, small_body);
   EXPECT_FALSE(small.headers.has("Content-Encoding"));
   EXPECT_EQ(small.headers.value_or("Vary"), "Accept-Encoding");
-  // A client that does not take gzip.
-  Response no = json_answer(5000);
-  const std::string no_body = no.body;
-  apply_gzip(accept_encoding({"gzip;q=0, br"}), GzipOptions{}, no);
-  EXPECT_FALSE(no.headers.has("Content-Encoding"));
-  EXPECT_FALSE(no.headers.has("Vary"));  // its answer exactly as without gzip
-  EXPECT_EQ(no.body, no_body);
-  // No Accept-Encoding at all, or identity only (Python's http.client): untouched too.
-  for (const Headers& plain : {Headers(), accept_encoding({"identity"})}) {
-    Response r = json_answer(5000);
-    apply_gzip(plain, GzipOptions{}, r);
-    EXPECT_FALSE(r.headers.has("Content-Encoding"));
-    EXPECT_FALSE(r.headers.has("Vary"));
-  }
   // Off.
   Response off = json_answer(5000);
   GzipOptions disabled;
@@ -179,6 +185,33 @@ TEST(ApplyGzip, VaryIsAddedToAndEtagsWeakened) {
   Response mid = json_answer(5000);
   apply_gzip(accept_encoding({"gzip"}), high, mid);
   EXPECT_FALSE(mid.headers.has("Content-Encoding"));
+}
+
+TEST(BodyCoding, WhatAContentEncodingSays) {
+  EXPECT_EQ(body_coding("").kind, BodyCoding::Kind::kIdentity);
+  EXPECT_EQ(body_coding("identity").kind, BodyCoding::Kind::kIdentity);
+  EXPECT_EQ(body_coding(" GZIP ").kind, BodyCoding::Kind::kGzip);
+  EXPECT_EQ(body_coding("x-gzip").kind, BodyCoding::Kind::kGzip);
+  EXPECT_EQ(body_coding("identity, deflate").kind, BodyCoding::Kind::kDeflate);
+  EXPECT_EQ(body_coding("br").refused, "br");
+  EXPECT_EQ(body_coding("gzip, gzip").refused, "gzip, gzip");
+  EXPECT_TRUE(body_coding("gzip").refused.empty());
+}
+
+// A decompression bomb costs the limit, not what it would inflate to: 20 MB of zeros in about
+// 20 KB of gzip stop one chunk past a 256 KiB limit.
+TEST(BodyDecoder, ABombStopsAtTheLimitAsItGrows) {
+  const std::string bomb = gzip_compress(std::string(20'000'000, '\0'), 9);
+  ASSERT_LT(bomb.size(), 40'000u);
+  BodyDecoder decoder(BodyCoding::Kind::kGzip, 256 << 10);
+  std::string out;
+  bool ok = true;
+  for (size_t at = 0; ok && at < bomb.size(); at += 4096) {
+    ok = decoder.feed(std::string_view(bomb).substr(at, 4096), out);
+  }
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(decoder.status(), 413);
+  EXPECT_LE(out.size(), (256u << 10) + 16384u);
 }
 
 }  // namespace test_content_coding

@@ -3,9 +3,13 @@
 #include "cube3d/server/httpd/request_reader.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "cube3d/server/httpd/content_coding.h"
 
 namespace cube3d::http {
 namespace test_request_reader {
@@ -366,6 +370,103 @@ TEST(RequestReader, StartedSaysWhetherARequestIsUnderWay) {
   EXPECT_FALSE(reader.started());  // an empty line is no request yet
   EXPECT_EQ(reader.read("GE").kind, Kind::kNeedMore);
   EXPECT_TRUE(reader.started());
+}
+
+// A POST of `body` with these extra fields (Content-Length set from the body).
+std::string post(const std::string& fields, const std::string& body) {
+  return "POST /x HTTP/1.1\r\nHost: h\r\n" + fields +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string zlib_compress(const std::string& data) {
+  uLongf size = compressBound(static_cast<uLong>(data.size()));
+  std::string out(size, '\0');
+  EXPECT_EQ(
+      compress2(reinterpret_cast<Bytef*>(out.data()), &size,
+                reinterpret_cast<const Bytef*>(data.data()), static_cast<uLong>(data.size()), 6),
+      Z_OK);
+  out.resize(size);
+  return out;
+}
+
+// Issue 58: a gzip body was handed on as its raw bytes, and a plain one labelled gzip or br was
+// read as if plain. Now the label is undone, or refused, and must match the bytes.
+TEST(RequestReader, AGzipOrDeflateBodyIsDecodedInEveryStep) {
+  const std::string json = R"({"prompt": "a wooden chair", "resolutionBase": 6})";
+  for (const auto& [label, coded] :
+       {std::pair<std::string, std::string>{"gzip", gzip_compress(json)},
+        {"x-gzip", gzip_compress(json)},
+        {"deflate", zlib_compress(json)},
+        {"identity, gzip", gzip_compress(json)}}) {
+    for (const size_t step : {size_t{0}, size_t{1}, size_t{7}}) {
+      const Outcome o = feed(post("Content-Encoding: " + label + "\r\n", coded), step);
+      ASSERT_EQ(o.requests.size(), 1u) << label << " step " << step << ": " << o.message;
+      EXPECT_EQ(o.requests[0].body, json) << label;
+      EXPECT_EQ(o.requests[0].headers.value_or("Content-Encoding"), label);  // as sent
+    }
+  }
+  // Chunked, two gzip members one after the other (what `cat a.gz b.gz` makes).
+  const std::string two = gzip_compress("{\"prompt\": ") + gzip_compress("\"x\"}");
+  std::string chunked =
+      "POST /x HTTP/1.1\r\nHost: h\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked"
+      "\r\n\r\n";
+  for (size_t at = 0; at < two.size(); at += 9) {
+    const std::string piece = two.substr(at, 9);
+    char size[8];
+    std::snprintf(size, sizeof(size), "%zx", piece.size());
+    chunked += std::string(size) + "\r\n" + piece + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  const Outcome o = feed(chunked, 5);
+  ASSERT_EQ(o.requests.size(), 1u) << o.message;
+  EXPECT_EQ(o.requests[0].body, "{\"prompt\": \"x\"}");
+  // Identity, and an empty body whatever its label: as they are.
+  EXPECT_EQ(feed(post("Content-Encoding: identity\r\n", "abc")).requests.at(0).body, "abc");
+  EXPECT_EQ(feed(post("Content-Encoding: gzip\r\n", "")).requests.at(0).body, "");
+}
+
+TEST(RequestReader, AnotherCodingIs415BeforeTheBody) {
+  for (const std::string label : {"br", "zstd", "compress", "gzip, gzip", "gzip, br"}) {
+    const Outcome o = feed(post("Content-Encoding: " + label + "\r\n", "{}"));
+    EXPECT_EQ(o.status, 415) << label;
+    EXPECT_NE(o.message.find("Content-Encoding '" + label + "'"), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find(kRequestCodings), std::string::npos) << o.message;
+  }
+  // Two fields are one list.
+  EXPECT_EQ(feed(post("Content-Encoding: gzip\r\nContent-Encoding: br\r\n", "{}")).status, 415);
+}
+
+TEST(RequestReader, ALabelThatDoesNotMatchTheBytesIs400) {
+  const std::string json = R"({"prompt": "a chair"})";
+  // Plain bytes labelled gzip; zlib bytes labelled gzip; gzip bytes labelled deflate.
+  for (const auto& [label, bytes] : {std::pair<std::string, std::string>{"gzip", json},
+                                     {"gzip", zlib_compress(json)},
+                                     {"deflate", gzip_compress(json)}}) {
+    const Outcome o = feed(post("Content-Encoding: " + label + "\r\n", bytes));
+    EXPECT_EQ(o.status, 400) << label;
+    EXPECT_NE(o.message.find("is not " + label + " data"), std::string::npos) << o.message;
+  }
+  // Cut short: the stream never ends.
+  const std::string whole = gzip_compress(json);
+  const Outcome cut = feed(post("Content-Encoding: gzip\r\n", whole.substr(0, whole.size() - 6)));
+  EXPECT_EQ(cut.status, 400);
+  EXPECT_NE(cut.message.find("ends before its gzip stream does"), std::string::npos) << cut.message;
+  // Bytes after a deflate stream.
+  EXPECT_EQ(feed(post("Content-Encoding: deflate\r\n", zlib_compress(json) + "x")).status, 400);
+}
+
+TEST(RequestReader, TheBodyLimitHoldsForTheDecodedBytes) {
+  // 100 bytes is the limit: 40 bytes of gzip that inflate to 10,000 are refused, as they grow.
+  const std::string bomb = gzip_compress(std::string(10'000, 'a'));
+  ASSERT_LT(bomb.size(), 100u);
+  const Outcome o = feed(post("Content-Encoding: gzip\r\n", bomb), 3);
+  EXPECT_EQ(o.status, 413);
+  EXPECT_NE(o.message.find("gzip-decoded, is over the server's 100-byte limit"), std::string::npos)
+      << o.message;
+  // Decoded to the limit exactly: fine.
+  const Outcome at = feed(post("Content-Encoding: gzip\r\n", gzip_compress(std::string(100, 'a'))));
+  ASSERT_EQ(at.requests.size(), 1u) << at.message;
+  EXPECT_EQ(at.requests[0].body.size(), 100u);
 }
 
 }  // namespace test_request_reader

@@ -431,6 +431,7 @@ class MeshServiceCacheTest : public MeshServiceTest {
   struct Pending {
     std::mutex mutex;
     std::optional<CallOutcome> outcome;
+    std::vector<TaskProgress> progress;
     std::shared_ptr<ActiveCall> active;
     bool done() {
       const std::lock_guard lock(mutex);
@@ -443,6 +444,10 @@ class MeshServiceCacheTest : public MeshServiceTest {
     observer.done = [pending](CallOutcome o) {
       const std::lock_guard lock(pending->mutex);
       pending->outcome = std::move(o);
+    };
+    observer.progress = [pending](const TaskProgress& p) {
+      const std::lock_guard lock(pending->mutex);
+      pending->progress.push_back(p);
     };
     pending->active = service_->start(r, c, std::move(observer));
     return pending;
@@ -508,6 +513,26 @@ TEST_F(MeshServiceCacheTest, IdenticalCallsInFlightShareOneComputationThenHitThe
   EXPECT_EQ(hit->outcome->response.effective().model(), "demo");
   EXPECT_EQ(executor_.held_count(), 1u);
   EXPECT_EQ(cache_metric("hit"), 1);
+}
+
+// Issue 58: a job answered from the cache read JOB_STATE_SUCCEEDED with progress STAGE_QUEUED and
+// no tokens; a hit now ends with the progress a computed answer ends with (done, every token).
+TEST_F(MeshServiceCacheTest, AHitEndsWithTheProgressOfADoneComputation) {
+  executor_.hold = true;
+  v1::GenerateMeshRequest r = request(v1::MESH_FORMAT_GLB);
+  const auto first = start(r);
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  release(0);
+  ASSERT_TRUE(eventually([&] { return first->done(); }));
+  const auto hit = start(r);
+  ASSERT_TRUE(hit->done());
+  ASSERT_EQ(hit->outcome->response.cache_status(), v1::CACHE_STATUS_HIT);
+  ASSERT_EQ(hit->progress.size(), 1u);
+  const TaskProgress& last = hit->progress.back();
+  EXPECT_EQ(last.stage, TaskStage::kDone);
+  EXPECT_GT(last.tokens_total, 0);
+  EXPECT_EQ(last.tokens_done, last.tokens_total);
+  EXPECT_EQ(last.tokens_total, service_->options().tokens_per_shape);
 }
 
 TEST_F(MeshServiceCacheTest, TheWorkStopsOnlyWhenEveryCallerHasGone) {

@@ -22,6 +22,10 @@
 //     behind a Kubernetes Service (which balances connections, not calls) get their share.
 //   - write_timeout_ms: a response or event that the client does not take within this (it
 //     never reads its stream) cancels the call.
+//   - handshake_timeout_ms: a new connection must finish its TLS handshake and send HTTP/2's
+//     preface and SETTINGS within this, or it is closed (gRPC's own default is 120 s; HTTP's
+//     http.header_timeout_ms is the same bound on the other door). Idle connections after
+//     that: max_connection_idle_ms.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,7 @@ struct GrpcOptions {
   int64_t max_connection_age_grace_ms = 6 * 60'000;
   int64_t max_connection_idle_ms = 10 * 60'000;
   int64_t write_timeout_ms = 30'000;
+  int64_t handshake_timeout_ms = 10'000;
   bool operator==(const GrpcOptions&) const = default;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -46,11 +47,62 @@ std::string gzip_decompress(std::string_view data, size_t max_bytes = size_t{1} 
 // Compresses `response` for a client that sent `request_headers`, in place, when the options,
 // its Content-Type and size and the client's Accept-Encoding say so: Content-Encoding: gzip, the
 // body gzipped, a strong ETag made weak (another representation of the same content). Every
-// answer of a compressible type to a client that takes gzip gets Vary: Accept-Encoding (added to a
-// Vary it has), compressed or not, so that a cache keeps the two apart; an answer to any other
-// client is left exactly as it was. A response that has a Content-Encoding already,
-// or no body, is left alone; so is one that gzip would not make smaller, unless the client
-// refuses identity.
+// answer of a compressible type with a body gets Vary: Accept-Encoding (added to a Vary it has)
+// while gzip is on, compressed or not and whoever asked: its form depends on Accept-Encoding, and
+// a shared cache must keep the forms apart (RFC 9110 12.5.5). A response that has a
+// Content-Encoding already, or no body, is left alone; so is one that gzip would not make
+// smaller, unless the client refuses identity.
 void apply_gzip(const Headers& request_headers, const GzipOptions& options, Response& response);
+
+// --- request bodies ------------------------------------------------------------------------------
+// A request's Content-Encoding (RFC 9110 8.4): the server undoes gzip (x-gzip) and deflate (zlib,
+// RFC 9110's "deflate"; Triton's clients compress requests with either), "identity" is no coding,
+// and anything else is refused with 415 (and Accept-Encoding: kRequestCodings) before the body is
+// read.
+inline constexpr const char* kRequestCodings = "gzip, deflate";
+
+struct BodyCoding {
+  enum class Kind { kIdentity, kGzip, kDeflate };
+  Kind kind = Kind::kIdentity;
+  // Not empty: the value, as sent, of a coding (or a list of more than one) the server does not
+  // undo.
+  std::string refused;
+};
+// What a Content-Encoding value says (several fields joined with ", "; empty: identity).
+BodyCoding body_coding(std::string_view content_encoding);
+
+// Undoes a body's coding as its bytes arrive, so that its decoded size is bounded as it grows: a
+// small body that inflates past `max_bytes` (a "zip bomb") stops at the limit, having cost at
+// most that much memory and the time to inflate it.
+class BodyDecoder {
+ public:
+  BodyDecoder(BodyCoding::Kind kind, int64_t max_bytes);
+  ~BodyDecoder();
+  BodyDecoder(const BodyDecoder&) = delete;
+  BodyDecoder& operator=(const BodyDecoder&) = delete;
+
+  // Appends the decoded form of the next bytes to `out`; false (and status() and error() say
+  // why: 400 for bytes that are not what the label says, 413 for a decoded size over the limit)
+  // when the body must be refused.
+  bool feed(std::string_view data, std::string& out);
+  // After the last bytes: false (400) when a coded body ended before its stream did. A body
+  // with no bytes at all is an empty one, whatever its label.
+  bool finish();
+
+  int status() const { return status_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool fail(int status, std::string error);
+
+  struct Stream;
+  const BodyCoding::Kind kind_;
+  const int64_t max_bytes_;
+  std::unique_ptr<Stream> stream_;  // zlib's, for gzip and deflate
+  bool started_ = false;            // any byte seen
+  bool ended_ = false;              // the coded stream ended (its trailer read)
+  int status_ = 0;
+  std::string error_;
+};
 
 }  // namespace cube3d::http

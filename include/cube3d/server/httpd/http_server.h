@@ -17,15 +17,21 @@
 //   write_timeout   a response that makes no write progress (a client that never reads).
 // While a handler works on a request there is no deadline of the connection's own; the
 // connection watches for the client's close (its exchange is abandoned at once).
-// TLS (a listener's `tls`): Asio's SSL stream over the same socket (OpenSSL), TLS 1.2 and later;
-// the handshake is due within header_timeout of the accept (closed "header_timeout" when missed,
-// "tls_handshake" when it fails: a plain-HTTP client, a client certificate that does not verify),
-// and everything after it runs as on a plain connection, under the same deadlines and limits. An
+// TLS (a listener's `tls`): Asio's SSL stream over the same socket (OpenSSL), under the server's
+// one TLS policy (tls_policy.h: TLS 1.2 and 1.3, forward-secret AEAD suites), with the files
+// checked by tls_files.h; the handshake is due within header_timeout of the accept (closed
+// "header_timeout" when missed, "tls_handshake" when it fails: a client certificate that does
+// not verify, no suite in common). A client that speaks plain HTTP to the port (its first bytes
+// are a request line's, not a TLS record's) gets a plain "400 Bad Request" saying the port
+// speaks HTTPS, then the close ("tls_handshake"). After the handshake everything
+// runs as on a plain connection, under the same deadlines and limits. An
 // idle TLS connection holds the SSL stream's buffers (~40 KiB, bounded by max_connections); a
 // plain one holds none. A TLS connection ends with a TCP close, without close_notify: every
 // answer is framed (Content-Length or chunked), so a client can tell a truncated one.
 // gzip (options.gzip, content_coding.h): a whole answer is compressed for a client that accepts
-// it; a streamed one never is.
+// it (and every answer that could be says Vary: Accept-Encoding); a streamed one never is. A
+// request body's Content-Encoding is undone by the request reader (gzip, deflate; 415 for
+// another).
 // Limits: max_connections per listener (beyond it a new connection is closed at once),
 // max_connections_per_client (per remote address, per listener), and the request limits of
 // request_reader.h, refused with their status through `refusal` and the connection closed.
@@ -42,6 +48,7 @@
 #include "cube3d/server/httpd/content_coding.h"
 #include "cube3d/server/httpd/http_message.h"
 #include "cube3d/server/httpd/request_reader.h"
+#include "cube3d/server/httpd/tls_files.h"
 
 namespace cube3d::http {
 
@@ -92,6 +99,11 @@ struct ServerObserver {
   std::function<void(const std::string& listener, const std::string& reason)> closed;
   // reason: max_connections, max_connections_per_client.
   std::function<void(const std::string& listener, const std::string& reason)> refused;
+  // A TLS handshake that failed (the connection then closes "tls_handshake"): the client's
+  // address and OpenSSL's reason ("no shared cipher", "http request": plain HTTP on the port).
+  std::function<void(const std::string& listener, const std::string& client,
+                     const std::string& reason)>
+      tls_failed;
 };
 
 struct ServerOptions {
@@ -111,16 +123,6 @@ struct ServerOptions {
   ServerObserver observer;
 };
 
-// A listener's TLS: PEM files (the server config's tls: section, gRPC's).
-struct TlsOptions {
-  std::string cert_file;       // the certificate chain
-  std::string key_file;        // its private key
-  std::string client_ca_file;  // roots client certificates must chain to; empty: none asked for
-  // With client_ca_file: true refuses a handshake without a client certificate that verifies;
-  // false asks for one and verifies it when sent.
-  bool require_client_certificate = true;
-};
-
 struct Listener {
   std::string name;        // for messages, metrics and port(): "http", "metrics"
   std::string address;     // host:port, [v6]:port; port 0 picks a free one
@@ -135,10 +137,10 @@ struct Listener {
 
 class Server {
  public:
-  // Binds every listener (unavailable naming config_key when an address cannot be bound:
-  // the port is busy, the host is not this machine's; invalid_argument when it is not
-  // host:port, or when a TLS listener's files do not load, naming the file) and starts serving
-  // on the I/O threads.
+  // Binds every listener (unavailable naming config_key and the bind's reason when an address
+  // cannot be bound: the port is busy, the host is not this machine's; invalid_argument when it
+  // is not host:port, or when a TLS listener's files do not load, naming the tls.* key and the
+  // file) and starts serving on the I/O threads.
   Server(ServerOptions options, std::vector<Listener> listeners);
   ~Server();  // stop(0)
   Server(const Server&) = delete;

@@ -4,8 +4,11 @@
 // to its user: limits on the request line (414), the head's bytes and its field count (431),
 // the body (413); obsolete line folding, a repeated Content-Length, a transfer coding other than
 // chunked, HTTP/1.1 without exactly one Host, and control bytes anywhere in the head refused
-// (400: the usual ways to make two parsers disagree about where a request ends). Socket-free:
-// the connection feeds it bytes; the unit tests and the fuzzer feed it everything else.
+// (400: the usual ways to make two parsers disagree about where a request ends). A body's
+// Content-Encoding is undone as the body arrives (gzip, deflate: content_coding.h BodyDecoder),
+// the body limit applying to the decoded bytes too (413); another coding is refused with the
+// head (415), and a body that is not what its label says is 400. Socket-free: the connection
+// feeds it bytes; the unit tests and the fuzzer feed it everything else.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,7 @@ class RequestReader {
     };
     Kind kind = Kind::kNeedMore;
     size_t consumed = 0;  // bytes of the input taken; the rest is for the next call
-    int status = 0;       // kError: 400, 413, 414, 417, 431, 501, 505
+    int status = 0;       // kError: 400, 413, 414, 415, 417, 431, 501, 505
     std::string message;  // kError: what was wrong, for the error body
   };
 
@@ -61,8 +64,9 @@ class RequestReader {
   // After kHead: the protocol version (10 or 11).
   unsigned version() const;
 
-  // After kRequest: the request (without remote address), and the reader is ready for the
-  // next one on the connection.
+  // After kRequest: the request (without remote address; its body decoded, its
+  // Content-Encoding field as sent), and the reader is ready for the next one on the
+  // connection.
   Request take_request();
 
  private:

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cube3d {
@@ -93,6 +94,14 @@ class Metrics {
   // A device fault (core/device_fault.h): the server stops serving and exits for a restart.
   void device_fault();
 
+  // What a peer caused and the server refused before its service (core/peer_log.h), by door
+  // (grpc, http) and kind (tls_handshake, protocol, refused): every one, whether its log line
+  // was written or left out (cube3d_peer_errors_total).
+  void peer_error(std::string_view door, std::string_view kind);
+  // The server certificate's seconds until it expires, negative once it has
+  // (cube3d_tls_certificate_expiry_seconds; only on a server with TLS).
+  void set_tls_certificate_expiry_seconds(double seconds);
+
   // Jobs: those kept now, by state (queued, running, succeeded, failed, cancelled), their
   // results' bytes, and submissions by outcome (accepted, refused).
   void set_jobs(const std::string& state, int64_t count);
@@ -155,6 +164,8 @@ class Metrics {
   prometheus::Counter* cache_writes_dropped_;
   prometheus::Gauge* cache_disk_tier_up_;
   prometheus::Counter* device_faults_;
+  prometheus::Family<prometheus::Counter>* peer_errors_;
+  prometheus::Gauge* tls_certificate_expiry_ = nullptr;  // mutex_; made with TLS only
   prometheus::Family<prometheus::Counter>* redis_calls_;
   prometheus::Family<prometheus::Histogram>* redis_seconds_;
   std::map<std::string, prometheus::Histogram*> redis_seconds_by_command_;  // mutex_
