@@ -27,6 +27,21 @@ only in src/server/grpc/grpc_log.cpp.
 TBB (the mesh layer's thread pool) is included only by src/mesh/ sources, never by a public
 header, whatever the table allows.
 
+Paths: no source of src/, include/, bench/ or kernels/ includes a relative path ("../x.h", or
+one with a . or .. part): an include names the public path (cube3d/<layer>/...; a kernel header
+its bare name), which the layer checks read. No .cc, .cxx, .c++, .hpp, .hh or .hxx file under
+src/ or include/: the sources are .cpp and the headers .h, which CMake's globs and these checks
+see. Link edges (when --root has a CMakeLists.txt): every target_link_libraries() of a library of
+the tables links only the cube3d_* libraries its row may include (a part: its own row's parts and
+layers), the API's messages (cube3d_api_messages) only where its row may use them, and an
+INTERFACE library of CMakeLists.txt counts as what it links; the exceptions of FILE_USES,
+LAYER_HEADERS and PART_HEADERS hold for links too. hiredis is private to the redis part:
+<hiredis/...> is included by src/server/redis/*.cpp alone (no header, no other folder), and in
+CMake only the redis part's library links it, PRIVATE (no other target, no link_libraries(), no
+helper handed its target or its library variables). A test-only header
+(include/cube3d/**/<name>_testing.h) is included by tests and by src/**/<name>.cpp, which defines
+it, alone.
+
 The Triton kernels' Python (kernels/*.py) imports triton, the standard library and its own
 folder's modules alone: never torch (the kernels know nothing of libtorch, in Python as in C++)
 nor any other package.
@@ -306,6 +321,63 @@ def check_server_parts(root: Path, parts: list[ServerPart]) -> list[str]:
     return problems
 
 
+# Every C++ file these checks read, the misnamed ones included (so that they are checked too).
+CXX_SUFFIXES = frozenset({".h", ".cpp", ".cu", ".cuh", ".cc", ".cxx", ".c++", ".hpp", ".hh",
+                          ".hxx"})
+# The project's sources are .cpp and its headers .h: CMake globs src/<layer>/*.cpp, and a .cc
+# would be built by nothing and seen by no check that reads *.cpp.
+MISNAMED_SUFFIXES = {".cc": ".cpp", ".cxx": ".cpp", ".c++": ".cpp", ".hpp": ".h", ".hh": ".h",
+                     ".hxx": ".h"}
+
+
+def check_relative_includes(root: Path) -> list[str]:
+    """Includes by a relative path ("../x.h", "./x.h"): the layer checks read public paths."""
+    problems = []
+    for folder in ("src", "include", "bench", "kernels"):
+        for rel, text in source_files(root, folder, CXX_SUFFIXES):
+            for m in INCLUDE.finditer(text):
+                header = m.group(2)
+                if not any(part in (".", "..") for part in header.split("/")):
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                shown = f'"{header}"' if m.group(1) == '"' else f"<{header}>"
+                problems.append(f"{rel}:{line}: includes {shown}, a relative path (name the "
+                                "public path, cube3d/<layer>/..., or a kernel header's bare name)")
+    return problems
+
+
+def check_testing_headers(root: Path) -> list[str]:
+    """Test-only headers (include/cube3d/**/<name>_testing.h: hooks such as a store that stops
+    renewing its leases on purpose) are included by tests alone, and by the one source that
+    defines them (src/<same folders>/<name>.cpp)."""
+    problems = []
+    for folder in ("src", "include", "bench", "kernels"):
+        for rel, text in source_files(root, folder, CXX_SUFFIXES):
+            for m in INCLUDE.finditer(text):
+                header = m.group(2)
+                if not header.endswith("_testing.h"):
+                    continue
+                owner = "src/" + header.removeprefix("cube3d/").removesuffix("_testing.h") + ".cpp"
+                if rel == owner:
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"{rel}:{line}: includes {header}, a test-only header (tests/ "
+                                f"and {owner} alone may)")
+    return problems
+
+
+def check_source_suffixes(root: Path) -> list[str]:
+    """Sources and headers under src/ and include/ are .cpp and .h."""
+    problems = []
+    for folder in ("src", "include"):
+        for rel, _ in source_files(root, folder, frozenset(MISNAMED_SUFFIXES)):
+            suffix = Path(rel).suffix
+            problems.append(f"{rel}: a {suffix} file (the sources are .cpp, the headers .h; "
+                            f"CMake's *.cpp globs and these checks miss it): rename it to "
+                            f"{MISNAMED_SUFFIXES[suffix]}")
+    return problems
+
+
 def cmake_libraries(text: str) -> dict[str, set[str]]:
     """Each library CMakeLists.txt builds from sources of the tree: the folders of its sources."""
     text = text.replace("${CMAKE_SOURCE_DIR}/", "")
@@ -352,6 +424,225 @@ def check_libraries(root: Path, layers: list[Layer], parts: list[ServerPart]) ->
         if library not in wanted:
             problems.append(f"CMakeLists.txt: {library} (from {', '.join(sorted(folders))}) is "
                             f"no row of {ARCHITECTURE}'s tables")
+    return problems
+
+
+def cmake_code(text: str) -> str:
+    """CMake text with its comments blanked (line numbers and offsets kept)."""
+    out = []
+    i, n, quoted = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            quoted = c != '"'
+        elif c == '"':
+            quoted = True
+        elif c == "#":
+            bracket = re.match(r"#\[(=*)\[", text[i:])
+            if bracket:
+                close = text.find("]" + bracket.group(1) + "]", i)
+                end = n if close < 0 else close + len(bracket.group(1)) + 2
+            else:
+                end = text.find("\n", i)
+                end = n if end < 0 else end
+            out.append(re.sub(r"[^\n]", " ", text[i:end]))
+            i = end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+CMAKE_ARGUMENT = re.compile(r'"(?:\\.|[^"\\])*"|[^\s"()]+')
+
+
+def cmake_commands(text: str):
+    """(command in lower case, [(argument, line), ...]) for each command of a CMake file."""
+    code = cmake_code(text)
+    for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)[ \t]*\(", code, re.M):
+        depth, i, quoted = 1, m.end(), False
+        while i < len(code) and depth:
+            c = code[i]
+            if quoted:
+                if c == "\\":
+                    i += 1
+                quoted = c != '"'
+            elif c == '"':
+                quoted = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            i += 1
+        arguments = [(a.group(0), code.count("\n", 0, a.start()) + 1)
+                     for a in CMAKE_ARGUMENT.finditer(code, m.end(), i - 1)]
+        yield m.group(1).lower(), arguments
+
+
+LINK_KEYWORDS = {"PUBLIC", "PRIVATE", "INTERFACE", "LINK_PUBLIC", "LINK_PRIVATE",
+                 "LINK_INTERFACE_LIBRARIES"}
+
+
+def cmake_links(arguments: list[tuple[str, int]]):
+    """(keyword or None, item, line) for each library a target_link_libraries() call links."""
+    keyword = None
+    for item, line in arguments[1:]:
+        if item in LINK_KEYWORDS:
+            keyword = item
+        elif item not in ("debug", "optimized", "general"):
+            yield keyword, item, line
+
+
+def cube3d_names(item: str) -> list[str]:
+    """The cube3d_* libraries a link item names (itself, or inside a generator expression)."""
+    if re.fullmatch(r"cube3d_\w+", item):
+        return [item]
+    if item.startswith("$<"):
+        return re.findall(r"\bcube3d_\w+", re.sub(r"\$\{[^}]*\}", "", item))
+    return []
+
+
+def header_layers(root: Path, headers: set[str]) -> set[str]:
+    """The layers of an exception's headers (LAYER_HEADERS, PART_HEADERS)."""
+    return {layer for layer in (layer_of_include(root, h) for h in headers) if layer}
+
+
+# The API's messages (protobuf only, generated): "messages" for the tables, as their headers.
+API_MESSAGES_LIBRARY = "cube3d_api_messages"
+
+
+def check_link_edges(root: Path, layers: list[Layer], parts: list[ServerPart]) -> list[str]:
+    """Each library of the tables links only the cube3d_* libraries its row may include."""
+    cmake = root / "CMakeLists.txt"
+    if not cmake.is_file():
+        return []
+    commands = list(cmake_commands(cmake.read_text()))
+    owners: dict[str, Layer | ServerPart] = {layer.library: layer for layer in layers
+                                              if layer.library}
+    owners.update({part.library: part for part in parts})
+    interfaces: dict[str, list[str]] = {}
+    for name, arguments in commands:
+        if name == "add_library" and [a for a, _ in arguments[1:2]] == ["INTERFACE"]:
+            interfaces[arguments[0][0]] = []
+    for name, arguments in commands:
+        if name == "target_link_libraries" and arguments and arguments[0][0] in interfaces:
+            interfaces[arguments[0][0]] += [n for _, item, _ in cmake_links(arguments)
+                                            for n in cube3d_names(item)]
+
+    def resolved(library: str, seen: frozenset = frozenset()) -> list[str]:
+        if library not in interfaces or library in seen:
+            return [library]
+        return [n for linked in interfaces[library] for n in resolved(linked, seen | {library})]
+
+    def describe(library: str) -> str:
+        owner = owners[library]
+        return f"layer {owner.name}" if isinstance(owner, Layer) else f"server/{owner.name}"
+
+    problems = []
+    for name, arguments in commands:
+        if name != "target_link_libraries" or not arguments or arguments[0][0] not in owners:
+            continue
+        target = arguments[0][0]
+        owner = owners[target]
+        if isinstance(owner, Layer):
+            who, may_use = owner.name, owner.may_use
+            # A file's or a header's exception to its row is its library's too.
+            layers_allowed = owner.uses | {layer for rel, uses in FILE_USES.items()
+                                           for layer in uses
+                                           if any(rel.startswith(f + "/") for f in owner.folders)}
+            layers_allowed |= header_layers(root, LAYER_HEADERS.get(owner.name, set()))
+            parts_allowed: set[str] = set()
+        else:
+            who, may_use = f"server/{owner.name}", owner.may_use
+            layers_allowed = owner.layers | header_layers(root, PART_HEADERS.get(owner.name, set()))
+            parts_allowed = owner.parts | {owner.name}
+        for _, item, line in cmake_links(arguments):
+            for named in cube3d_names(item):
+                through = "" if named not in interfaces else f"through {named}, "
+                for library in resolved(named):
+                    where = f"CMakeLists.txt:{line}: {who} ({target})"
+                    if library == target:
+                        continue
+                    if library == API_MESSAGES_LIBRARY:
+                        if not allows(may_use, "messages"):
+                            problems.append(f"{where} links {through}{library} (messages, "
+                                            "which its row does not allow)")
+                    elif library not in owners:
+                        problems.append(f"{where} links {through}{library}, no library of "
+                                        f"{ARCHITECTURE}'s tables (link the layers its row "
+                                        "names)")
+                    elif isinstance(owners[library], Layer):
+                        if owners[library].name not in layers_allowed:
+                            problems.append(f"{where} may not link {through}{library} "
+                                            f"({describe(library)}; link only what its row of "
+                                            f"{ARCHITECTURE} may include)")
+                    elif isinstance(owner, Layer) or owners[library].name not in parts_allowed:
+                        problems.append(f"{where} may not link {through}{library} "
+                                        f"({describe(library)}; link only what its row of "
+                                        f"{ARCHITECTURE} may include)")
+    return problems
+
+
+# hiredis (the Redis wire format) is the redis part's alone: its sources include it, its library
+# links it PRIVATE, and nothing else sees it (docs/architecture.md, the server's parts).
+HIREDIS_PART = "redis"
+HIREDIS_FOLDER = "src/server/redis/"
+# CMake files that may link a library: the tree's own, the tests' and the fuzz project's.
+CMAKE_FILES = ("CMakeLists.txt", "tests/CMakeLists.txt", "fuzz/CMakeLists.txt")
+# What only links hiredis (its imported target, its library variables): handed to any other
+# command (a helper that links its ARGN), it links hiredis there.
+HIREDIS_LINK_ITEM = re.compile(r"PkgConfig::\w*HIREDIS|hiredis::|\$\{\w*HIREDIS\w*_(?:LIBRARIES"
+                               r"|LINK_LIBRARIES|LDFLAGS|LIBRARY|LIB)\}", re.I)
+
+
+def check_hiredis(root: Path, parts: list[ServerPart]) -> list[str]:
+    """hiredis: included by src/server/redis/*.cpp alone, linked PRIVATE by the redis part alone."""
+    redis = next((part.library for part in parts if part.name == HIREDIS_PART),
+                 f"the {HIREDIS_PART} part's library")
+    problems = []
+    for folder in ("src", "include", "bench", "kernels", "tests", "fuzz"):
+        for rel, text in source_files(root, folder, CXX_SUFFIXES):
+            own = (rel.startswith(HIREDIS_FOLDER) and rel.endswith(".cpp")
+                   and "/" not in rel[len(HIREDIS_FOLDER):])
+            for m in INCLUDE.finditer(text):
+                header = m.group(2)
+                if (header.startswith("hiredis/") or header == "hiredis.h") and not own:
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(f"{rel}:{line}: includes <{header}> (hiredis is private to "
+                                    f"{HIREDIS_FOLDER}*.cpp: no header, no other folder; use "
+                                    "the Redis client of cube3d/server/redis/)")
+    for cmake in CMAKE_FILES:
+        path = root / cmake
+        if not path.is_file():
+            continue
+        for name, arguments in cmake_commands(path.read_text()):
+            if name == "target_link_libraries" and arguments:
+                target = arguments[0][0]
+                for keyword, item, line in cmake_links(arguments):
+                    if "hiredis" not in item.lower():
+                        continue
+                    if target != redis:
+                        problems.append(f"{cmake}:{line}: {target} links {item} (hiredis is "
+                                        f"private to {redis}: link it there alone, PRIVATE)")
+                    elif keyword not in ("PRIVATE", "LINK_PRIVATE"):
+                        problems.append(f"{cmake}:{line}: {target} links {item} "
+                                        f"{keyword or 'with no keyword'} (hiredis is private "
+                                        "to it: link it PRIVATE)")
+            elif name == "link_libraries":
+                for item, line in arguments:
+                    if "hiredis" in item.lower():
+                        problems.append(f"{cmake}:{line}: link_libraries({item}) links hiredis "
+                                        f"into every target (link it PRIVATE in {redis} alone)")
+            else:
+                for item, line in arguments:
+                    if HIREDIS_LINK_ITEM.search(item):
+                        problems.append(f"{cmake}:{line}: {name}() is handed {item} (hiredis is "
+                                        f"private to {redis}: link it there alone, with "
+                                        "target_link_libraries(... PRIVATE))")
     return problems
 
 
@@ -541,9 +832,14 @@ def main() -> int:
     try:
         layers, parts = read_tables(args.root)
         problems = (check_includes(args.root, layers) + check_server_parts(args.root, parts)
-                    + check_libraries(args.root, layers, parts))
+                    + check_libraries(args.root, layers, parts)
+                    + check_link_edges(args.root, layers, parts)
+                    + check_hiredis(args.root, parts))
     except TableError as e:
         problems = str(e).splitlines()
+    problems += check_relative_includes(args.root)
+    problems += check_source_suffixes(args.root)
+    problems += check_testing_headers(args.root)
     problems += check_batch_names(args.root)
     problems += check_triton_sources(args.root)
     problems += check_written_once(args.root)
@@ -551,7 +847,9 @@ def main() -> int:
         problems += check_links(args.root, args.build_dir)
     for p in problems:
         print(p)
-    checked = ("includes, libraries, file-local names, what is written once, Triton sources"
+    checked = ("includes, include paths, file names, test-only headers, libraries, link edges, "
+               "hiredis, "
+               "file-local names, what is written once, Triton sources"
                + (f" and links in {args.build_dir}" if args.build_dir else ""))
     print(f"layering: {len(problems)} violation(s) ({checked})", file=sys.stderr)
     return 1 if problems else 0

@@ -21,9 +21,4 @@ grpc::Status to_grpc_status(const Status& status) {
   return grpc::Status(to_grpc_code(status.code()), status.message());
 }
 
-ErrorCode from_grpc_code(grpc::StatusCode code) {
-  if (code == grpc::StatusCode::OUT_OF_RANGE) return ErrorCode::kInvalidArgument;  // the twin
-  return error_code_of_canonical(static_cast<int>(code)).value_or(ErrorCode::kInternal);
-}
-
 }  // namespace cube3d

@@ -47,8 +47,8 @@ std::string_view canonical_code_name(int number) {
   return kCanonicalNames[known ? number : kUnknown];
 }
 
-Error::Error(ErrorCode code, const std::string& message)
-    : std::runtime_error(message), code_(code) {}
+Error::Error(ErrorCode code, const std::string& message, ErrorReason reason)
+    : std::runtime_error(message), code_(code), reason_(reason) {}
 
 Error invalid_argument(const std::string& message) {
   return Error(ErrorCode::kInvalidArgument, message);
@@ -59,6 +59,9 @@ Error failed_precondition(const std::string& message) {
 }
 Error resource_exhausted(const std::string& message) {
   return Error(ErrorCode::kResourceExhausted, message);
+}
+Error queue_full(const std::string& message) {
+  return Error(ErrorCode::kResourceExhausted, message, ErrorReason::kQueueFull);
 }
 Error unimplemented(const std::string& message) {
   return Error(ErrorCode::kUnimplemented, message);
@@ -71,12 +74,6 @@ Error deadline_exceeded(const std::string& message) {
 Error unavailable(const std::string& message) { return Error(ErrorCode::kUnavailable, message); }
 Error unauthenticated(const std::string& message) {
   return Error(ErrorCode::kUnauthenticated, message);
-}
-Error permission_denied(const std::string& message) {
-  return Error(ErrorCode::kPermissionDenied, message);
-}
-Error already_exists(const std::string& message) {
-  return Error(ErrorCode::kAlreadyExists, message);
 }
 
 void require_in_range(std::string_view key, int64_t value, int64_t min, int64_t max) {

@@ -170,11 +170,11 @@ void Scheduler::submit(std::shared_ptr<Task> task) {
     }
     const auto waiting = static_cast<int64_t>(queue_.size()) + admitting_;
     if (waiting >= config_.max_queue_size) {
-      throw resource_exhausted("queue full (" + std::to_string(waiting) + " waiting); retry later");
+      throw queue_full("queue full (" + std::to_string(waiting) + " waiting); retry later");
     }
     if (batch && queued_batch_ >= effective_max_queued_batch(config_)) {
-      throw resource_exhausted("batch queue full (" + std::to_string(queued_batch_) +
-                               " batch jobs waiting, batching.max_queued_batch); retry later");
+      throw queue_full("batch queue full (" + std::to_string(queued_batch_) +
+                       " batch jobs waiting, batching.max_queued_batch); retry later");
     }
     ++admitting_;  // holds the slot while kQueued is reported below
     if (batch) ++queued_batch_;

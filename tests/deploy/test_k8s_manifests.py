@@ -1805,6 +1805,19 @@ class K8sManifestsTest(unittest.TestCase):
             self.assertTrue(label_selector_matches(peer.get("podSelector") or {}, pod.labels),
                             f"{root}: the Redis admits pods other than the server's: {peer}")
 
+    def test_images_build_without_test_hooks(self):
+        """The shipped images' cube3d-server ignores CUBE3D_FAULT_INJECTION: both Dockerfiles
+        configure with -DCUBE3D_TEST_HOOKS=OFF (the option CMakeLists.txt gives the hooks)."""
+        with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
+            self.assertIn("option(CUBE3D_TEST_HOOKS", f.read())
+        for dockerfile in IMAGE_DOCKERFILES:
+            with open(os.path.join(SOURCE, "docker", dockerfile)) as f:
+                configure = [line for line in f.read().split("\n") if "cmake -S" in line]
+            self.assertTrue(configure, f"docker/{dockerfile}: no cmake configure line")
+            for line in configure:
+                self.assertIn("-DCUBE3D_TEST_HOOKS=OFF", line,
+                              f"docker/{dockerfile} builds cube3d-server with its test hooks")
+
     def test_pdb_selects_the_pods(self):
         for root, objects in self.each_deployment_root():
             pdbs = of_kind(objects, "PodDisruptionBudget")

@@ -251,6 +251,170 @@ class LayeringTest(unittest.TestCase):
         self.assertNotIn("CMakeLists.txt: no library cube3d_core (the tables' library of "
                          "src/core/)", lines)
 
+    def test_planted_relative_includes_fail(self):
+        # An include names the public path (cube3d/<layer>/..., a kernel header its bare name):
+        # "../x.h" or "./x.h" would slip past the layer checks, which read public paths.
+        files = {
+            "src/core/a.cpp": '#include "../core/error.h"\n#include "cube3d/core/error.h"\n'
+                              '#include <../x.h>\n',
+            "include/cube3d/mesh/m.h": '#include "./mesh.h"\n',
+            "bench/b.cpp": '#include "../include/cube3d/core/error.h"\n',
+            "kernels/k.cu": '#include "decode.cuh"\n#include "./decode.cuh"\n',
+            "src/tools/t.cpp": '#include "cube3d/tools/../core/error.h"\n',
+        }
+        lines = planted_violations(self, files)
+        assert_exactly(self, lines, [
+            'src/core/a.cpp:1: includes "../core/error.h", a relative path (name the public '
+            "path, cube3d/<layer>/...",
+            "src/core/a.cpp:3: includes <../x.h>, a relative path",
+            'include/cube3d/mesh/m.h:1: includes "./mesh.h", a relative path',
+            'bench/b.cpp:1: includes "../include/cube3d/core/error.h", a relative path',
+            'kernels/k.cu:2: includes "./decode.cuh", a relative path',
+            'src/tools/t.cpp:1: includes "cube3d/tools/../core/error.h", a relative path',
+        ])
+
+    def test_planted_testing_header_outside_tests_fails(self):
+        # A *_testing.h header (test-only hooks) is included by tests and its defining source.
+        files = {
+            "src/server/jobs/redis_job_store.cpp":
+                '#include "cube3d/server/jobs/redis_job_store_testing.h"\n',
+            "src/server/app/server_main.cpp":
+                '#include "cube3d/server/jobs/redis_job_store_testing.h"\n',
+            "include/cube3d/server/jobs/job_service.h":
+                '#include "cube3d/server/jobs/redis_job_store_testing.h"\n',
+        }
+        lines = [line for line in planted_violations(self, files) if "_testing.h" in line]
+        assert_exactly(self, lines, [
+            "src/server/app/server_main.cpp:1: includes cube3d/server/jobs/"
+            "redis_job_store_testing.h, a test-only header (tests/ and "
+            "src/server/jobs/redis_job_store.cpp alone may)",
+            "include/cube3d/server/jobs/job_service.h:1: includes cube3d/server/jobs/"
+            "redis_job_store_testing.h, a test-only header",
+        ])
+
+    def test_planted_misnamed_sources_fail(self):
+        # Sources are .cpp and headers .h: a .cc escapes CMake's *.cpp globs and these checks.
+        files = {
+            "src/core/ok.cpp": "\n",
+            "include/cube3d/core/ok.h": "#pragma once\n",
+            "src/core/a.cc": "\n",
+            "src/mesh/b.cxx": "\n",
+            "include/cube3d/core/c.hpp": "#pragma once\n",
+            "src/server/http/d.hh": "#pragma once\n",
+        }
+        lines = planted_violations(self, files)
+        assert_exactly(self, lines, [
+            "src/core/a.cc: a .cc file (the sources are .cpp, the headers .h; CMake's *.cpp "
+            "globs and these checks miss it): rename it to .cpp",
+            "src/mesh/b.cxx: a .cxx file (the sources are .cpp, the headers .h; CMake's *.cpp "
+            "globs and these checks miss it): rename it to .cpp",
+            "include/cube3d/core/c.hpp: a .hpp file (the sources are .cpp, the headers .h; "
+            "CMake's *.cpp globs and these checks miss it): rename it to .h",
+            "src/server/http/d.hh: a .hh file",
+        ])
+
+    def test_planted_link_edges_fail(self):
+        # target_link_libraries() of a table's library: only the cube3d_* libraries its row may
+        # include (a part: its row's parts and layers); an INTERFACE library counts as what it
+        # links; executables and other libraries are not the tables'.
+        files = {
+            "CMakeLists.txt":
+                "target_link_libraries(cube3d_engine PUBLIC cube3d_model PRIVATE cube3d_kernels)\n"
+                "target_link_libraries(cube3d_mesh PUBLIC cube3d_core\n"
+                "  PRIVATE cube3d_engine)\n"
+                "# target_link_libraries(cube3d_core PUBLIC cube3d_mesh)\n"
+                "target_link_libraries(cube3d_scheduler PUBLIC cube3d_api_messages)\n"
+                "target_link_libraries(cube3d_pipeline PUBLIC cube3d_engine cube3d_mesh\n"
+                "  $<$<BOOL:${WITH_API}>:cube3d_api>)\n"
+                "add_library(cube3d_server_lib INTERFACE)\n"
+                "target_link_libraries(cube3d_server_lib INTERFACE cube3d_service)\n"
+                "target_link_libraries(cube3d_tools PUBLIC cube3d_pipeline cube3d_server_lib)\n"
+                "target_link_libraries(cube3d_result_cache PUBLIC cube3d_redis cube3d_service)\n"
+                # HTTP's mesh preview is its row's exception, for links as for includes.
+                "target_link_libraries(cube3d_http_door PUBLIC cube3d_service cube3d_httpd\n"
+                "  cube3d_mesh cube3d_pipeline)\n"
+                "target_link_libraries(cube3d_grpc_door PUBLIC cube3d_api cube3d_gizmo "
+                "spdlog::spdlog)\n"
+                # model_text.cpp's exception is the pipeline library's too.
+                "target_link_libraries(cube3d_pipeline PRIVATE cube3d_model)\n"
+                "target_link_libraries(cube3d_service PUBLIC cube3d_api_messages)\n"
+                "target_link_libraries(cube3d_api PUBLIC cube3d_api_messages cube3d_core)\n"
+                "target_link_libraries(cube3d-server PRIVATE cube3d_server_lib cube3d_engine)\n",
+        }
+        lines = [line for line in planted_violations(self, files)
+                 if not line.startswith("CMakeLists.txt: no library ")]
+        assert_exactly(self, lines, [
+            "CMakeLists.txt:3: mesh (cube3d_mesh) may not link cube3d_engine (layer engine; link "
+            "only what its row of docs/architecture.md may include)",
+            "CMakeLists.txt:5: scheduler (cube3d_scheduler) links cube3d_api_messages (messages, "
+            "which its row does not allow)",
+            "CMakeLists.txt:7: pipeline (cube3d_pipeline) may not link cube3d_api (layer api;",
+            "CMakeLists.txt:10: tools (cube3d_tools) may not link through cube3d_server_lib, "
+            "cube3d_service (server/service;",
+            "CMakeLists.txt:11: server/cache (cube3d_result_cache) may not link cube3d_service "
+            "(server/service;",
+            "CMakeLists.txt:13: server/http (cube3d_http_door) may not link cube3d_pipeline "
+            "(layer pipeline;",
+            "CMakeLists.txt:14: server/grpc (cube3d_grpc_door) links cube3d_gizmo, no library of "
+            "docs/architecture.md's tables",
+        ])
+
+    def test_planted_hiredis_outside_redis_fails(self):
+        # hiredis is the redis part's: included by src/server/redis/*.cpp alone, linked by
+        # cube3d_redis alone and PRIVATE.
+        files = {
+            "src/server/redis/redis_connection.cpp": "#include <hiredis/hiredis.h>\n",
+            "src/server/redis/redis_reply.h": "#include <hiredis/read.h>\n",
+            "include/cube3d/server/redis/redis_connection.h": "#include <hiredis/hiredis.h>\n",
+            "src/server/cache/redis_tier.cpp": '#include "hiredis/hiredis.h"\n',
+            "tests/server/redis/fake_redis.cpp": "#include <hiredis/hiredis.h>\n",
+            "CMakeLists.txt":
+                "pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)\n"
+                "target_link_libraries(cube3d_redis PUBLIC cube3d_core PkgConfig::HIREDIS)\n"
+                "target_link_libraries(cube3d_result_cache PUBLIC cube3d_redis\n"
+                "  PRIVATE PkgConfig::HIREDIS)\n"
+                "target_link_libraries(cube3d_redis PRIVATE hiredis_ssl OpenSSL::SSL)\n"
+                "link_libraries(${HIREDIS_LIBRARIES})\n"
+                "target_link_libraries(cube3d_redis hiredis)\n",
+            "tests/CMakeLists.txt":
+                "cube3d_layer_tests(server cube3d_server_base PkgConfig::HIREDIS TORCH_FREE)\n"
+                "target_link_libraries(cube3d_redis_tests PRIVATE ${HIREDIS_LINK_LIBRARIES})\n",
+        }
+        lines = [line for line in planted_violations(self, files)
+                 if not line.startswith("CMakeLists.txt: no library ")]
+        assert_exactly(self, lines, [
+            "src/server/redis/redis_reply.h:1: includes <hiredis/read.h> (hiredis is private to "
+            "src/server/redis/*.cpp: no header, no other folder",
+            "include/cube3d/server/redis/redis_connection.h:1: includes <hiredis/hiredis.h>",
+            "src/server/cache/redis_tier.cpp:1: includes <hiredis/hiredis.h>",
+            "tests/server/redis/fake_redis.cpp:1: includes <hiredis/hiredis.h>",
+            "CMakeLists.txt:2: cube3d_redis links PkgConfig::HIREDIS PUBLIC (hiredis is private "
+            "to it: link it PRIVATE)",
+            "CMakeLists.txt:4: cube3d_result_cache links PkgConfig::HIREDIS (hiredis is private "
+            "to cube3d_redis: link it there alone, PRIVATE)",
+            "CMakeLists.txt:6: link_libraries(${HIREDIS_LIBRARIES}) links hiredis into every "
+            "target",
+            "CMakeLists.txt:7: cube3d_redis links hiredis with no keyword",
+            "tests/CMakeLists.txt:1: cube3d_layer_tests() is handed PkgConfig::HIREDIS (hiredis "
+            "is private to cube3d_redis",
+            "tests/CMakeLists.txt:2: cube3d_redis_tests links ${HIREDIS_LINK_LIBRARIES}",
+        ])
+
+    def test_real_cmake_link_edges_hold_and_are_read(self):
+        # The tree's own CMakeLists.txt passes the link checks, and they read it: a forbidden
+        # edge and a hiredis link appended to it are found at their lines, and nothing else.
+        text = (SOURCE / "CMakeLists.txt").read_text().rstrip("\n") + "\n"
+        text += ("target_link_libraries(cube3d_core PUBLIC cube3d_engine)\n"
+                 "target_link_libraries(cube3d_jobs PRIVATE PkgConfig::HIREDIS)\n")
+        n = len(text.splitlines())
+        lines = planted_violations(self, {"CMakeLists.txt": text})
+        assert_exactly(self, lines, [
+            f"CMakeLists.txt:{n - 1}: core (cube3d_core) may not link cube3d_engine (layer "
+            "engine;",
+            f"CMakeLists.txt:{n}: cube3d_jobs links PkgConfig::HIREDIS (hiredis is private to "
+            "cube3d_redis",
+        ])
+
     def test_the_tables_are_required_and_checked(self):
         lines = planted_violations(self, {"src/core/a.cpp": "\n"}, architecture=False)
         self.assertEqual(lines, ["docs/architecture.md: missing (it holds the layer tables this "

@@ -12,9 +12,6 @@ namespace cube3d {
 grpc::StatusCode to_grpc_code(ErrorCode code);
 grpc::Status to_grpc_status(const Error& error);
 grpc::Status to_grpc_status(const Status& status);
-// The service's code for a gRPC one (codes the service never uses, such as ABORTED, read as
-// kInternal... except those with a twin); for a gRPC door's own refusals.
-ErrorCode from_grpc_code(grpc::StatusCode code);
 // "OK", "INVALID_ARGUMENT", ...: the status names clients and metrics use.
 const char* grpc_code_name(grpc::StatusCode code);
 

@@ -39,13 +39,23 @@ std::optional<ErrorCode> error_code_of_canonical(int number);
 // google.rpc.Code's name of a number ("INVALID_ARGUMENT"), "UNKNOWN" for one it does not have.
 std::string_view canonical_code_name(int number);
 
+// Why, where a code alone does not tell a caller what to do: the doors act on it (a full queue's
+// 429 carries the scheduler's Retry-After; another RESOURCE_EXHAUSTED, such as an answer over
+// the message limit, is not worth retrying as it is).
+enum class ErrorReason {
+  kNone,
+  kQueueFull,  // the scheduler's queue (or the batch priority's share of it) is full
+};
+
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message);
+  Error(ErrorCode code, const std::string& message, ErrorReason reason = ErrorReason::kNone);
   ErrorCode code() const noexcept { return code_; }
+  ErrorReason reason() const noexcept { return reason_; }
 
  private:
   ErrorCode code_;
+  ErrorReason reason_;
 };
 
 // Shorthands keep throw sites short: throw invalid_argument("model.yaml: gpt_model.n_head ...").
@@ -53,14 +63,14 @@ Error invalid_argument(const std::string& message);
 Error not_found(const std::string& message);
 Error failed_precondition(const std::string& message);
 Error resource_exhausted(const std::string& message);
+// RESOURCE_EXHAUSTED with ErrorReason::kQueueFull: the scheduler's refusal, worth a retry soon.
+Error queue_full(const std::string& message);
 Error unimplemented(const std::string& message);
 Error internal_error(const std::string& message);
 Error cancelled(const std::string& message);
 Error deadline_exceeded(const std::string& message);
 Error unavailable(const std::string& message);
 Error unauthenticated(const std::string& message);
-Error permission_denied(const std::string& message);
-Error already_exists(const std::string& message);
 
 // Throws invalid_argument "<key>: <value> is outside [<min>, <max>]" when value is not in the
 // closed range: the one wording of every settings struct's range checks.

@@ -28,10 +28,9 @@ struct GptConfig {
   bool use_bbox = false;  // v0.5: one more condition token from bbox_proj
 
   int64_t head_dim() const { return n_embd / n_head; }
+  // The shape codes, then BOS, EOS and padding (the last two never generated nor read).
   int64_t vocab_size() const { return shape_model_vocab_size + 3; }
   int64_t bos_id() const { return shape_model_vocab_size; }
-  int64_t eos_id() const { return shape_model_vocab_size + 1; }
-  int64_t pad_id() const { return shape_model_vocab_size + 2; }
 };
 
 // `shape_model:` (OneDAutoEncoder.Config); we use the decode side only.

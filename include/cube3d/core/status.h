@@ -15,17 +15,21 @@ namespace cube3d {
 class Status {
  public:
   Status() = default;  // OK
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
-  explicit Status(const Error& error) : code_(error.code()), message_(error.what()) {}
+  Status(ErrorCode code, std::string message, ErrorReason reason = ErrorReason::kNone)
+      : code_(code), message_(std::move(message)), reason_(reason) {}
+  explicit Status(const Error& error)
+      : code_(error.code()), message_(error.what()), reason_(error.reason()) {}
 
   bool ok() const { return code_ == ErrorCode::kOk; }
   ErrorCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  ErrorReason reason() const { return reason_; }
   bool operator==(const Status&) const = default;
 
  private:
   ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
+  ErrorReason reason_ = ErrorReason::kNone;
 };
 
 }  // namespace cube3d

@@ -164,9 +164,14 @@ int run(int argc, char** argv) {
   // neither a config file nor a request can turn them on.
   FaultInjection fault_injection;
   if (const char* spec = std::getenv(kFaultInjectionEnv); spec != nullptr && *spec != '\0') {
+#if CUBE3D_TEST_HOOKS
     fault_injection = parse_fault_injection(spec);
     spdlog::warn("{}={}: TEST-ONLY fault injection is on; never set it in production",
                  kFaultInjectionEnv, spec);
+#else
+    spdlog::warn("{} is ignored: this build has no test hooks (CUBE3D_TEST_HOOKS=OFF)",
+                 kFaultInjectionEnv);
+#endif
   }
   // Every connection is a descriptor (http.max_connections is 10,000 by default).
   const FileLimit files = raise_open_file_limit();

@@ -385,11 +385,6 @@ MeshServiceImpl::MeshServiceImpl(cube3d::Service& service, GrpcOptions options, 
 
 MeshServiceImpl::~MeshServiceImpl() = default;
 
-int64_t MeshServiceImpl::calls_awaiting_message() const {
-  const std::lock_guard lock(awaiting_mutex_);
-  return static_cast<int64_t>(awaiting_.size());
-}
-
 uint64_t MeshServiceImpl::await_message(std::weak_ptr<AwaitingCall> call) {
   std::shared_ptr<AwaitingCall> evicted;
   uint64_t place = 0;

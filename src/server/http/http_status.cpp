@@ -9,12 +9,7 @@ namespace {
 
 // The scheduler's refusal when max_queue_size requests wait (scheduler.h): worth a retry soon,
 // unlike a response over the message limit, which is RESOURCE_EXHAUSTED too.
-bool is_queue_full(const Status& status) {
-  // The scheduler's refusals: the whole queue, or the batch priority's share of it.
-  return status.code() == ErrorCode::kResourceExhausted &&
-         (status.message().starts_with("queue full") ||
-          status.message().starts_with("batch queue full"));
-}
+bool is_queue_full(const Status& status) { return status.reason() == ErrorReason::kQueueFull; }
 
 }  // namespace
 
@@ -23,8 +18,11 @@ int http_status_of(ErrorCode code) {
     case ErrorCode::kOk:
       return 200;
     case ErrorCode::kInvalidArgument:
-    case ErrorCode::kFailedPrecondition:
       return 400;
+    case ErrorCode::kFailedPrecondition:
+      // The state of what was asked for does not allow the call (a job's mesh before the job
+      // succeeded): the request may succeed later as it is, so not 400 (which says "fix it").
+      return 409;
     case ErrorCode::kUnauthenticated:
       return 401;
     case ErrorCode::kPermissionDenied:

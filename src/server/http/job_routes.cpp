@@ -63,17 +63,18 @@ bool wants_file(const std::string& accept_header, v1::MeshFormat format) {
 
 Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retry_after) {
   if (open(job)) {
-    Response out = error_response(409, ErrorCode::kFailedPrecondition,
+    Response out = error_response(http_status_of(ErrorCode::kFailedPrecondition),
+                                  ErrorCode::kFailedPrecondition,
                                   "job " + job.id() + " is " + v1::JobState_Name(job.state()) +
                                       ": poll GET /v1/jobs/" + job.id() + " until SUCCEEDED");
     out.headers.set("Retry-After", retry_after_of(job));
     return out;
   }
   if (job.state() != v1::JOB_STATE_SUCCEEDED) {
-    return error_response(409, ErrorCode::kFailedPrecondition,
-                          "job " + job.id() + " ended " + v1::JobState_Name(job.state()) +
-                              " without a mesh (" + job.error().status() + ": " +
-                              job.error().message() + ")");
+    return error_response(
+        http_status_of(ErrorCode::kFailedPrecondition), ErrorCode::kFailedPrecondition,
+        "job " + job.id() + " ended " + v1::JobState_Name(job.state()) + " without a mesh (" +
+            job.error().status() + ": " + job.error().message() + ")");
   }
   const v1::MeshFormat format = job.result().format();
   std::optional<v1::MeshFormat> file;

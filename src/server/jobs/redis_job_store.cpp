@@ -1,4 +1,5 @@
 #include "cube3d/server/jobs/redis_job_store.h"
+#include "cube3d/server/jobs/redis_job_store_testing.h"
 
 #include <spdlog/spdlog.h>
 
@@ -542,7 +543,7 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   mutable std::mutex mutex_;
   ActionGate gate_{mutex_};  // close() against the long-polls' and the tick's timer actions
   bool no_waiting_ = false;  // end_long_polls()
-  bool renewing_ = true;     // false: stop_renewing_for_testing()
+  bool renewing_ = true;     // false: RedisJobStoreTesting::stop_renewing()
   std::map<std::string, Held> held_;
   // Jobs whose canceller runs now, with what waits for it to return: a cancel's answer is read
   // after it, so a canceller that ends the job at once (its finish written first, on the same
@@ -1361,6 +1362,6 @@ void RedisJobStore::on_takeover(std::function<void(TakenOverJob)> run,
 }
 Status RedisJobStore::health() const { return state_->health(); }
 const std::string& RedisJobStore::replica() const { return state_->replica(); }
-void RedisJobStore::stop_renewing_for_testing() { state_->stop_renewing(); }
+void RedisJobStoreTesting::stop_renewing(RedisJobStore& store) { store.state_->stop_renewing(); }
 
 }  // namespace cube3d

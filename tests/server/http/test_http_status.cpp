@@ -22,7 +22,7 @@ TEST(HttpStatus, EveryCodeHasItsHttpStatus) {
       {ErrorCode::kPermissionDenied, 403},
       {ErrorCode::kUnauthenticated, 401},
       {ErrorCode::kResourceExhausted, 429},
-      {ErrorCode::kFailedPrecondition, 400},
+      {ErrorCode::kFailedPrecondition, 409},
       {ErrorCode::kUnimplemented, 501},
       {ErrorCode::kInternal, 500},
       {ErrorCode::kUnavailable, 503},
@@ -108,6 +108,18 @@ TEST(HttpStatus, TheServicesTrailersBecomeHeadersInTheirUsualSpelling) {
     }
   }
   EXPECT_EQ(fields, 1u);
+}
+
+TEST(HttpStatus, OnlyTheSchedulersFullQueueCarriesItsRetryAfter) {
+  // Known by its reason, not its words: a message that merely reads alike gets the 429's floor.
+  const auto retry_after = [](const Status& status) {
+    return http::status_response(status, 5, {}).headers.value_or("Retry-After");
+  };
+  EXPECT_EQ(retry_after(Status(queue_full("queue full (64 waiting); retry later"))), "5");
+  EXPECT_EQ(retry_after(Status(ErrorCode::kResourceExhausted, "queue full, says the message")),
+            "1");
+  EXPECT_EQ(retry_after(Status(resource_exhausted("the answer is over limits.max_message_bytes"))),
+            "1");
 }
 
 }  // namespace test_http_status

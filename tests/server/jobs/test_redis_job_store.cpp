@@ -3,6 +3,7 @@
 // on the other replica, cancels that reach the replica running the job, the limits and expiry
 // counted in Redis, leases and takeovers, and a Redis that goes away.
 #include "cube3d/server/jobs/redis_job_store.h"
+#include "cube3d/server/jobs/redis_job_store_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -304,7 +305,7 @@ TEST_F(RedisJobStoreTest, AJobWhoseReplicaDiedIsTakenOverAndRunAgain) {
   const std::string id = create(*a.store, "studio", "a boat");
   a.store->progress(id, stage(v1::STAGE_DECODING, 7));
   const auto killed = Clock::now();
-  a.store->stop_renewing_for_testing();  // as a SIGKILL leaves it
+  RedisJobStoreTesting::stop_renewing(*a.store);  // as a SIGKILL leaves it
   ASSERT_TRUE(eventually([&] {
     const std::lock_guard lock(mutex);
     return taken.has_value();
@@ -352,7 +353,7 @@ TEST_F(RedisJobStoreTest, AnEarlierRunsResultIsTheJobsAndTheLaterRunStops) {
       [] { return true; });
   ASSERT_TRUE(eventually([&] { return b.subscriber.connected(); }));
   const std::string id = create(*a.store, "studio", "a lamp");
-  a.store->stop_renewing_for_testing();  // cut off from Redis: its lease lapses
+  RedisJobStoreTesting::stop_renewing(*a.store);  // cut off from Redis: its lease lapses
   ASSERT_TRUE(eventually([&] { return reruns.load() == 1; }));
   // A's run ends with the mesh after all: it is the job's (the same request makes the same
   // mesh), and B's run, now needless, is stopped.
@@ -430,7 +431,7 @@ TEST_F(RedisJobStoreTest, LeasesCountOnlyTheTimeRedisCouldBeReached) {
   std::this_thread::sleep_for(milliseconds(300));
   // A dies with 1 to 2 s of its lease left, and nothing of it in flight (its last command's
   // deadline has passed); then Redis stalls for longer than that.
-  a.store->stop_renewing_for_testing();
+  RedisJobStoreTesting::stop_renewing(*a.store);
   std::this_thread::sleep_for(milliseconds(1050));
   own.pause();
   std::this_thread::sleep_for(milliseconds(2500));
@@ -469,10 +470,10 @@ TEST_F(RedisJobStoreTest, AClaimThatNeverStartedSpendsNoTakeover) {
   Replica a(*server_, timers_, options_);
   Replica lost(*server_, timers_, options_);
   // A replica whose claim's reply is as good as lost: it holds the claim and never runs it.
-  lost.store->on_takeover([&](TakenOverJob) { lost.store->stop_renewing_for_testing(); },
+  lost.store->on_takeover([&](TakenOverJob) { RedisJobStoreTesting::stop_renewing(*lost.store); },
                           [] { return true; });
   const std::string id = create(*a.store);
-  a.store->stop_renewing_for_testing();
+  RedisJobStoreTesting::stop_renewing(*a.store);
   ASSERT_TRUE(eventually([&] {
     const v1::MeshJob job = job_of(get(*a.store, id));
     return job.state() == v1::JOB_STATE_QUEUED && job.takeovers() == 0u;
@@ -506,7 +507,7 @@ TEST_F(RedisJobStoreTest, PastMaxTakeoversTheJobFailsRetryably) {
   b.store->on_takeover([](TakenOverJob) { ADD_FAILURE() << "taken over past the limit"; },
                        [] { return true; });
   const std::string id = create(*a.store);
-  a.store->stop_renewing_for_testing();
+  RedisJobStoreTesting::stop_renewing(*a.store);
   ASSERT_TRUE(
       eventually([&] { return job_of(get(*b.store, id)).state() == v1::JOB_STATE_FAILED; }));
   const v1::MeshJob job = job_of(get(*b.store, id));
@@ -521,7 +522,7 @@ TEST_F(RedisJobStoreTest, AReplicaThatCannotRunTakesNothingOver) {
   std::atomic<int> runs{0};
   b.store->on_takeover([&](TakenOverJob) { ++runs; }, [] { return false; });
   const std::string id = create(*a.store);
-  a.store->stop_renewing_for_testing();
+  RedisJobStoreTesting::stop_renewing(*a.store);
   std::this_thread::sleep_for(milliseconds(1500));
   EXPECT_EQ(runs.load(), 0);
   EXPECT_EQ(job_of(get(*b.store, id)).state(), v1::JOB_STATE_QUEUED);

@@ -49,9 +49,6 @@ class MeshServiceImpl final : public grpc::Service {
                   JobService* jobs = nullptr);
   ~MeshServiceImpl() override;
 
-  // Calls open whose request message has not arrived (for tests).
-  int64_t calls_awaiting_message() const;
-
   // A call waiting for its request message, as the service's bound on them sees it.
   class AwaitingCall {
    public:

@@ -122,13 +122,8 @@ class RedisJobStore final : public JobStore {
   // This replica's id in the records' holder field (random per run).
   const std::string& replica() const;
 
-  // What a replica killed with SIGKILL leaves behind, for tests: from now on this store renews
-  // no lease, takes over nothing and hands nothing back; its jobs' leases lapse, and other
-  // replicas take them over. Its work's outcomes are still written, and then ignored (the
-  // records are no longer this replica's).
-  void stop_renewing_for_testing();
-
  private:
+  friend struct RedisJobStoreTesting;  // redis_job_store_testing.h: tests only
   class State;
   std::shared_ptr<State> state_;
 };

@@ -22,20 +22,6 @@ struct RedisReply {
   // An integer reply, or a string of digits (Lua scripts and HGET answer strings); `fallback`
   // otherwise.
   int64_t as_int(int64_t fallback = 0) const;
-
-  static RedisReply nil_reply() { return {}; }
-  static RedisReply of_int(int64_t value) {
-    RedisReply reply;
-    reply.type = Type::kInteger;
-    reply.integer = value;
-    return reply;
-  }
-  static RedisReply of_string(std::string value, Type type = Type::kString) {
-    RedisReply reply;
-    reply.type = type;
-    reply.text = std::move(value);
-    return reply;
-  }
 };
 
 }  // namespace cube3d
