@@ -21,7 +21,6 @@
 #include "cube3d/core/net_address.h"
 #include "cube3d/core/yaml_reader.h"
 #include "cube3d/server/config/server_config.h"
-#include "cube3d/server/redis/redis_sentinel.h"
 #include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {

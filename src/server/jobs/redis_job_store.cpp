@@ -131,8 +131,8 @@ constexpr const char* kPrelude = R"(
   -- Leases count the time Redis could be reached. Every replica's tick writes the heartbeat (a
   -- third of a lease apart); a gap of over half a lease means nobody could reach Redis (it
   -- stalled, or failed over, or every replica was down): every open lease moves out by the gap,
-  -- so that jobs whose replicas are alive are not taken over for the outage, and the rest are
-  -- taken over a lease after Redis is back.
+  -- and to a lease from now at least, so that jobs whose replicas are alive are not taken over
+  -- for the outage, and the rest are taken over about a lease after Redis is back.
   local function settle_pause(now, lease_ms)
   local last = tonumber(redis.call('GET', P .. 'heartbeat') or '0')
   redis.call('SET', P .. 'heartbeat', now)
@@ -140,7 +140,9 @@ constexpr const char* kPrelude = R"(
   local gap = now - last
   local open = redis.call('ZRANGE', P .. 'open', 0, -1, 'WITHSCORES')
   for i = 1, #open, 2 do
-    local shifted = tonumber(open[i + 1]) + gap
+    -- At least a whole lease from now: a replica that is alive gets back to Redis in it (its
+    -- client may still be waiting out a reconnect backoff), however little was left before.
+    local shifted = math.max(tonumber(open[i + 1]) + gap, now + lease_ms)
     redis.call('ZADD', P .. 'open', shifted, open[i])
     redis.call('HSET', P .. 'job:' .. open[i], 'lease', shifted)
   end
@@ -550,6 +552,9 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   // lane) answers CANCELLED whichever thread took the canceller.
   std::map<std::string, std::vector<std::function<void()>>> running_cancellers_;
   std::map<std::string, PendingFinish> pending_finishes_;
+  // Jobs ended here whose outcome is not written yet (in flight or pending), by run: renewed as
+  // held jobs are.
+  std::map<std::string, int64_t> finishing_;
   std::set<std::string> unsettled_;  // creates to discard once Redis answers
   // Redis' clock minus ours (steady), in ms, once a TIME reply has been read.
   std::atomic<bool> know_redis_clock_{false};
@@ -828,6 +833,10 @@ void RedisJobStore::State::finish(const std::string& id, const Status& status,
     pending.response = std::make_shared<const v1::GenerateMeshResponse>(std::move(response));
   pending.give_up = StoreClock::now() + std::chrono::milliseconds(options_.limits.result_ttl_ms);
   pending.run = run;
+  {
+    const std::lock_guard lock(mutex_);
+    finishing_[id] = run;
+  }
   write_finish(id, std::move(pending));
 }
 
@@ -853,7 +862,11 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
       [this, self = shared_from_this(), id,
        finish = std::move(finish)](RedisClient::Result result) mutable {
         const std::optional<int64_t> short_of = replicas_short(result);
-        if (!std::holds_alternative<Status>(result) && !short_of) return;
+        if (!std::holds_alternative<Status>(result) && !short_of) {
+          const std::lock_guard lock(mutex_);
+          finishing_.erase(id);
+          return;
+        }
         if (short_of) {
           result = Status(ErrorCode::kUnavailable,
                           "jobs.durable_replicas: " + std::to_string(*short_of) + " of " +
@@ -868,6 +881,7 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
               "job {}: its outcome could not be written to Redis within "
               "jobs.result_ttl_s ({}); another replica will run it again",
               id, std::get<Status>(result).message());
+          finishing_.erase(id);
           return;
         }
         pending_finishes_[id] = std::move(finish);
@@ -1174,6 +1188,14 @@ void RedisJobStore::State::tick() {
     for (const auto& [id, held] : held_) {
       renew.push_back(id);
       renew.push_back(std::to_string(held.run));
+    }
+    // A job whose outcome waits to be written is still this replica's: its lease is kept, so
+    // that no replica runs again what is done here (a Redis back from a stall takes the
+    // renewal and the finish in whichever order its lanes bring them).
+    for (const auto& [id, run] : finishing_) {
+      if (held_.contains(id)) continue;
+      renew.push_back(id);
+      renew.push_back(std::to_string(run));
     }
     claim = run_ && can_run_ && !no_waiting_;
   }

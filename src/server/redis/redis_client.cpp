@@ -217,7 +217,10 @@ void RedisClient::Impl::failed(const std::string& why, bool connecting) {
     if (connecting) {
       // Nobody gets to wait out another connect until the backoff has passed.
       retry_at_ = ClientClock::now() + backoff_;
-      backoff_ = std::min<std::chrono::milliseconds>(2 * backoff_, kMostBackoff);
+      // At most a connect's own time between tries: a Redis back from a stall is found within
+      // one connect timeout, well inside a job's lease.
+      backoff_ = std::min<std::chrono::milliseconds>(
+          {2 * backoff_, kMostBackoff, std::max(kFirstBackoff, options_.connect.connect_timeout)});
     }
   }
   if (first) spdlog::warn("{}", why);

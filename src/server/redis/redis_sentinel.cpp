@@ -7,23 +7,6 @@
 
 namespace cube3d {
 
-void validate_sentinels(const RedisSentinels& sentinels) {
-  if (!sentinels.enabled()) return;
-  if (sentinels.master_name.empty()) {
-    throw invalid_argument(
-        "redis.master_name: the name the sentinels know the primary by (their `sentinel monitor "
-        "<name> ...`) is required with redis.sentinels");
-  }
-  for (const std::string& address : sentinels.addresses) {
-    try {
-      (void)parse_host_port(address);
-    } catch (const Error& e) {
-      throw invalid_argument("redis.sentinels: \"" + address + "\" is not host:port (" + e.what() +
-                             ")");
-    }
-  }
-}
-
 RedisEndpoint resolve_primary(const RedisEndpoint& base, const RedisSentinels& sentinels,
                               const RedisConnectOptions& connect,
                               std::chrono::steady_clock::time_point deadline) {

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/net_address.h"
 
 namespace cube3d {
 namespace {
@@ -139,6 +140,23 @@ std::string redact_redis_url(std::string_view url) {
 std::string endpoint_text(const RedisEndpoint& endpoint) {
   const bool v6 = endpoint.host.find(':') != std::string::npos;
   return (v6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + std::to_string(endpoint.port);
+}
+
+void validate_sentinels(const RedisSentinels& sentinels) {
+  if (!sentinels.enabled()) return;
+  if (sentinels.master_name.empty()) {
+    throw invalid_argument(
+        "redis.master_name: the name the sentinels know the primary by (their `sentinel monitor "
+        "<name> ...`) is required with redis.sentinels");
+  }
+  for (const std::string& address : sentinels.addresses) {
+    try {
+      (void)parse_host_port(address);
+    } catch (const Error& e) {
+      throw invalid_argument("redis.sentinels: \"" + address + "\" is not host:port (" + e.what() +
+                             ")");
+    }
+  }
 }
 
 }  // namespace cube3d

@@ -574,7 +574,11 @@ TEST_F(RedisJobStoreTest, ADurableSubmitWaitsForAReplicaOfRedis) {
         return look.command({"WAIT", "1", "100"}, Clock::now() + milliseconds(500)).integer == 1;
       },
       milliseconds(10'000)));
-  const std::string id = create(*a.store);
+  // A store that waits longer for the replica: a loaded machine (CI) may take more than the
+  // refusal's short wait to acknowledge.
+  options_.durable_timeout_ms = 10'000;
+  Replica b(primary, timers_, options_);
+  const std::string id = create(*b.store);
   ASSERT_FALSE(id.empty());
   RedisConnection on_replica(replica.endpoint(), {});
   EXPECT_EQ(
@@ -582,7 +586,7 @@ TEST_F(RedisJobStoreTest, ADurableSubmitWaitsForAReplicaOfRedis) {
           .command({"EXISTS", options_.key_prefix + "job:" + id}, Clock::now() + milliseconds(500))
           .integer,
       1);
-  a.store->finish(id, Status(), result_of_size(1000));
+  b.store->finish(id, Status(), result_of_size(1000));
   ASSERT_TRUE(eventually([&] {
     return on_replica
                .command({"HGET", options_.key_prefix + "job:" + id, "state"},

@@ -27,8 +27,9 @@
 // it. A draining replica hands the jobs its drain cancels back (their leases lapse at once)
 // instead of failing them. Leases count only time in which Redis could be reached: a gap in the
 // replicas' heartbeat of over half a lease (Redis stalled, failed over, or every replica was
-// down) moves every open lease out by the gap, so that an outage takes no job from a live
-// replica.
+// down) moves every open lease out by the gap, and to a whole lease from then at least, so that
+// an outage takes no job from a live replica. A job whose outcome waits to be written is renewed
+// as a running one is, so that nobody runs again what is done.
 //
 // Finishes: the job's current run ends it however it ended; an earlier run of it (one whose
 // replica lost the lease while Redis was away) ends it with its mesh (generation is

@@ -10,23 +10,11 @@
 
 #include <chrono>
 #include <string>
-#include <vector>
 
 #include "cube3d/server/redis/redis_connection.h"
 #include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {
-
-struct RedisSentinels {
-  std::vector<std::string> addresses;  // redis.sentinels: host:port, [v6]:port
-  std::string master_name;             // redis.master_name
-  bool enabled() const { return !addresses.empty(); }
-  bool operator==(const RedisSentinels&) const = default;
-};
-
-// Throws invalid_argument naming redis.sentinels or redis.master_name for an address that is not
-// host:port, or sentinels without a master name.
-void validate_sentinels(const RedisSentinels& sentinels);
 
 // The primary's endpoint: `base` (credentials, database, TLS) at the address the first sentinel
 // that answers names. Throws unavailable naming every sentinel and why, when none answers or

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cube3d {
 
@@ -28,6 +29,18 @@ struct RedisEndpoint {
   bool tls = false;      // rediss://
   bool operator==(const RedisEndpoint&) const = default;
 };
+
+// Redis Sentinel (redis_sentinel.h finds the primary through them): checked with the config.
+struct RedisSentinels {
+  std::vector<std::string> addresses;  // redis.sentinels: host:port, [v6]:port
+  std::string master_name;             // redis.master_name
+  bool enabled() const { return !addresses.empty(); }
+  bool operator==(const RedisSentinels&) const = default;
+};
+
+// Throws invalid_argument naming redis.sentinels or redis.master_name for an address that is not
+// host:port, or sentinels without a master name.
+void validate_sentinels(const RedisSentinels& sentinels);
 
 // Throws invalid_argument naming `key` (redis.url) and what is wrong; the message never holds
 // the password.
