@@ -11,9 +11,10 @@
 // one): a command still queued or running then is answered UNAVAILABLE "timed out" by the
 // client's watchdog, whatever its connection is doing, and its late reply is dropped. A failed
 // connection is replaced; while Redis cannot be reached the client retries the connection with
-// backoff (100 ms doubling to 2 s, or to redis.connect_timeout_ms when shorter) and answers what comes meanwhile UNAVAILABLE at once, naming
-// the last error, instead of letting each command wait out a connect. More than `max_pending`
-// commands queued: UNAVAILABLE at once (a Redis that stalls costs bounded memory).
+// backoff (100 ms doubling to 2 s, or to redis.connect_timeout_ms when shorter) and answers what
+// comes meanwhile UNAVAILABLE at once, naming the last error, instead of letting each command wait
+// out a connect. More than `max_pending` commands queued: UNAVAILABLE at once (a Redis that stalls
+// costs bounded memory).
 //
 // Failover: a pipeline answered READONLY reached a replica (the primary was demoted, or a
 // managed endpoint still points at the old one): none of its writes ran there, so the
