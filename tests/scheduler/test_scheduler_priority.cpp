@@ -236,7 +236,12 @@ TEST(SchedulerPriority, ContinuousInteractiveTaskJoinsAtTheStepThatFreesASlot) {
   fillers[0]->cancel();
   ASSERT_TRUE(executor.wait_for_admitted(5));
 
-  EXPECT_EQ(executor.admitted_ids(), concat({ids("filler", 0, 4), {"player"}}));
+  // The player's task is finite: once done, batch work takes its slot, perhaps before this
+  // thread looks, so only the first five admissions are the scheduler's answer here.
+  auto admitted = executor.admitted_ids();
+  ASSERT_GE(admitted.size(), 5u);
+  admitted.resize(5);
+  EXPECT_EQ(admitted, concat({ids("filler", 0, 4), {"player"}}));
   EXPECT_EQ(executor.position_of("admit:player"), executor.position_of("dropped:filler-0") + 1);
   EXPECT_TRUE(executor.violations().empty());
 }
