@@ -518,7 +518,11 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
             std::function<void(Answer)> then);
   Answer answer_of(const std::string& id, std::variant<RedisReply, Status> reply) const;
   void write_finish(const std::string& id, PendingFinish finish);
-  // Long-polls of `id` re-read their job; those whose job ended (or went) are answered.
+  // <prefix>job-ended said `id` ended: a run of it here stops (another run's end is the
+  // job's), then recheck().
+  void heard_ended(const std::string& id);
+  // Long-polls of `id` re-read their job; those whose job ended (or went) are answered. Nothing
+  // else: it also runs when the subscriber reconnects, for jobs that may well still be open.
   void recheck(const std::string& id);
   void waiter_due(const std::string& id, uint64_t seq);
   void answer_waiter(const std::string& id, uint64_t seq, Answer answer);
@@ -584,7 +588,7 @@ RedisJobStoreOptions RedisJobStore::State::checked(RedisJobStoreOptions options)
 void RedisJobStore::State::start() {
   const std::weak_ptr<State> weak = weak_from_this();
   subscriber_.subscribe(ended_channel_, [weak](const std::string& id) {
-    if (const auto self = weak.lock()) self->recheck(id);
+    if (const auto self = weak.lock()) self->heard_ended(id);
   });
   subscriber_.subscribe(cancel_channel_, [weak](const std::string& id) {
     if (const auto self = weak.lock()) self->heard_cancel(id);
@@ -1004,8 +1008,7 @@ void RedisJobStore::State::answer_waiter(const std::string& id, uint64_t seq, An
   guarded_call(kJobStoreLogName, "get's done", waiter->done, std::move(answer));
 }
 
-void RedisJobStore::State::recheck(const std::string& id) {
-  std::vector<std::pair<uint64_t, std::string>> polls;
+void RedisJobStore::State::heard_ended(const std::string& id) {
   std::function<void()> canceller;
   {
     const std::lock_guard lock(mutex_);
@@ -1019,11 +1022,20 @@ void RedisJobStore::State::recheck(const std::string& id) {
       if (canceller) running_cancellers_[id];
       held_.erase(held);
     }
+  }
+  if (canceller) run_canceller(id, canceller);
+  recheck(id);
+}
+
+void RedisJobStore::State::recheck(const std::string& id) {
+  std::vector<std::pair<uint64_t, std::string>> polls;
+  {
+    const std::lock_guard lock(mutex_);
+    if (gate_.closed()) return;
     if (const auto it = waiters_.find(id); it != waiters_.end()) {
       for (const auto& [seq, waiter] : it->second) polls.emplace_back(seq, waiter.owner);
     }
   }
-  if (canceller) run_canceller(id, canceller);
   for (const auto& [seq, owner] : polls) {
     read(id, owner, true, [this, self = shared_from_this(), id, seq = seq](Answer answer) {
       if (std::holds_alternative<Status>(answer) &&
