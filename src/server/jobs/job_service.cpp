@@ -137,8 +137,7 @@ void JobService::start(const std::string& id, const std::string& owner,
     const std::weak_ptr<ActiveCall> weak = active;
     store_.set_canceller(id, [weak] {
       if (const auto running = weak.lock()) {
-        running->cancel(Status(ErrorCode::kCancelled,
-                               "cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})"));
+        running->cancel(Status(ErrorCode::kCancelled, std::string(kJobCancelledByClient)));
       }
     });
   }

@@ -344,7 +344,14 @@ void MemoryJobStore::State::finish(const std::string& id, const Status& status, 
     if (const auto open = open_by_owner_.find(owner); --open->second == 0) {
       open_by_owner_.erase(open);
     }
-    if (status.ok()) {
+    if (record.cancel_requested) {
+      // A cancel wins over the finish after it (job_store.h), as in the Redis store.
+      record.state = v1::JOB_STATE_CANCELLED;
+      v1::JobError& error = record.error.emplace();
+      error.set_code(canonical_code(ErrorCode::kCancelled));
+      error.set_status(std::string(to_string(ErrorCode::kCancelled)));
+      error.set_message(std::string(kJobCancelledByClient));
+    } else if (status.ok()) {
       record.state = v1::JOB_STATE_SUCCEEDED;
       record.result_bytes = static_cast<int64_t>(response.ByteSizeLong());
       record.result = std::make_shared<const Response>(std::move(response));

@@ -1,7 +1,8 @@
-// The Redis job store against a redis-server of the test's own (redis_test_server.h), with two
-// stores on it as two replicas: any replica answers any job, long-polls woken by the end of a job
-// on the other replica, cancels that reach the replica running the job, the limits and expiry
-// counted in Redis, leases and takeovers, and a Redis that goes away.
+// What the Redis job store promises beyond the JobStore contract (test_job_store_contract.cpp,
+// which both stores pass), against a redis-server of the test's own (redis_test_server.h) with
+// two stores on it as two replicas: any replica answers any job, long-polls woken by the end of a
+// job on the other replica, cancels that reach the replica running the job, the limits counted
+// in Redis across replicas, leases and takeovers, durability, and a Redis that goes away.
 #include "cube3d/server/jobs/redis_job_store.h"
 #include "cube3d/server/jobs/redis_job_store_testing.h"
 
@@ -121,15 +122,6 @@ TEST_F(RedisJobStoreTest, AnyReplicaAnswersAnyJob) {
 TEST_F(RedisJobStoreTest, AnIdempotencyKeyNamesOneJobOfOneRequestOnEveryReplica) {
   Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
   testing::expect_idempotent_creates(*a.store, *b.store);
-}
-
-TEST_F(RedisJobStoreTest, JobsArePrivateToTheirOwner) {
-  Replica a(*server_, timers_, options_);
-  const std::string id = create(*a.store, "studio-a");
-  const Status other = status_of(get(*a.store, id, "studio-b"));
-  EXPECT_EQ(other.code(), ErrorCode::kNotFound);
-  EXPECT_EQ(other.message(), "no job " + id);  // as an id that never existed
-  EXPECT_EQ(status_of(get(*a.store, "zz")).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST_F(RedisJobStoreTest, LongPollOnOneReplicaWakesWhenTheOtherEndsTheJob) {
@@ -300,18 +292,6 @@ TEST_F(RedisJobStoreTest, ResultBytesAreCountedInRedisAndTheLargestHolderGivesUp
   // The shared counts, on every replica, after a renewal has read them.
   ASSERT_TRUE(eventually([&] { return b.store->counts().result_bytes > 0; }));
   EXPECT_LE(b.store->counts().result_bytes, 2500 + 200);  // protobuf framing on top of 2400
-}
-
-TEST_F(RedisJobStoreTest, AnEndedJobExpiresAndSaysSo) {
-  options_.limits.result_ttl_ms = 300;
-  Replica a(*server_, timers_, options_);
-  const std::string id = create(*a.store);
-  a.store->finish(id, Status(), result_of_size(10));
-  ASSERT_TRUE(eventually([&] { return std::holds_alternative<Status>(get(*a.store, id)); }));
-  const Status expired = status_of(get(*a.store, id));
-  EXPECT_EQ(expired.code(), ErrorCode::kNotFound);
-  EXPECT_NE(expired.message().find("expired after jobs.result_ttl_s"), std::string::npos)
-      << expired.message();
 }
 
 TEST_F(RedisJobStoreTest, AJobWhoseReplicaDiedIsTakenOverAndRunAgain) {

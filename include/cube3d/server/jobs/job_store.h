@@ -38,6 +38,12 @@ namespace cube3d {
 // What the stores' log lines start with.
 inline constexpr std::string_view kJobStoreLogName = "job store";
 
+// The message of a job that ended CANCELLED because its client cancelled it (the job glue's
+// cancel of the work, and the outcome of any finish after a cancel; the Redis store's Lua
+// carries the same text, which the contract suite checks).
+inline constexpr std::string_view kJobCancelledByClient =
+    "cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})";
+
 struct JobStoreOptions {
   // How long an ended job is kept (jobs.result_ttl_s, in milliseconds so that tests can use a
   // few of them).
@@ -115,7 +121,9 @@ class JobStore {
   // The outcome: OK -> SUCCEEDED with the response; CANCELLED -> CANCELLED; anything else ->
   // FAILED; the last two with JobError{code, status name, message}. Starts the TTL, answers the
   // job's long-polls, evicts to stay within max_result_bytes. The first finish wins: a later one
-  // (work that ended as it was cancelled) is ignored.
+  // (work that ended as it was cancelled) is ignored. A cancel wins over a finish that comes
+  // after it: the job ends CANCELLED (kJobCancelledByClient) whatever its work's outcome, so that
+  // a client that cancelled never finds the job ended otherwise, on either store.
   virtual void finish(const std::string& id, const Status& status,
                       v1::GenerateMeshResponse response) = 0;
   // The submit was refused synchronously (invalid request, queue full): the record goes, as if
