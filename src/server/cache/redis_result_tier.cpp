@@ -4,58 +4,22 @@
 
 #include <map>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "cube3d/core/error.h"
 #include "cube3d/server/cache/entry_files.h"
+#include "cube3d/server/cache/redis_result_tier_scripts.h"  // generated: src/server/cache/lua/
 #include "cube3d/server/timing/action_gate.h"
 
 namespace cube3d {
 namespace {
 
 using TierClock = RedisResultTier::Clock;
-
-// An entry and its key's claim, read together: {1, entry} | {0} nothing | {2} the claim is ours
-// | {3, the claim's time left in ms} another replica computes it.
-constexpr const char* kLookup = R"(
-  local v = redis.call('GET', KEYS[1])
-  if v then return {1, v} end
-  local holder = redis.call('GET', KEYS[2])
-  if not holder then return {0} end
-  if holder == ARGV[1] then return {2} end
-  return {3, redis.call('PTTL', KEYS[2])}
-)";
-
-// Stores an entry, gives up our claim on it and wakes whoever waits for it.
-constexpr const char* kStore = R"(
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
-  return 1
-)";
-
-// Gives up our claim (the work failed or was left): the waiters look again, and compute.
-constexpr const char* kReleaseClaim = R"(
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return 1
-  end
-  return 0
-)";
-
-// Extends each of our claims (KEYS) by ARGV[2] ms; another replica's is left alone.
-constexpr const char* kRenewClaims = R"(
-  local renewed = 0
-  for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('PEXPIRE', key, ARGV[2])
-    renewed = renewed + 1
-  end
-  end
-  return renewed
-)";
+// The scripts (src/server/cache/lua/*.lua, embedded at build time).
+namespace tier_scripts = redis_result_tier_scripts;
 
 // A claim read as lapsed this long after its PTTL said: the lookup looks again then.
 constexpr auto kLapseMargin = std::chrono::milliseconds(50);
@@ -161,7 +125,8 @@ RedisResultTier::Claim::~Claim() { tier_->release(hex_); }
 void RedisResultTier::Impl::read(const CacheKey& key, std::function<void(Found)> then) {
   const std::string hex = to_hex(key);
   client_.run(
-      {{"EVAL", kLookup, "2", entry_prefix_ + hex, claim_prefix_ + hex, options_.replica}},
+      {{"EVAL", std::string(tier_scripts::kLookup), "2", entry_prefix_ + hex, claim_prefix_ + hex,
+        options_.replica}},
       [this, self = shared_from_this(), key, hex,
        then = std::move(then)](RedisClient::Result result) {
         Found found;
@@ -320,8 +285,8 @@ void RedisResultTier::Impl::store(const CacheKey& key, const Value& value) {
   std::string entry = encode_entry_header(key, *value);
   entry += *value;
   client_.run(
-      {{"EVAL", kStore, "2", entry_prefix_ + hex, claim_prefix_ + hex, std::move(entry),
-        std::to_string(options_.ttl_s), options_.replica, ready_channel_, hex}},
+      {{"EVAL", std::string(tier_scripts::kStore), "2", entry_prefix_ + hex, claim_prefix_ + hex,
+        std::move(entry), std::to_string(options_.ttl_s), options_.replica, ready_channel_, hex}},
       [](RedisClient::Result) {}, RedisClient::lane_of(hex));
 }
 
@@ -359,7 +324,8 @@ void RedisResultTier::Impl::release(const std::string& hex) {
   }
   // On the key's lane, after its store: a result stored already took the claim with it.
   client_.run(
-      {{"EVAL", kReleaseClaim, "1", claim_prefix_ + hex, options_.replica, ready_channel_, hex}},
+      {{"EVAL", std::string(tier_scripts::kReleaseClaim), "1", claim_prefix_ + hex,
+        options_.replica, ready_channel_, hex}},
       [](RedisClient::Result) {}, RedisClient::lane_of(hex));
 }
 
@@ -374,7 +340,7 @@ void RedisResultTier::Impl::renew() {
   {
     const ActionGate::Pass pass = gate_.enter();
     if (!pass) return;
-    RedisClient::Command command = {"EVAL", kRenewClaims};
+    RedisClient::Command command = {"EVAL", std::string(tier_scripts::kRenewClaims)};
     {
       const std::lock_guard lock(mutex_);
       command.push_back(std::to_string(claims_.size()));
@@ -408,7 +374,8 @@ void RedisResultTier::Impl::close() {
   }
   for (const std::string& hex : claimed) {
     client_.run(
-        {{"EVAL", kReleaseClaim, "1", claim_prefix_ + hex, options_.replica, ready_channel_, hex}},
+        {{"EVAL", std::string(tier_scripts::kReleaseClaim), "1", claim_prefix_ + hex,
+          options_.replica, ready_channel_, hex}},
         [](RedisClient::Result) {}, RedisClient::lane_of(hex));
   }
 }

@@ -11,12 +11,15 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/guarded_call.h"
 #include "cube3d/core/printable.h"
+#include "cube3d/server/jobs/redis_job_store_scripts.h"  // generated: src/server/jobs/lua/
 #include "cube3d/server/timing/action_gate.h"
 
 namespace cube3d {
@@ -24,371 +27,15 @@ namespace {
 
 using StoreClock = TimerQueue::Clock;
 using Replies = std::vector<RedisReply>;
+// The scripts (src/server/jobs/lua/*.lua, embedded at build time): kPrelude, what every script
+// shares, then one script a change (kCreate, kFinish, kRenew, ...), each atomic in Redis.
+namespace job_scripts = redis_job_store_scripts;
 
-// What every script shares: the key prefix in ARGV[1] and the caller's deadline in ARGV[2] (Redis
-// time, ms; 0 for none: taken out of ARGV, so that a script's own arguments start at ARGV[2]),
-// Redis' clock, the counts, and how an ended job goes (drop), how a job ends (end_job), the
-// evictions and expiry of job_store.h, and how a pause of everyone's access shifts the leases.
-//
-// A script that runs after its caller's deadline does nothing and answers 'late': the caller has
-// answered UNAVAILABLE already (a submit's 503 "not made"), and a command that waited in the
-// socket of a Redis that stalled (SIGSTOP, a long fork, a failover) must not then make a ghost
-// job, take a job over for a replica that gave up on the claim, or renew a lease nobody renews.
-constexpr const char* kPrelude = R"(
-  local P = ARGV[1]
-  local DEADLINE = tonumber(ARGV[2])
-  table.remove(ARGV, 2)
-  local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  if DEADLINE > 0 and now_ms() > DEADLINE then return 'late' end
-  local function incr(hash, field, by)
-  local v = redis.call('HINCRBY', hash, field, by)
-  if v <= 0 and hash ~= P .. 'counts' then redis.call('HDEL', hash, field) end
-  return v
-  end
-  local count_of = {QUEUED = 'queued', RUNNING = 'running', SUCCEEDED = 'succeeded',
-                  FAILED = 'failed', CANCELLED = 'cancelled'}
-  local function is_open(state) return state == 'QUEUED' or state == 'RUNNING' end
-  local function drop(id, why, tomb_ms)
-  local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'owner', 'state', 'finished', 'result_bytes', 'idem')
-  redis.call('ZREM', P .. 'ended', id)
-  if not j[1] then return end
-  if j[5] then redis.call('DEL', j[5]) end
-  local owner, state = j[1], j[2]
-  local bytes = tonumber(j[4] or '0') or 0
-  incr(P .. 'counts', count_of[state], -1)
-  incr(P .. 'counts', 'records', -1)
-  incr(P .. 'owner-records', owner, -1)
-  if is_open(state) then
-    incr(P .. 'owner-open', owner, -1)
-    redis.call('ZREM', P .. 'open', id)
-  end
-  if bytes > 0 then
-    incr(P .. 'counts', 'result_bytes', -bytes)
-    incr(P .. 'owner-bytes', owner, -bytes)
-    redis.call('ZREM', P .. 'owner-lru:' .. owner, id)
-  end
-  redis.call('ZREM', P .. 'owner-ended:' .. owner, id)
-  redis.call('DEL', key, P .. 'result:' .. id)
-  if why ~= '' then
-    redis.call('HSET', P .. 'tomb:' .. id, 'owner', owner, 'why', why, 'finished', j[3] or '0')
-    redis.call('PEXPIRE', P .. 'tomb:' .. id, tomb_ms)
-  end
-  redis.call('PUBLISH', P .. 'job-ended', id)
-  end
-  local function largest_holder(hash, evictable)
-  local all = redis.call('HGETALL', hash)
-  local best, most = nil, -1
-  for i = 1, #all, 2 do
-    local n = tonumber(all[i + 1])
-    if n > most and redis.call('ZCARD', evictable .. all[i]) > 0 then best, most = all[i], n end
-  end
-  return best
-  end
-  local function evict_bytes(max_bytes, tomb_ms)
-  while tonumber(redis.call('HGET', P .. 'counts', 'result_bytes') or '0') > max_bytes do
-    local owner = largest_holder(P .. 'owner-bytes', P .. 'owner-lru:')
-    if not owner then return end
-    drop(redis.call('ZRANGE', P .. 'owner-lru:' .. owner, 0, 0)[1], 'bytes', tomb_ms)
-  end
-  end
-  local function expire_due(now, tomb_ms, limit)
-  local due = redis.call('ZRANGEBYSCORE', P .. 'ended', '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(due) do drop(id, 'expired', tomb_ms) end
-  return #due
-  end
-  local function end_job(id, owner, old_state, state, code, status, message, payload, now, ttl_ms,
-                       max_bytes, tomb_ms)
-  local key = P .. 'job:' .. id
-  incr(P .. 'counts', count_of[old_state], -1)
-  incr(P .. 'counts', count_of[state], 1)
-  incr(P .. 'owner-open', owner, -1)
-  redis.call('ZREM', P .. 'open', id)
-  redis.call('HSET', key, 'state', state, 'finished', now, 'code', code, 'status', status,
-             'message', message, 'holder', '')
-  local seq = redis.call('INCR', P .. 'seq')
-  redis.call('ZADD', P .. 'ended', now + ttl_ms, id)
-  redis.call('ZADD', P .. 'owner-ended:' .. owner, seq, id)
-  if state == 'SUCCEEDED' then
-    local bytes = string.len(payload)
-    redis.call('SET', P .. 'result:' .. id, payload)
-    redis.call('HSET', key, 'result_bytes', bytes)
-    incr(P .. 'counts', 'result_bytes', bytes)
-    incr(P .. 'owner-bytes', owner, bytes)
-    redis.call('ZADD', P .. 'owner-lru:' .. owner, seq, id)
-    if bytes > max_bytes then
-      -- Could never be held, however much else went: evicted at once (job_store.h).
-      drop(id, 'bytes', tomb_ms)
-      return
-    end
-    evict_bytes(max_bytes, tomb_ms)
-  end
-  redis.call('PUBLISH', P .. 'job-ended', id)
-  end
-  -- Leases count the time Redis could be reached. Every replica's tick writes the heartbeat (a
-  -- third of a lease apart); a gap of over half a lease means nobody could reach Redis (it
-  -- stalled, or failed over, or every replica was down): every open lease moves out by the gap,
-  -- and to a lease from now at least, so that jobs whose replicas are alive are not taken over
-  -- for the outage, and the rest are taken over about a lease after Redis is back.
-  local function settle_pause(now, lease_ms)
-  local last = tonumber(redis.call('GET', P .. 'heartbeat') or '0')
-  redis.call('SET', P .. 'heartbeat', now)
-  if last == 0 or now - last <= lease_ms / 2 then return 0 end
-  local gap = now - last
-  local open = redis.call('ZRANGE', P .. 'open', 0, -1, 'WITHSCORES')
-  for i = 1, #open, 2 do
-    -- At least a whole lease from now: a replica that is alive gets back to Redis in it (its
-    -- client may still be waiting out a reconnect backoff), however little was left before.
-    local shifted = math.max(tonumber(open[i + 1]) + gap, now + lease_ms)
-    redis.call('ZADD', P .. 'open', shifted, open[i])
-    redis.call('HSET', P .. 'job:' .. open[i], 'lease', shifted)
-  end
-  return gap
-  end
-)";
-
-// ARGV: P id owner request_id request end_user replica lease_ms max_per_key max_jobs tomb_ms
-//       idempotency_key digest
-// -> {'ok', now}, {'existing', id} (the key's job: a retry), {'conflict', id} (the key's job is
-// another request's), {'per_key', n}, {'max_jobs', n}, {'exists', 0}
-constexpr const char* kCreate = R"(
-  local now = now_ms()
-  local tomb_ms = tonumber(ARGV[11])
-  expire_due(now, tomb_ms, 100)
-  local id, owner = ARGV[2], ARGV[3]
-  local idem = ''
-  if ARGV[12] ~= '' then
-  -- The owner's key, unambiguous whatever either holds (the owner's length first).
-  idem = P .. 'idem:' .. string.len(owner) .. ':' .. owner .. ':' .. ARGV[12]
-  local e = redis.call('HMGET', idem, 'id', 'digest')
-  if e[1] and redis.call('EXISTS', P .. 'job:' .. e[1]) == 1 then
-    if e[1] == id then return {'ok', now} end  -- this create sent again (below)
-    if e[2] ~= ARGV[13] then return {'conflict', e[1]} end
-    -- Handed to a client now: a create whose first answer was lost is no longer settled away.
-    redis.call('HSET', P .. 'job:' .. e[1], 'acked', 1)
-    return {'existing', e[1]}
-  end
-  end
-  local open = tonumber(redis.call('HGET', P .. 'owner-open', owner) or '0')
-  if open >= tonumber(ARGV[9]) then return {'per_key', open} end
-  while tonumber(redis.call('HGET', P .. 'counts', 'records') or '0') >= tonumber(ARGV[10]) do
-  local holder = largest_holder(P .. 'owner-records', P .. 'owner-ended:')
-  if not holder then
-    return {'max_jobs', tonumber(redis.call('HGET', P .. 'counts', 'records') or '0')}
-  end
-  drop(redis.call('ZRANGE', P .. 'owner-ended:' .. holder, 0, 0)[1], 'jobs', tomb_ms)
-  end
-  local made = redis.call('HMGET', P .. 'job:' .. id, 'owner', 'holder', 'created')
-  if made[1] then
-  -- This very create sent again (the client resends a pipeline a demoted primary refused): the
-  -- job it made, not a clash of ids.
-  if made[1] == owner and made[2] == ARGV[7] then return {'ok', tonumber(made[3])} end
-  return {'exists', 0}
-  end
-  local lease = now + tonumber(ARGV[8])
-  redis.call('HSET', P .. 'job:' .. id, 'owner', owner, 'request_id', ARGV[4], 'request', ARGV[5],
-           'end_user', ARGV[6], 'state', 'QUEUED', 'created', now, 'holder', ARGV[7],
-           'lease', lease, 'takeovers', 0, 'cancel', 0, 'progress', '', 'run', 1, 'started', 1)
-  if idem ~= '' then
-  redis.call('HSET', idem, 'id', id, 'digest', ARGV[13])
-  redis.call('HSET', P .. 'job:' .. id, 'idem', idem)
-  end
-  redis.call('ZADD', P .. 'open', lease, id)
-  incr(P .. 'counts', 'queued', 1)
-  incr(P .. 'counts', 'records', 1)
-  incr(P .. 'owner-open', owner, 1)
-  incr(P .. 'owner-records', owner, 1)
-  return {'ok', now}
-)";
-
-// ARGV: P id replica progress running run
-constexpr const char* kProgress = R"(
-  local key = P .. 'job:' .. ARGV[2]
-  local j = redis.call('HMGET', key, 'state', 'holder', 'run')
-  if not j[1] or not is_open(j[1]) or j[2] ~= ARGV[3] or j[3] ~= ARGV[6] then return 0 end
-  redis.call('HSET', key, 'progress', ARGV[4])
-  if j[1] == 'QUEUED' and ARGV[5] == '1' then
-  redis.call('HSET', key, 'state', 'RUNNING')
-  incr(P .. 'counts', 'queued', -1)
-  incr(P .. 'counts', 'running', 1)
-  end
-  return 1
-)";
-
-// ARGV: P id replica state code status message payload ttl_ms max_bytes tomb_ms run
-// The job's current run ends it however it ended. Another run of it (one that the replica lost
-// the lease of while it worked, Redis away) ends it only with a result: generation is
-// deterministic, so any run's mesh is the job's, and the first one written wins (the other runs
-// stop when they hear job-ended). A cancel wins over a late finish.
-constexpr const char* kFinish = R"(
-  local key = P .. 'job:' .. ARGV[2]
-  local j = redis.call('HMGET', key, 'owner', 'state', 'run', 'started', 'cancel')
-  if not j[1] then return 'gone' end
-  if not is_open(j[2]) then return 'ended' end
-  local current = j[3] == ARGV[12]
-  local state, code, status, message, payload = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-  if j[5] == '1' then
-  state, code, status, message, payload = 'CANCELLED', 1, 'CANCELLED',
-      'cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})', ''
-  elseif not current and state ~= 'SUCCEEDED' then
-  return 'not_current'
-  end
-  if current and j[4] == '0' then
-  -- A takeover's run that ended before its first renewal: it ran, so it counts.
-  redis.call('HSET', key, 'started', 1)
-  redis.call('HINCRBY', key, 'takeovers', 1)
-  end
-  end_job(ARGV[2], j[1], j[2], state, code, status, message, payload, now_ms(),
-        tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]))
-  if current then return 'ok' end
-  return 'ok_earlier_run'
-)";
-
-// ARGV: P id (a submit refused at once, or one whose create Redis may have run after its answer
-// was given up on: the record goes without a trace unless another replica took it over and runs
-// it, or a client has been given it since, by its idempotency key)
-constexpr const char* kDiscard = R"(
-  local j = redis.call('HMGET', P .. 'job:' .. ARGV[2], 'state', 'run', 'acked')
-  if j[1] and is_open(j[1]) and j[2] == '1' and j[3] ~= '1' then drop(ARGV[2], '', 0) end
-  return 1
-)";
-
-// ARGV: P id owner touch tomb_ms
-constexpr const char* kGet = R"(
-  local id, owner = ARGV[2], ARGV[3]
-  local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'owner', 'state', 'progress', 'request_id', 'created',
-                     'finished', 'code', 'status', 'message', 'takeovers')
-  if not j[1] or j[1] ~= owner then
-  local t = redis.call('HMGET', P .. 'tomb:' .. id, 'owner', 'why', 'finished')
-  if t[1] and t[1] == owner then return {'gone', t[2], t[3]} end
-  return {'unknown'}
-  end
-  local expires = redis.call('ZSCORE', P .. 'ended', id) or '0'
-  if not is_open(j[2]) and tonumber(expires) <= now_ms() then
-  drop(id, 'expired', tonumber(ARGV[5]))
-  return {'gone', 'expired', j[6]}
-  end
-  local result = ''
-  if j[2] == 'SUCCEEDED' then
-  result = redis.call('GET', P .. 'result:' .. id) or ''
-  if ARGV[4] == '1' then
-    redis.call('ZADD', P .. 'owner-lru:' .. owner, 'XX', redis.call('INCR', P .. 'seq'), id)
-  end
-  end
-  return {'job', j[2], j[3] or '', j[4] or '', j[5] or '0', j[6] or '0', j[7] or '0', j[8] or '',
-        j[9] or '', j[10] or '0', expires, result}
-)";
-
-// ARGV: P id owner
-constexpr const char* kCancel = R"(
-  local key = P .. 'job:' .. ARGV[2]
-  local j = redis.call('HMGET', key, 'owner', 'state')
-  if j[1] and j[1] == ARGV[3] and is_open(j[2]) then
-  redis.call('HSET', key, 'cancel', 1)
-  redis.call('PUBLISH', P .. 'job-cancel', ARGV[2])
-  return 1
-  end
-  return 0
-)";
-
-// ARGV: P replica lease_ms id run id run ... -> the ids no longer ours (another run holds
-// them, or they ended), and 'cancel:<id>' for ours whose cancel flag is set (a message missed
-// while the subscriber was away). A takeover's run counts against jobs.max_takeovers from its
-// first renewal (or its finish): a claim whose reply was lost lapses without spending it.
-constexpr const char* kRenew = R"(
-  local now = now_ms()
-  settle_pause(now, tonumber(ARGV[3]))
-  local lease = now + tonumber(ARGV[3])
-  local out = {}
-  for i = 4, #ARGV, 2 do
-  local id, run = ARGV[i], ARGV[i + 1]
-  local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'state', 'holder', 'cancel', 'run', 'started')
-  if j[1] and is_open(j[1]) and j[2] == ARGV[2] and j[4] == run then
-    redis.call('HSET', key, 'lease', lease)
-    redis.call('ZADD', P .. 'open', lease, id)
-    if j[5] == '0' then
-      redis.call('HSET', key, 'started', 1)
-      redis.call('HINCRBY', key, 'takeovers', 1)
-    end
-    if j[3] == '1' then table.insert(out, 'cancel:' .. id) end
-  else
-    table.insert(out, id)
-  end
-  end
-  return out
-)";
-
-// ARGV: P replica lease_ms max_takeovers ttl_ms max_bytes tomb_ms limit
-// -> {{id, owner, request, request_id, end_user, takeover, run}...}, failed, cancelled
-// A claim is a new run of the job (run + 1) that is not started yet: its takeover is counted
-// when the new holder first renews it (kRenew), so that a claim whose reply never reached its
-// replica lapses without spending jobs.max_takeovers.
-constexpr const char* kClaim = R"(
-  local now = now_ms()
-  if settle_pause(now, tonumber(ARGV[3])) > 0 then return {{}, 0, 0} end
-  local due = redis.call('ZRANGEBYSCORE', P .. 'open', '-inf', now, 'LIMIT', 0, tonumber(ARGV[8]))
-  local taken, failed, cancelled = {}, 0, 0
-  for _, id in ipairs(due) do
-  local key = P .. 'job:' .. id
-  local j = redis.call('HMGET', key, 'owner', 'state', 'lease', 'takeovers', 'cancel', 'request',
-                       'request_id', 'end_user', 'run')
-  if not j[1] or not is_open(j[2]) then
-    redis.call('ZREM', P .. 'open', id)
-  elseif tonumber(j[3]) > now then
-    redis.call('ZADD', P .. 'open', j[3], id)
-  elseif j[5] == '1' then
-    end_job(id, j[1], j[2], 'CANCELLED', 1, 'CANCELLED',
-            'cancelled by its client (the replica running it stopped before it ended)', '',
-            now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
-    cancelled = cancelled + 1
-  elseif tonumber(j[4]) >= tonumber(ARGV[4]) then
-    end_job(id, j[1], j[2], 'FAILED', 14, 'UNAVAILABLE',
-            'the replica running job ' .. id .. ' stopped renewing its lease, and the job was ' ..
-            'already run again ' .. j[4] .. ' times (jobs.max_takeovers); submit it again',
-            '', now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
-    failed = failed + 1
-  else
-    local takeover = tonumber(j[4]) + 1
-    local run = tonumber(j[9] or '1') + 1
-    local lease = now + tonumber(ARGV[3])
-    redis.call('HSET', key, 'holder', ARGV[2], 'lease', lease, 'run', run, 'started', 0,
-               'progress', '')
-    if j[2] == 'RUNNING' then
-      redis.call('HSET', key, 'state', 'QUEUED')
-      incr(P .. 'counts', 'running', -1)
-      incr(P .. 'counts', 'queued', 1)
-    end
-    redis.call('ZADD', P .. 'open', lease, id)
-    table.insert(taken, {id, j[1], j[6] or '', j[7] or '', j[8] or '', takeover, run})
-  end
-  end
-  return {taken, failed, cancelled}
-)";
-
-// ARGV: P replica id... (handed back: another replica takes them over at its next renewal)
-constexpr const char* kRelease = R"(
-  for i = 3, #ARGV do
-  local key = P .. 'job:' .. ARGV[i]
-  local j = redis.call('HMGET', key, 'state', 'holder')
-  if j[1] and is_open(j[1]) and j[2] == ARGV[2] then
-    redis.call('HSET', key, 'lease', 0, 'holder', '')
-    redis.call('ZADD', P .. 'open', 0, ARGV[i])
-  end
-  end
-  return 1
-)";
-
-// ARGV: P tomb_ms limit
-constexpr const char* kSweep = R"(
-  return expire_due(now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3]))
-)";
-
-std::string script(const char* body) { return std::string(kPrelude) + body; }
+std::string script(std::string_view body) {
+  std::string text(job_scripts::kPrelude);
+  text += body;
+  return text;
+}
 
 Status store_shutting_down() { return {ErrorCode::kUnavailable, "the server is shutting down"}; }
 
@@ -500,9 +147,9 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   static RedisJobStoreOptions checked(RedisJobStoreOptions options);
   // A script's command: EVAL with the key prefix and the deadline in Redis time (kPrelude) of a
   // call due at `deadline` here.
-  RedisClient::Command script_command(const char* body, StoreClock::time_point deadline) const;
+  RedisClient::Command script_command(std::string_view body, StoreClock::time_point deadline) const;
   // `durable`: a create or a finish, confirmed by WAIT when jobs.durable_replicas is set.
-  void run_script(const char* body, std::vector<std::string> args, uint64_t lane,
+  void run_script(std::string_view body, std::vector<std::string> args, uint64_t lane,
                   std::function<void(RedisClient::Result)> then, bool durable = false);
   // The replicas that acknowledged a durable script's writes, when fewer than
   // jobs.durable_replicas.
@@ -511,7 +158,8 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   void learn_redis_clock(const RedisReply& time, StoreClock::time_point read_at);
   // Writes the finishes Redis did not take, and settles the creates it may have run late.
   void flush_pending();
-  // A create whose answer did not come: removed once Redis answers, if it was made (kDiscard).
+  // A create whose answer did not come: removed once Redis answers, if it was made
+  // (kDiscard).
   void settle(const std::string& id);
   // The job as its owner reads it (touch: a fetch, most recently used), on the id's lane.
   void read(const std::string& id, const std::string& owner, bool touch,
@@ -628,7 +276,7 @@ void RedisJobStore::State::flush_pending() {
 }
 
 void RedisJobStore::State::settle(const std::string& id) {
-  run_script(kDiscard, {id}, RedisClient::lane_of(id),
+  run_script(job_scripts::kDiscard, {id}, RedisClient::lane_of(id),
              [this, self = shared_from_this(), id](RedisClient::Result result) {
                if (!std::holds_alternative<Status>(result)) return;
                const std::lock_guard lock(mutex_);
@@ -640,7 +288,7 @@ int64_t steady_ms(StoreClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-RedisClient::Command RedisJobStore::State::script_command(const char* body,
+RedisClient::Command RedisJobStore::State::script_command(std::string_view body,
                                                           StoreClock::time_point deadline) const {
   // A little before the client gives up: the reply of a script that ran just in time must still
   // reach it. What runs after is dropped by the script itself ('late').
@@ -650,7 +298,7 @@ RedisClient::Command RedisJobStore::State::script_command(const char* body,
   return {"EVAL", script(body), "0", options_.key_prefix, std::to_string(redis_deadline)};
 }
 
-void RedisJobStore::State::run_script(const char* body, std::vector<std::string> args,
+void RedisJobStore::State::run_script(std::string_view body, std::vector<std::string> args,
                                       uint64_t lane, std::function<void(RedisClient::Result)> then,
                                       bool durable) {
   const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
@@ -696,7 +344,7 @@ void RedisJobStore::State::create(NewJob job, std::function<void(Created)> done)
   const std::string id = make_job_id(tag_);
   const std::string owner = job.owner;
   run_script(
-      kCreate,
+      job_scripts::kCreate,
       {id, job.owner, job.request_id, job.request.SerializeAsString(), job.end_user, replica_,
        std::to_string(options_.lease_ms), std::to_string(options_.limits.max_jobs_per_key),
        std::to_string(options_.limits.max_jobs), tomb_ms_, job.idempotency_key, job.request_digest},
@@ -805,7 +453,7 @@ void RedisJobStore::State::progress(const std::string& id, const v1::Progress& p
     if (gate_.closed() || it == held_.end()) return;
     run = it->second.run;
   }
-  run_script(kProgress,
+  run_script(job_scripts::kProgress,
              {id, replica_, progress.SerializeAsString(),
               progress.stage() > v1::STAGE_QUEUED ? "1" : "0", std::to_string(run)},
              RedisClient::lane_of(id), [](RedisClient::Result) {});
@@ -828,7 +476,8 @@ void RedisJobStore::State::finish(const std::string& id, const Status& status,
   }
   if (hand_back) {
     spdlog::info("job {}: handed back for another replica to run ({})", id, status.message());
-    run_script(kRelease, {replica_, id}, RedisClient::lane_of(id), [](RedisClient::Result) {});
+    run_script(job_scripts::kRelease, {replica_, id}, RedisClient::lane_of(id),
+               [](RedisClient::Result) {});
     return;
   }
   PendingFinish pending;
@@ -862,7 +511,7 @@ void RedisJobStore::State::write_finish(const std::string& id, PendingFinish fin
       tomb_ms_,
       std::to_string(finish.run)};
   run_script(
-      kFinish, std::move(args), RedisClient::lane_of(id),
+      job_scripts::kFinish, std::move(args), RedisClient::lane_of(id),
       [this, self = shared_from_this(), id,
        finish = std::move(finish)](RedisClient::Result result) mutable {
         const std::optional<int64_t> short_of = replicas_short(result);
@@ -898,7 +547,7 @@ void RedisJobStore::State::discard(const std::string& id) {
     const std::lock_guard lock(mutex_);
     held_.erase(id);
   }
-  run_script(kDiscard, {id}, RedisClient::lane_of(id), [](RedisClient::Result) {});
+  run_script(job_scripts::kDiscard, {id}, RedisClient::lane_of(id), [](RedisClient::Result) {});
 }
 
 JobStore::Answer RedisJobStore::State::answer_of(const std::string& id,
@@ -954,7 +603,7 @@ JobStore::Answer RedisJobStore::State::answer_of(const std::string& id,
 void RedisJobStore::State::read(const std::string& id, const std::string& owner, bool touch,
                                 std::function<void(Answer)> then) {
   run_script(
-      kGet, {id, owner, touch ? "1" : "0", tomb_ms_}, RedisClient::lane_of(id),
+      job_scripts::kGet, {id, owner, touch ? "1" : "0", tomb_ms_}, RedisClient::lane_of(id),
       [this, self = shared_from_this(), id, then = std::move(then)](RedisClient::Result result) {
         Answer answer = answer_of(id, reply_of(std::move(result), "cannot read the job"));
         guarded_call(kJobStoreLogName, "get's done", then, std::move(answer));
@@ -1079,7 +728,7 @@ void RedisJobStore::State::cancel(const std::string& id, const std::string& owne
     if (gate_.closed())
       return guarded_call(kJobStoreLogName, "cancel's done", done, Answer(store_shutting_down()));
   }
-  run_script(kCancel, {id, owner}, RedisClient::lane_of(id),
+  run_script(job_scripts::kCancel, {id, owner}, RedisClient::lane_of(id),
              [this, self = shared_from_this(), id, owner,
               done = std::move(done)](RedisClient::Result result) mutable {
                auto reply = reply_of(std::move(result), "cannot cancel the job");
@@ -1191,7 +840,7 @@ void RedisJobStore::State::tick() {
     if (!renewing_) return;
   }
   const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
-  RedisClient::Command renew = script_command(kRenew, deadline);
+  RedisClient::Command renew = script_command(job_scripts::kRenew, deadline);
   renew.push_back(replica_);
   renew.push_back(std::to_string(options_.lease_ms));
   bool claim = false;
@@ -1216,7 +865,7 @@ void RedisJobStore::State::tick() {
   // TIME first: Redis' clock, for the deadlines of the scripts that follow (kPrelude).
   RedisClient::Commands commands = {{"TIME"}, std::move(renew)};
   if (claim) {
-    RedisClient::Command claim_command = script_command(kClaim, deadline);
+    RedisClient::Command claim_command = script_command(job_scripts::kClaim, deadline);
     for (std::string arg :
          {replica_, std::to_string(options_.lease_ms), std::to_string(options_.max_takeovers),
           std::to_string(options_.limits.result_ttl_ms),
@@ -1226,7 +875,7 @@ void RedisJobStore::State::tick() {
     }
     commands.push_back(std::move(claim_command));
   }
-  RedisClient::Command sweep = script_command(kSweep, deadline);
+  RedisClient::Command sweep = script_command(job_scripts::kSweep, deadline);
   sweep.push_back(tomb_ms_);
   sweep.push_back(std::to_string(1000));
   commands.push_back(std::move(sweep));
@@ -1344,8 +993,8 @@ void RedisJobStore::State::close() {
   if (!held.empty()) {
     // Handed back now rather than when their leases lapse; best effort, bounded by
     // redis.timeout_ms (this runs once, at the end of the process's shutdown).
-    RedisClient::Command args =
-        script_command(kRelease, StoreClock::now() + client_.options().command_timeout);
+    RedisClient::Command args = script_command(
+        job_scripts::kRelease, StoreClock::now() + client_.options().command_timeout);
     args.push_back(replica_);
     args.insert(args.end(), held.begin(), held.end());
     client_.run_sync({std::move(args)});
