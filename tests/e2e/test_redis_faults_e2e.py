@@ -12,7 +12,9 @@ Redis processes of the test's own (the suite skips, saying so, without Debian's 
   3. failover: a primary, two replicas and three sentinels (down-after 1000 ms); the servers reach
      Redis through redis.sentinels with jobs.durable_replicas 1. The primary is killed: submits
      are accepted again within down-after + 5 s, on the new primary, with no restart; no job
-     accepted before the kill is lost, and none is run again.
+     accepted before the kill is lost, and none is run again, though each was long-polled on
+     the replica running it across the failover (the subscriber's reconnect must not stop a
+     run).
 
 The figures (stall and failover costs) are printed and, with CUBE3D_FAULTS_JSON=path, written
 there (bench/results/ keeps a run's). Run:
@@ -28,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -208,6 +211,37 @@ class RedisFaultsTest(unittest.TestCase):
             if status == 503:
                 time.sleep(0.1)
 
+    def long_polls(self, pairs):
+        """Long-polls each (server, job id) in a thread of its own until the job ends; joined by
+        the returned function, which gives each job's last answer (or the exception)."""
+        answers = {}
+
+        def poll(server, job_id):
+            try:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    status, _, job = server.json("GET", f"{JOBS}/{job_id}?wait_ms=5000",
+                                                 timeout=35)
+                    answers[job_id] = (status, job)
+                    if status == 200 and job["state"] not in OPEN:
+                        return
+                    if status not in (200, 503):
+                        return
+                    if status == 503:
+                        time.sleep(0.1)
+            except Exception as e:  # noqa: BLE001 (reported by the test's own thread)
+                answers[job_id] = (None, repr(e))
+
+        threads = [threading.Thread(target=poll, args=pair) for pair in pairs]
+        for thread in threads:
+            thread.start()
+
+        def join():
+            for thread in threads:
+                thread.join(timeout=150)
+            return answers
+        return join
+
     def wait_running(self, server, ids, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -312,8 +346,11 @@ class RedisFaultsTest(unittest.TestCase):
                       "--set", f"redis.master_name={MASTER}"]
         a, b = self.start_servers(redis_args, ["--set", "jobs.durable_replicas=1",
                                                "--set", "jobs.durable_timeout_ms=500"])
-        ids = [self.accepted(server, f"a failed-over boat {n}")
-               for n, server in enumerate((a, b, a, b))]
+        takers = (a, b, a, b)
+        ids = [self.accepted(server, f"a failed-over boat {n}") for n, server in enumerate(takers)]
+        # Each job long-polled, across the failover, on the replica that took (and runs) it.
+        joined = self.long_polls(list(zip(takers, ids)))
+        time.sleep(0.2)  # the long-polls are waiting
         primary.kill()
         killed = time.monotonic()
         key = str(uuid.uuid4())
@@ -324,6 +361,11 @@ class RedisFaultsTest(unittest.TestCase):
         promoted = resp(sentinels[0].port, "SENTINEL", "get-master-addr-by-name",
                         MASTER).splitlines()[-1]
         self.assertIn(promoted, [str(r.port) for r in replicas])
+        polled = joined()
+        for job_id in ids[:4]:
+            status, job = polled.get(job_id, (None, "no answer"))
+            self.assertEqual(status, 200, job)
+            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
         for job_id in ids:
             job = self.ended(b, job_id)
             self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
@@ -331,6 +373,7 @@ class RedisFaultsTest(unittest.TestCase):
         self.assertEqual(self.takeovers(), 0)
         self.figures["sentinel_failover"] = {
             "down_after_ms": DOWN_AFTER_MS, "jobs_given_before": 4, "lost": 0,
+            "long_polled_across_it": 4,
             "reruns": self.takeovers(),
             "first_accepted_submit_after_kill_s": round(back, 3)}
 
