@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -93,6 +96,53 @@ inline void expect_idempotent_creates(JobStore& first, JobStore& retry) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ADD_FAILURE() << "the discarded job's key was never freed";
+}
+
+// Waits for an answer that comes by callback (a failure, and an INTERNAL status, when none
+// comes within `timeout`).
+template <typename T>
+T wait_for(const std::function<void(std::function<void(T)>)>& call,
+           std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000)) {
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> future = promise->get_future();
+  call([promise](T value) { promise->set_value(std::move(value)); });
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within " << timeout.count() << " ms";
+    return T(Status(ErrorCode::kInternal, "no answer"));
+  }
+  return future.get();
+}
+
+// One long-poll's answer, as its `done` saw it, and the thread it came on.
+struct Capture {
+  std::mutex mutex;
+  std::optional<JobStore::Answer> answer;
+  int calls = 0;
+  std::thread::id thread;
+
+  std::function<void(JobStore::Answer)> done() {
+    return [this](JobStore::Answer given) {
+      const std::lock_guard lock(mutex);
+      answer = std::move(given);
+      ++calls;
+      thread = std::this_thread::get_id();
+    };
+  }
+  int count() {
+    const std::lock_guard lock(mutex);
+    return calls;
+  }
+  JobStore::Answer taken() {
+    const std::lock_guard lock(mutex);
+    return answer ? *answer : JobStore::Answer(Status(ErrorCode::kInternal, "no answer"));
+  }
+};
+
+// A well-formed id of the same server run as `like` (its tag), never issued.
+inline std::string unknown_id_like(const std::string& like) {
+  std::string id = like;
+  for (std::size_t i = 8; i < id.size(); ++i) id[i] = id[i] == '0' ? '1' : '0';
+  return id;
 }
 
 inline v1::Progress stage(v1::Stage value, std::uint32_t tokens_done = 0) {

@@ -36,52 +36,18 @@
 namespace cube3d::test_job_store_contract {
 
 using std::chrono::milliseconds;
+using testing::Capture;
 using testing::eventually;
 using testing::job_of;
 using testing::RedisTestServer;
 using testing::result_of_size;
 using testing::stage;
 using testing::status_of;
+using testing::unknown_id_like;
+using testing::wait_for;
 using Answer = JobStore::Answer;
 
 enum class StoreKind { kMemory, kRedis };
-
-// One long-poll's answer, as `done` saw it.
-struct Capture {
-  std::mutex mutex;
-  std::optional<Answer> answer;
-  int calls = 0;
-
-  std::function<void(Answer)> done() {
-    return [this](Answer answer) {
-      const std::lock_guard lock(mutex);
-      this->answer = std::move(answer);
-      ++calls;
-    };
-  }
-  int count() {
-    const std::lock_guard lock(mutex);
-    return calls;
-  }
-  Answer taken() {
-    const std::lock_guard lock(mutex);
-    return answer ? *answer : Answer(Status(ErrorCode::kInternal, "no answer"));
-  }
-};
-
-// Waits for an answer that comes by callback.
-template <typename T>
-T wait_for(const std::function<void(std::function<void(T)>)>& call,
-           milliseconds timeout = milliseconds(10'000)) {
-  auto promise = std::make_shared<std::promise<T>>();
-  std::future<T> future = promise->get_future();
-  call([promise](T value) { promise->set_value(std::move(value)); });
-  if (future.wait_for(timeout) != std::future_status::ready) {
-    ADD_FAILURE() << "no answer within " << timeout.count() << " ms";
-    return T(Status(ErrorCode::kInternal, "no answer"));
-  }
-  return future.get();
-}
 
 JobStore::Created try_create(JobStore& store, const std::string& owner,
                              const std::string& request_id) {
@@ -154,13 +120,6 @@ std::string gone_message(JobStore& store, const std::string& id, const std::stri
 
 int64_t bytes_of(std::size_t encoded) {
   return static_cast<int64_t>(result_of_size(encoded).ByteSizeLong());
-}
-
-// A hex id never issued.
-std::string unknown_id_like(const std::string& like) {
-  std::string id = like;
-  for (size_t i = 8; i < id.size(); ++i) id[i] = id[i] == '0' ? '1' : '0';
-  return id;
 }
 
 // The store under test, whichever kind, and what it runs on.

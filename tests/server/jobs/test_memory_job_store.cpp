@@ -24,33 +24,14 @@ namespace cube3d {
 namespace test_memory_job_store {
 
 using std::chrono::milliseconds;
+using testing::Capture;
 using testing::eventually;
 using testing::job_of;
 using testing::result_of_size;
 using testing::stage;
 using testing::status_of;
+using testing::unknown_id_like;
 using Answer = JobStore::Answer;
-
-// One long-poll's answer, as `done` saw it.
-struct Capture {
-  std::mutex mutex;
-  std::optional<Answer> answer;
-  int calls = 0;
-  std::thread::id thread;
-
-  std::function<void(Answer)> done() {
-    return [this](Answer answer) {
-      const std::lock_guard lock(mutex);
-      this->answer = std::move(answer);
-      ++calls;
-      thread = std::this_thread::get_id();
-    };
-  }
-  int count() {
-    const std::lock_guard lock(mutex);
-    return calls;
-  }
-};
 
 // An answer that must come inline (an ended job, or wait 0).
 Answer get_now(JobStore& store, const std::string& id, const std::string& owner = "") {
@@ -58,13 +39,6 @@ Answer get_now(JobStore& store, const std::string& id, const std::string& owner 
   store.get(id, owner, milliseconds(0), [&](Answer a) { answer = std::move(a); });
   EXPECT_TRUE(answer.has_value()) << "get with wait 0 did not answer inline";
   return answer ? std::move(*answer) : Answer(Status(ErrorCode::kInternal, "none"));
-}
-
-// A hex id of the same run as `like`, never issued.
-std::string unknown_id_like(const std::string& like) {
-  std::string id = like;
-  for (size_t i = 8; i < id.size(); ++i) id[i] = id[i] == '0' ? '1' : '0';
-  return id;
 }
 
 // Holds the timer thread inside an action until released: what the store's timers would do

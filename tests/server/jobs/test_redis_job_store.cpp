@@ -32,6 +32,7 @@ using cube3d::testing::RedisTestServer;
 using cube3d::testing::result_of_size;
 using cube3d::testing::stage;
 using cube3d::testing::status_of;
+using cube3d::testing::wait_for;
 using std::chrono::milliseconds;
 using Answer = JobStore::Answer;
 using Clock = std::chrono::steady_clock;
@@ -41,20 +42,6 @@ struct Replica : testing::RedisReplica<RedisJobStore, RedisJobStoreOptions, Redi
   using RedisReplica::RedisReplica;
   std::unique_ptr<RedisJobStore>& store = built;
 };
-
-// Waits for an answer that comes by callback.
-template <typename T>
-T wait_for(const std::function<void(std::function<void(T)>)>& call,
-           milliseconds timeout = milliseconds(10'000)) {
-  auto promise = std::make_shared<std::promise<T>>();
-  std::future<T> future = promise->get_future();
-  call([promise](T value) { promise->set_value(std::move(value)); });
-  if (future.wait_for(timeout) != std::future_status::ready) {
-    ADD_FAILURE() << "no answer within " << timeout.count() << " ms";
-    return T(Status(ErrorCode::kInternal, "no answer"));
-  }
-  return future.get();
-}
 
 std::string create(JobStore& store, const std::string& owner = "studio",
                    const std::string& prompt = "a chair") {
