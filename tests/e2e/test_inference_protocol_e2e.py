@@ -419,5 +419,66 @@ def cuda_runtime_dir():
         return None
 
 
+class StalledInferStreamsTest(ServerTestCase):
+    """ModelStreamInfer streams that send nothing count against grpc.max_calls_awaiting_message
+    until their first request, beside GenerateMesh calls: beyond it the stream that has waited
+    longest is refused RESOURCE_EXHAUSTED, so a client that opens streams and never sends holds
+    bounded memory; the streams within it stay open, and streams that send work as ever."""
+
+    HTTP = False
+    MAX_AWAITING = 3
+    SERVER_ARGS = ["--set", f"grpc.max_calls_awaiting_message={MAX_AWAITING}"]
+
+    def test_streams_that_send_nothing_are_bounded(self):
+        channel = grpc.insecure_channel(self.server.address)
+        self.addCleanup(channel.close)
+        open_stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                            request_serializer=lambda b: b,
+                                            response_deserializer=lambda b: b)
+        release = threading.Event()
+
+        def nothing():
+            release.wait(60)  # sends no request; half-closes once released
+            return
+            yield
+
+        calls = [open_stream(nothing(), timeout=60) for _ in range(self.MAX_AWAITING + 2)]
+        try:
+            deadline = time.monotonic() + 20
+            while sum(c.done() for c in calls) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # no more than the two beyond the bound
+            refused = [c for c in calls if c.done()]
+            self.assertEqual(len(refused), 2, [c.code() for c in refused])
+            for call in refused:
+                self.assertEqual(call.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn(f"grpc.max_calls_awaiting_message {self.MAX_AWAITING}",
+                              call.details())
+            # A stream that sends (a Triton client's) is served meanwhile; its own place on the
+            # list, until its request arrives, costs the oldest idle stream left.
+            answers = []
+            client = tgrpc.InferenceServerClient(f"{HOST}:{self.server.port}")
+            client.start_stream(callback=lambda result, error: answers.append((result, error)))
+            client.async_stream_infer(MODEL, inputs(tgrpc, ["a streamed lamp"]))
+            deadline = time.monotonic() + 60
+            while not answers and time.monotonic() < deadline:
+                time.sleep(0.05)
+            client.stop_stream()
+            client.close()
+            self.assertEqual(len(answers), 1)
+            result, error = answers[0]
+            self.assertIsNone(error)
+            self.assertEqual(bytes(result.as_numpy("MESH")[0, 0][:4]), b"glTF")
+            refused = [c for c in calls if c.done()]
+            self.assertEqual(len(refused), 3, [c.code() for c in refused])
+            self.assertEqual(refused[-1].code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        finally:
+            release.set()
+        # Those within the bound end OK when their client half-closes, having sent nothing.
+        for call in calls:
+            if call not in refused:
+                self.assertEqual(call.code(), grpc.StatusCode.OK, call.details())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -48,6 +48,7 @@
 #include "cube3d/server/config/layer_options.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
+#include "cube3d/server/grpc/awaiting_calls.h"
 #include "cube3d/server/grpc/grpc_log.h"
 #include "cube3d/server/grpc/grpc_server_options.h"
 #include "cube3d/server/grpc/inference_service.h"
@@ -293,10 +294,13 @@ int run(int argc, char** argv) {
   // Every mesh call counted once with the code its client saw (call_outcome.h); calls to
   // unknown methods too.
   const auto count = [&metrics](const std::string& code) { metrics.request_finished(code); };
-  MeshServiceImpl service(core, config.grpc, count, &jobs);
+  // One bound on the calls and streams whose request has not arrived, across both services.
+  AwaitingCalls awaiting(config.grpc.max_calls_awaiting_message);
+  MeshServiceImpl service(core, awaiting, config.grpc, count, &jobs);
   // The Open Inference Protocol (KServe v2 / Triton) over the same core, on both doors.
   inference::InferenceEndpoint inference_endpoint(core, inference_options(config));
-  InferenceServiceImpl inference_service(inference_endpoint, core.timers(), config.grpc, count);
+  InferenceServiceImpl inference_service(inference_endpoint, core.timers(), awaiting, config.grpc,
+                                         count);
   // API keys and the prompt policy: loaded before the port opens (a bad file stops the start),
   // re-read on SIGHUP; a file broken since keeps what is in force.
   std::unique_ptr<ApiKeys> api_keys;

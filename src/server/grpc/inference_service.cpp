@@ -191,9 +191,13 @@ class InferCall final : public grpc::ServerUnaryReactor,
 
 // ModelStreamInfer: requests read one after another (at most kMaxStreamInferences in flight),
 // each answered as it ends; the stream ends OK once the client has half-closed and every answer
-// is written. Every gRPC operation is started under mutex_; the endpoint is never called with
-// it held (a run may end at once, into on_run_done).
+// is written. Until its first request arrives the stream counts against
+// grpc.max_calls_awaiting_message (awaiting_calls.h), with no read timeout of its own: Triton's
+// clients open a stream (start_stream) well before they send on it. Every gRPC operation is
+// started under mutex_; the endpoint is never called with it held (a run may end at once, into
+// on_run_done).
 class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>,
+                          public AwaitingCalls::Call,
                           public std::enable_shared_from_this<InferStream> {
  public:
   InferStream(InferenceServiceImpl& service, grpc::CallbackServerContext* context)
@@ -203,12 +207,33 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
       InferenceServiceImpl& service, grpc::CallbackServerContext* context) {
     auto stream = std::make_shared<InferStream>(service, context);
     stream->self_ = stream;
+    // Not under mutex_: registering may refuse the oldest waiting call, which takes its lock.
+    const uint64_t place = service.awaiting().await(stream);
     const std::lock_guard lock(stream->mutex_);
-    stream->read_locked();
+    stream->awaiting_place_ = place;
+    stream->awaiting_ = true;
+    if (stream->finishing_) {
+      stream->leave_awaiting_locked();  // refused by a younger call's registration already
+    } else {
+      stream->read_locked();
+    }
     return stream.get();
   }
 
+  void refuse_unread(const grpc::Status& status) override {
+    const std::lock_guard lock(mutex_);
+    if (finishing_ || first_read_) return;
+    leave_awaiting_locked();
+    finishing_ = true;
+    Finish(status);
+  }
+
   void OnReadDone(bool ok) override {
+    {
+      const std::lock_guard lock(mutex_);
+      first_read_ = true;
+      leave_awaiting_locked();
+    }
     if (!ok) {
       // The client half-closed (or the call is cancelled): answer what is in flight, then end.
       const std::lock_guard lock(mutex_);
@@ -262,6 +287,7 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
   void OnDone() override {
     std::shared_ptr<InferStream> last;
     const std::lock_guard lock(mutex_);
+    leave_awaiting_locked();
     grpc_done_ = true;
     write_timer_.cancel();
     runs_.clear();
@@ -411,6 +437,12 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
         });
   }
 
+  void leave_awaiting_locked() {
+    if (!awaiting_) return;
+    awaiting_ = false;
+    service_.awaiting().arrived(awaiting_place_);
+  }
+
   void on_write_timeout(int64_t limit_ms) {
     const std::lock_guard lock(mutex_);
     if (!writing_ || grpc_done_) return;
@@ -439,13 +471,21 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
   bool finishing_ = false;  // Finish was called
   bool grpc_done_ = false;
   TimerQueue::Timer write_timer_;
+  bool first_read_ = false;  // a read has completed (a request, or the client's half-close)
+  bool awaiting_ = false;    // on the service's list of calls awaiting their message
+  uint64_t awaiting_place_ = 0;
 };
 
 }  // namespace
 
 InferenceServiceImpl::InferenceServiceImpl(inference::InferenceEndpoint& endpoint,
-                                           TimerQueue& timers, GrpcOptions options, Count count)
-    : endpoint_(endpoint), timers_(timers), options_(std::move(options)), count_(std::move(count)) {
+                                           TimerQueue& timers, AwaitingCalls& awaiting,
+                                           GrpcOptions options, Count count)
+    : endpoint_(endpoint),
+      timers_(timers),
+      awaiting_(awaiting),
+      options_(std::move(options)),
+      count_(std::move(count)) {
   using nlohmann::json;
   int index = 0;
   add_answered<oip::ServerLiveRequest, oip::ServerLiveResponse>(

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -44,7 +46,7 @@ void set_final(v1::GenerateMeshEvent& out, v1::GenerateMeshResponse&& response) 
 // service calls the observer with its own lock held).
 template <typename Response>
 class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response>,
-                       public MeshServiceImpl::AwaitingCall,
+                       public AwaitingCalls::Call,
                        public std::enable_shared_from_this<MeshCall<Response>> {
  public:
   static constexpr bool kStreaming = std::is_same_v<Response, v1::GenerateMeshEvent>;
@@ -156,7 +158,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
   void begin() {
     const std::weak_ptr<MeshCall> weak = this->shared_from_this();
     // Not under mutex_: registering may refuse the oldest waiting call, which takes its lock.
-    const uint64_t place = service_.await_message(weak);
+    const uint64_t place = service_.awaiting().await(weak);
     const std::lock_guard lock(mutex_);
     awaiting_place_ = place;
     awaiting_ = true;
@@ -293,7 +295,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
   void leave_awaiting_locked() {
     if (!awaiting_) return;
     awaiting_ = false;
-    service_.message_arrived(awaiting_place_);
+    service_.awaiting().arrived(awaiting_place_);
   }
 
   MeshServiceImpl& service_;
@@ -360,9 +362,13 @@ CallContext call_of(const grpc::CallbackServerContext& context) {
   return call;
 }
 
-MeshServiceImpl::MeshServiceImpl(cube3d::Service& service, GrpcOptions options, Count count,
-                                 JobService* jobs)
-    : service_(service), options_(std::move(options)), count_(std::move(count)), jobs_(jobs) {
+MeshServiceImpl::MeshServiceImpl(cube3d::Service& service, AwaitingCalls& awaiting,
+                                 GrpcOptions options, Count count, JobService* jobs)
+    : service_(service),
+      options_(std::move(options)),
+      count_(std::move(count)),
+      jobs_(jobs),
+      awaiting_(awaiting) {
   // grpc::Service takes ownership of the method and handler objects (its API takes raw
   // pointers); a callback method's handler is set by MarkMethodCallback.
   AddMethod(new grpc::internal::RpcServiceMethod(  // NOLINT(cppcoreguidelines-owning-memory)
@@ -384,36 +390,6 @@ MeshServiceImpl::MeshServiceImpl(cube3d::Service& service, GrpcOptions options, 
 }
 
 MeshServiceImpl::~MeshServiceImpl() = default;
-
-uint64_t MeshServiceImpl::await_message(std::weak_ptr<AwaitingCall> call) {
-  std::shared_ptr<AwaitingCall> evicted;
-  uint64_t place = 0;
-  {
-    const std::lock_guard lock(awaiting_mutex_);
-    place = next_place_++;
-    awaiting_.emplace(place, std::move(call));
-    // Over the bound, the call that has waited longest goes: a client that sends its message
-    // with its headers is almost never the oldest one.
-    if (static_cast<int64_t>(awaiting_.size()) > options_.max_calls_awaiting_message) {
-      evicted = awaiting_.begin()->second.lock();
-      awaiting_.erase(awaiting_.begin());
-    }
-  }
-  // Outside the lock: refusing takes the evicted call's own lock.
-  if (evicted) {
-    evicted->refuse_unread(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        "too many calls without their request message (grpc.max_calls_awaiting_message " +
-            std::to_string(options_.max_calls_awaiting_message) +
-            "): this one waited longest; send the request with the call"));
-  }
-  return place;
-}
-
-void MeshServiceImpl::message_arrived(uint64_t place) {
-  const std::lock_guard lock(awaiting_mutex_);
-  awaiting_.erase(place);  // absent when it was refused
-}
 
 UnknownMethods::UnknownMethods(std::function<void(const std::string& code)> count)
     : count_(std::move(count)) {}

@@ -9,7 +9,8 @@
 //     client that opens calls and sends nothing): beyond it the one that has waited longest is
 //     refused with RESOURCE_EXHAUSTED, so a flood of stalled calls costs bounded memory and
 //     never the calls of clients that send their message at once; each is also cancelled after
-//     limits.request_read_timeout_ms.
+//     limits.request_read_timeout_ms. ModelStreamInfer streams count against it until their
+//     first request (awaiting_calls.h), with no read timeout.
 //   - max_threads is the grpc::ResourceQuota's thread limit: gRPC's synchronous services
 //     (reflection) get no more threads than this; a call beyond it gets RESOURCE_EXHAUSTED.
 //   - max_concurrent_streams: calls open at once on one HTTP/2 connection (SETTINGS).

@@ -18,7 +18,8 @@
 // call holds a thread while it waits. A stream reads its next request only while fewer than
 // kMaxStreamInferences of its requests are in flight, so a client that sends faster than the
 // model works is slowed by gRPC's flow control, not buffered. Responses that the client does not
-// take within grpc.write_timeout_ms cancel the stream.
+// take within grpc.write_timeout_ms cancel the stream. A stream that has not sent its first
+// request counts against grpc.max_calls_awaiting_message with the mesh calls (awaiting_calls.h).
 #pragma once
 
 #include <grpcpp/impl/service_type.h>
@@ -27,6 +28,7 @@
 #include <functional>
 #include <string>
 
+#include "cube3d/server/grpc/awaiting_calls.h"
 #include "cube3d/server/grpc/grpc_options.h"
 #include "cube3d/server/inference/inference_endpoint.h"
 
@@ -39,13 +41,15 @@ inline constexpr int64_t kMaxStreamInferences = 64;
 class InferenceServiceImpl final : public grpc::Service {
  public:
   using Count = std::function<void(const std::string& code)>;
-  // `endpoint` and `timers` must outlive the service; `count` gets the code of each inference
-  // refused before it reached the service (the service counts the rest, prompt by prompt).
+  // `endpoint`, `timers` and `awaiting` must outlive the service; `count` gets the code of each
+  // inference refused before it reached the service (the service counts the rest, prompt by
+  // prompt). A ModelStreamInfer stream counts in `awaiting` until its first request arrives.
   InferenceServiceImpl(inference::InferenceEndpoint& endpoint, TimerQueue& timers,
-                       GrpcOptions options, Count count);
+                       AwaitingCalls& awaiting, GrpcOptions options, Count count);
 
   inference::InferenceEndpoint& endpoint() { return endpoint_; }
   TimerQueue& timers() { return timers_; }
+  AwaitingCalls& awaiting() { return awaiting_; }
   const GrpcOptions& options() const { return options_; }
   void count(const std::string& code) const {
     if (count_) count_(code);
@@ -57,6 +61,7 @@ class InferenceServiceImpl final : public grpc::Service {
  private:
   inference::InferenceEndpoint& endpoint_;
   TimerQueue& timers_;
+  AwaitingCalls& awaiting_;
   const GrpcOptions options_;
   const Count count_;
 };

@@ -24,11 +24,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "cube3d/server/grpc/awaiting_calls.h"
 #include "cube3d/server/grpc/grpc_options.h"
 #include "cube3d/server/jobs/job_service.h"
 #include "cube3d/server/service/service.h"
@@ -42,26 +41,16 @@ class MeshServiceImpl final : public grpc::Service {
  public:
   using Count = std::function<void(const std::string& code)>;
 
-  // `service` (and `jobs`, when given: SubmitMeshJob, GetMeshJob, CancelMeshJob) must outlive the
-  // service; `count` gets each mesh call's code (cube3d_requests_total; a job's outcome is
-  // counted by the service, its polls not at all).
-  MeshServiceImpl(cube3d::Service& service, GrpcOptions options, Count count,
-                  JobService* jobs = nullptr);
+  // `service` and `awaiting` (and `jobs`, when given: SubmitMeshJob, GetMeshJob, CancelMeshJob)
+  // must outlive the service; `count` gets each mesh call's code (cube3d_requests_total; a job's
+  // outcome is counted by the service, its polls not at all).
+  MeshServiceImpl(cube3d::Service& service, AwaitingCalls& awaiting, GrpcOptions options,
+                  Count count, JobService* jobs = nullptr);
   ~MeshServiceImpl() override;
 
-  // A call waiting for its request message, as the service's bound on them sees it.
-  class AwaitingCall {
-   public:
-    virtual ~AwaitingCall() = default;
-    // Ends the call with `status` if its message has still not arrived.
-    virtual void refuse_unread(const grpc::Status& status) = 0;
-  };
-  // Registers a call and returns its place; when there would be too many, the oldest one is
-  // taken off the list and refused (on this thread, with none of the service's locks held).
-  uint64_t await_message(std::weak_ptr<AwaitingCall> call);
-  // The call at `place` no longer waits (its message came, or it ended); harmless when it was
-  // refused already.
-  void message_arrived(uint64_t place);
+  // The calls waiting for their request message, under grpc.max_calls_awaiting_message (shared
+  // with the inference service's streams).
+  AwaitingCalls& awaiting() { return awaiting_; }
 
   // (Qualified: inside a grpc::Service, `Service` names the base class.)
   cube3d::Service& service() { return service_; }
@@ -78,10 +67,7 @@ class MeshServiceImpl final : public grpc::Service {
   const GrpcOptions options_;
   const Count count_;
   JobService* const jobs_;
-
-  mutable std::mutex awaiting_mutex_;
-  std::map<uint64_t, std::weak_ptr<AwaitingCall>> awaiting_;  // by place: the oldest first
-  uint64_t next_place_ = 0;
+  AwaitingCalls& awaiting_;
 };
 
 // A message's bytes in one piece (gRPC hands them over as slices).
