@@ -149,6 +149,18 @@ class JobsTestCase(ServerTestCase):
         cancelled = metric_value(samples, "cube3d_requests_total", code="CANCELLED") or 0
         return states, submitted, cancelled
 
+    def settled_job_counts(self, timeout=30):
+        """job_counts() once no job is open: a test's baseline. The gauges follow the store a
+        moment after its answers (a long-poll may see SUCCEEDED before cube3d_jobs does), so an
+        earlier test's last job may still read as running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            states, submitted, cancelled = self.job_counts()
+            if states["queued"] == 0 and states["running"] == 0:
+                return states, submitted, cancelled
+            self.assertLess(time.monotonic(), deadline, f"jobs still open: {states}")
+            time.sleep(0.05)
+
     def wait_job_counts(self, predicate, what, timeout=30):
         """Polls the job metrics until predicate(states, submitted) holds; returns them."""
         deadline = time.monotonic() + timeout
@@ -182,7 +194,7 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
     SERVER_ARGS = ["--set", "jobs.max_jobs_per_key=3"]
 
     def test_grpc_submit_poll_long_poll_and_the_mesh_equals_the_synchronous_one(self):
-        states0, submitted0, _ = self.job_counts()
+        states0, submitted0, _ = self.settled_job_counts()
         request = make_request("a job over grpc", resolution_base=FLOW_RES, seed=7,
                                request_id="job-grpc-1")
         job = self.submit(request, "key-a")
@@ -244,7 +256,7 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
         self.assertEqual(states1["succeeded"], states0["succeeded"] + 1)
 
     def test_http_submit_poll_long_poll_and_fetch_the_file(self):
-        states0, submitted0, _ = self.job_counts()
+        states0, submitted0, _ = self.settled_job_counts()
         body = {"prompt": "a job over http", "resolutionBase": FLOW_RES, "seed": "11",
                 "requestId": "job-http-1"}
         answer = self.http_json("POST", JOBS, body, "key-a")
@@ -316,7 +328,7 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
         self.assertEqual(states1["succeeded"], states0["succeeded"] + 2)
 
     def test_grpc_cancel_while_meshing_stops_the_work(self):
-        states0, _, cancelled0 = self.job_counts()
+        states0, _, cancelled0 = self.settled_job_counts()
         job = self.submit(make_request("a slow cancelled cathedral", resolution_base=SLOW_RES),
                           "key-a")
         self.wait_stage(job.id, "key-a", e2e.pb.STAGE_MESHING)
@@ -434,7 +446,7 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
         self.wait_job(job.id, "key-a")
 
     def test_an_invalid_request_is_refused_at_submit_and_makes_no_job(self):
-        states0, submitted0, _ = self.job_counts()
+        states0, submitted0, _ = self.settled_job_counts()
         for request, field in ((make_request(""), "prompt"),
                                (make_request("bad top_p", top_p=2.0), "top_p"),
                                (make_request("bad res", resolution_base=12), "resolution_base")):
@@ -456,7 +468,7 @@ class JobsTest(KeyedServerTestCase, JobsTestCase):
         self.assertEqual(states1, states0)
 
     def test_a_submit_retried_with_its_key_returns_its_job(self):
-        states0, submitted0, _ = self.job_counts()
+        states0, submitted0, _ = self.settled_job_counts()
         body = {"prompt": "an idempotent stool", "resolutionBase": RES, "seed": "4"}
         key = {"Idempotency-Key": '"3f1c9a2e-6b1d-4a55-9d3e-0b7a2f1c8e44"'}
         first = self.http_job(self.http_json("POST", JOBS, body, "key-a", key), 202)
