@@ -344,25 +344,22 @@ void MemoryJobStore::State::finish(const std::string& id, const Status& status, 
     if (const auto open = open_by_owner_.find(owner); --open->second == 0) {
       open_by_owner_.erase(open);
     }
-    if (record.cancel_requested) {
-      // A cancel wins over the finish after it (job_store.h), as in the Redis store.
-      record.state = v1::JOB_STATE_CANCELLED;
-      v1::JobError& error = record.error.emplace();
-      error.set_code(canonical_code(ErrorCode::kCancelled));
-      error.set_status(std::string(to_string(ErrorCode::kCancelled)));
-      error.set_message(std::string(kJobCancelledByClient));
-    } else if (status.ok()) {
+    if (status.ok() && !record.cancel_requested) {
       record.state = v1::JOB_STATE_SUCCEEDED;
       record.result_bytes = static_cast<int64_t>(response.ByteSizeLong());
       record.result = std::make_shared<const Response>(std::move(response));
       counts_.result_bytes += record.result_bytes;
     } else {
+      // A cancel wins over the finish after it (job_store.h), as in the Redis store.
+      const Status outcome = record.cancel_requested
+                                 ? Status(ErrorCode::kCancelled, std::string(kJobCancelledByClient))
+                                 : status;
       record.state =
-          status.code() == ErrorCode::kCancelled ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_FAILED;
+          outcome.code() == ErrorCode::kCancelled ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_FAILED;
       v1::JobError& error = record.error.emplace();
-      error.set_code(canonical_code(status.code()));
-      error.set_status(std::string(to_string(status.code())));
-      error.set_message(status.message());
+      error.set_code(canonical_code(outcome.code()));
+      error.set_status(std::string(to_string(outcome.code())));
+      error.set_message(outcome.message());
     }
     ++count_of(record.state);
     record.finished_unix_ms = unix_ms_now();
