@@ -126,8 +126,12 @@ FILE_USES = {"src/pipeline/model_text.cpp": {"model"}}
 # makes of a response's raw arrays on the connection's thread, with no other part of the mesh
 # layer (no meshing, no writers) in reach.
 MESH_PREVIEW_HEADERS = {"cube3d/mesh/mesh_preview.h", "cube3d/mesh/mesh.h"}
-LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS}
-PART_HEADERS = {"http": MESH_PREVIEW_HEADERS}
+# The mesh layer's options (occupancy sampling, the mesh stage's): what the server config's
+# `mesh:` section is, embedded whole (each part owns its options), with none of the mesh layer's
+# code in reach; only the config part names them.
+MESH_OPTION_HEADERS = {"cube3d/mesh/hierarchical_occupancy.h", "cube3d/mesh/mesh_pipeline.h"}
+LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS | MESH_OPTION_HEADERS}
+PART_HEADERS = {"http": MESH_PREVIEW_HEADERS, "config": MESH_OPTION_HEADERS}
 
 # Binaries that need no tensors: none may link libtorch.
 TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",

@@ -139,6 +139,13 @@ class LayeringTest(unittest.TestCase):
                 '#include "cube3d/mesh/mesh_preview.h"\n#include "cube3d/mesh/mesh.h"\n'
                 '#include "cube3d/mesh/mesh_io.h"\n',
             "src/server/grpc/bad_png.cpp": '#include "cube3d/mesh/mesh_preview.h"\n',
+            # The mesh layer's options are the config's section (the config part's exception);
+            # no other part names them, and the config part no more of the mesh layer.
+            "src/server/executor/bad_mesh_options.cpp":
+                '#include "cube3d/mesh/mesh_pipeline.h"\n',
+            "src/server/config/bad_mesh.cpp":
+                '#include "cube3d/mesh/hierarchical_occupancy.h"\n'
+                '#include "cube3d/mesh/marching_cubes.h"\n',
             "include/cube3d/server/grpc/bad_service.h":
                 '#include "cube3d/engine/engine.h"\n#include "cube3d/server/httpd/router.h"\n',
             # The service with a transport library in it, gRPC's Status, or a door's header.
@@ -186,6 +193,12 @@ class LayeringTest(unittest.TestCase):
             "(layer mesh)",
             "src/server/grpc/bad_png.cpp:1: server/grpc may not include "
             "cube3d/mesh/mesh_preview.h (layer mesh)",
+            "src/server/executor/bad_mesh_options.cpp:1: server/executor may not include "
+            "cube3d/mesh/mesh_pipeline.h (layer mesh)",
+            "src/server/config/bad_mesh.cpp:2: server/config may not include "
+            "cube3d/mesh/marching_cubes.h (layer mesh)",
+            "src/server/config/bad_mesh.cpp:2: server may not include "
+            "cube3d/mesh/marching_cubes.h (layer mesh)",
             "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
             "cube3d/engine/engine.h (layer engine)",
             "include/cube3d/server/grpc/bad_service.h:1: server may not include "

@@ -47,6 +47,7 @@ struct OccupancySamplingOptions {
   // The iso-level; "inside" is value > level, exactly as in marching_cubes. Must be finite. The
   // filled values only keep the side of this level: mesh the result at this level only.
   float level = 0.0f;
+  bool operator==(const OccupancySamplingOptions&) const = default;
 };
 
 struct OccupancySamplingReport {

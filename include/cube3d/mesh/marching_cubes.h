@@ -28,6 +28,7 @@ struct MarchingCubesOptions {
   // A face budget (0: none): the work stops as soon as the surface has more faces, which costs
   // about the share of the grid done by then.
   std::size_t max_faces = 0;
+  bool operator==(const MarchingCubesOptions&) const = default;
 };
 
 // Throws invalid_argument for a malformed grid or a NaN value. Infinite values are allowed.

@@ -27,6 +27,7 @@ struct CleanupOptions {
   bool remove_unreferenced_vertices = true;
   bool remove_floaters = true;
   double floater_diagonal_ratio = 0.15;
+  bool operator==(const CleanupOptions&) const = default;
 };
 
 struct CleanupReport {

@@ -53,6 +53,7 @@ struct MeshPipelineOptions {
   std::optional<std::size_t> max_faces;
   float bound_min = static_cast<float>(kGridBoundMin);
   float bound_max = static_cast<float>(kGridBoundMax);
+  bool operator==(const MeshPipelineOptions&) const = default;
 };
 
 struct MeshPipelineReport {

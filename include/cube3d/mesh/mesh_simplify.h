@@ -32,6 +32,7 @@ struct SimplifyOptions {
   // (simplify_mesh); 0 splits at once: the budget's cheaper path (mesh_pipeline.h), where a noisy
   // surface would otherwise take round after round.
   int repair_rounds = 1;
+  bool operator==(const SimplifyOptions&) const = default;
 };
 
 struct SimplifyReport {

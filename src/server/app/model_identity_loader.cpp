@@ -88,12 +88,18 @@ ModelIdentity load_model_identity(const ServerConfig& config, const ModelConfig&
   settings.field("device", config.device.starts_with("cuda") ? "cuda" : config.device);
   settings.field("dtype", config.dtype);
   settings.field("single_stream_decode", config.single_stream_decode);
-  const MeshConfig& m = config.mesh;
-  settings.field(
-      "mesh", m.occupancy + "," + std::to_string(m.occupancy_coarsest_resolution_base) + "," +
-                  std::to_string(m.occupancy_dilation) + "," + std::to_string(m.postprocess) + "," +
-                  std::to_string(m.remove_floaters) + "," + std::to_string(m.floater_ratio) + "," +
-                  std::to_string(m.simplify) + "," + std::to_string(m.max_marching_cubes_faces));
+  // The text is that of the mesh section's keys (the word, then numbers and 0/1), unchanged
+  // since the section held them one by one, so that a digest stays the same across versions.
+  const OccupancySamplingOptions& o = config.mesh.occupancy;
+  const MeshPipelineOptions& m = config.mesh.pipeline;
+  settings.field("mesh", std::string(o.hierarchical ? "hierarchical" : "dense") + "," +
+                             std::to_string(o.coarsest_resolution_base) + "," +
+                             std::to_string(o.dilation) + "," +
+                             std::to_string(static_cast<int>(m.postprocess)) + "," +
+                             std::to_string(static_cast<int>(m.cleanup.remove_floaters)) + "," +
+                             std::to_string(m.cleanup.floater_diagonal_ratio) + "," +
+                             std::to_string(static_cast<int>(m.simplify)) + "," +
+                             std::to_string(m.max_marching_cubes_faces));
   identity.config_digest = settings.hex();
   return identity;
 }

@@ -258,15 +258,15 @@ int run(int argc, char** argv) {
     observer.on_corrupt = [&metrics] { metrics.cache_corrupt_entry(); };
     observer.on_write_dropped = [&metrics] { metrics.cache_write_dropped(); };
     observer.on_disk_tier = [&metrics](bool up) { metrics.set_cache_disk_tier(up); };
-    cache = std::make_unique<ResultCache>(result_cache_options(config), std::move(observer),
-                                          shared_tier.get());
+    cache =
+        std::make_unique<ResultCache>(config.cache.store, std::move(observer), shared_tier.get());
     core.use_cache(cache.get());
     const ResultCache::Stats stats = cache->stats();
-    spdlog::info("result cache: {} MiB in memory{}", config.cache.max_bytes >> 20,
-                 config.cache.dir.empty()
+    spdlog::info("result cache: {} MiB in memory{}", config.cache.store.max_bytes >> 20,
+                 config.cache.store.dir.empty()
                      ? std::string()
                      : fmt::format(", {} entries ({} MiB) in {}", stats.disk_entries,
-                                   stats.disk_bytes >> 20, config.cache.dir));
+                                   stats.disk_bytes >> 20, config.cache.store.dir));
   }
   // Jobs: after the core (the store's timers are the core's), before everything that can end
   // a job (the scheduler, the executor) and the front doors that read them, which go first.
@@ -279,7 +279,7 @@ int run(int argc, char** argv) {
     job_store_owner = std::make_unique<RedisJobStore>(*redis, *redis_events, core.timers(),
                                                       std::move(options), std::move(observer));
   } else {
-    job_store_owner = std::make_unique<MemoryJobStore>(job_store_options(config), core.timers());
+    job_store_owner = std::make_unique<MemoryJobStore>(config.jobs.limits, core.timers());
   }
   JobStore& job_store = *job_store_owner;
   job_store.on_counts([&metrics](const JobStore::Counts& c) {
@@ -463,8 +463,8 @@ int run(int argc, char** argv) {
       executor_setup.mesh_threads,
       config.mesh.mesh_threads == 0 ? std::string("0: auto, the machine's cores")
                                     : std::to_string(config.mesh.mesh_threads),
-      config.mesh.max_marching_cubes_faces,
-      config.mesh.max_marching_cubes_faces == 0 ? ": 0, none" : "");
+      config.mesh.pipeline.max_marching_cubes_faces,
+      config.mesh.pipeline.max_marching_cubes_faces == 0 ? ": 0, none" : "");
   // A device fault met by a mesh thread goes to the scheduler like one met in a step (null until
   // the scheduler exists, and again once it has stopped).
   std::atomic<Scheduler*> fault_scheduler{nullptr};

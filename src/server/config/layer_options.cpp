@@ -34,39 +34,12 @@ ExecutorOptions executor_options(const ServerConfig& config) {
   options.batch_buckets = config.batching.batch_buckets;
   options.progress_interval_tokens = config.progress_interval_tokens;
   options.mesh_threads = effective_mesh_threads(config.mesh);
-  OccupancySamplingOptions& sampling = options.shape.occupancy.sampling;
-  sampling.hierarchical = parse_occupancy_mode(config.mesh.occupancy, "mesh.occupancy");
-  sampling.coarsest_resolution_base = config.mesh.occupancy_coarsest_resolution_base;
-  sampling.dilation = config.mesh.occupancy_dilation;
-  MeshPipelineOptions& mesh = options.shape.mesh;
-  mesh.postprocess = config.mesh.postprocess;
-  mesh.simplify = config.mesh.simplify;
-  mesh.cleanup.remove_floaters = config.mesh.remove_floaters;
-  mesh.cleanup.floater_diagonal_ratio = config.mesh.floater_ratio;
-  mesh.max_marching_cubes_faces = static_cast<std::size_t>(config.mesh.max_marching_cubes_faces);
+  options.shape.occupancy.sampling = config.mesh.occupancy;
+  options.shape.mesh = config.mesh.pipeline;
   return options;
 }
 
 SchedulerConfig scheduler_config(const ServerConfig& config) { return config.batching; }
-
-ResultCacheOptions result_cache_options(const ServerConfig& config) {
-  ResultCacheOptions options;
-  options.max_bytes = config.cache.max_bytes;
-  options.dir = config.cache.dir;
-  options.max_dir_bytes = config.cache.max_dir_bytes;
-  return options;
-}
-
-JobStoreOptions job_store_options(const ServerConfig& config) {
-  JobStoreOptions options;
-  options.result_ttl_ms = config.jobs.result_ttl_s * 1000;
-  options.max_result_bytes = config.jobs.max_result_bytes;
-  options.max_jobs_per_key = config.jobs.max_jobs_per_key;
-  options.max_jobs = config.jobs.max_jobs;
-  options.max_wait_ms = config.jobs.max_wait_ms;
-  options.poll_after_ms = config.jobs.poll_after_ms;
-  return options;
-}
 
 JobServiceOptions job_service_options(const ServerConfig& config) {
   return {config.jobs.deadline_ms};
@@ -86,7 +59,7 @@ RedisClientOptions redis_client_options(const ServerConfig& config) {
 
 RedisJobStoreOptions redis_job_store_options(const ServerConfig& config) {
   RedisJobStoreOptions options;
-  options.limits = job_store_options(config);
+  options.limits = config.jobs.limits;
   options.key_prefix = config.redis.key_prefix;
   options.lease_ms = config.jobs.lease_ms;
   options.max_takeovers = config.jobs.max_takeovers;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,6 +110,61 @@ Key int_key(std::string_view name, Access access) {
   };
   key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
     out << static_cast<long long>(access(c));
+  };
+  return key;
+}
+
+// A count held as std::size_t (the mesh layer's): a negative value is refused here, where it
+// can still be seen; validation checks the upper bound.
+template <class Access>
+Key count_key(std::string_view name, Access access) {
+  Key key = blank_key(name, Kind::kInt);
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    const int64_t value = read_int(v, where, std::string(name));
+    if (value < 0) {
+      fail(where, std::string(name) + " (" + std::to_string(value) + ") must be at least 0");
+    }
+    access(c) = static_cast<std::size_t>(value);
+  };
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << static_cast<unsigned long long>(access(c));
+  };
+  return key;
+}
+
+// mesh.occupancy: the word for the mesh layer's flag (hierarchical: true, dense: false).
+template <class Access>
+Key occupancy_mode_key(std::string_view name, Access access) {
+  Key key = blank_key(name, Kind::kString);
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    const std::string text = read_config_string(v, where, std::string(name));
+    if (text != "hierarchical" && text != "dense") {
+      fail(where,
+           std::string(name) + ": unknown value '" + text + "' (expected hierarchical or dense)");
+    }
+    access(c) = text == "hierarchical";
+  };
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << YAML::DoubleQuoted << std::string(access(c) ? "hierarchical" : "dense");
+  };
+  return key;
+}
+
+// Whole seconds in the file, milliseconds in the setting (the layer's unit, which lets its tests
+// use a few of them).
+template <class Access>
+Key seconds_key(std::string_view name, Access access) {
+  Key key = blank_key(name, Kind::kInt);
+  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+    const int64_t seconds = read_int(v, where, std::string(name));
+    constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000;
+    if (seconds > kMaxSeconds || seconds < -kMaxSeconds) {
+      fail(where, std::string(name) + " (" + std::to_string(seconds) + ") is out of range");
+    }
+    access(c) = seconds * 1000;
+  };
+  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
+    out << static_cast<long long>(access(c) / 1000);
   };
   return key;
 }
@@ -373,40 +429,42 @@ const std::vector<Key>& keys() {
           "defaults.format", [](auto& c) -> auto& { return c.defaults.format; }),
       profile_key(
           "defaults.mesh_profile", [](auto& c) -> auto& { return c.defaults.mesh_profile; }),
-      string_key(
-          "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy; }),
+      occupancy_mode_key(
+          "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy.hierarchical; }),
       int_key(
           "mesh.occupancy_coarsest_resolution_base",
-          [](auto& c) -> auto& { return c.mesh.occupancy_coarsest_resolution_base; }),
+          [](auto& c) -> auto& { return c.mesh.occupancy.coarsest_resolution_base; }),
       int_key(
-          "mesh.occupancy_dilation", [](auto& c) -> auto& { return c.mesh.occupancy_dilation; }),
+          "mesh.occupancy_dilation", [](auto& c) -> auto& { return c.mesh.occupancy.dilation; }),
       bool_key(
-          "mesh.postprocess", [](auto& c) -> auto& { return c.mesh.postprocess; }),
+          "mesh.postprocess", [](auto& c) -> auto& { return c.mesh.pipeline.postprocess; }),
       bool_key(
-          "mesh.remove_floaters", [](auto& c) -> auto& { return c.mesh.remove_floaters; }),
+          "mesh.remove_floaters",
+          [](auto& c) -> auto& { return c.mesh.pipeline.cleanup.remove_floaters; }),
       float_key(
-          "mesh.floater_ratio", [](auto& c) -> auto& { return c.mesh.floater_ratio; }),
+          "mesh.floater_ratio",
+          [](auto& c) -> auto& { return c.mesh.pipeline.cleanup.floater_diagonal_ratio; }),
       bool_key(
-          "mesh.simplify", [](auto& c) -> auto& { return c.mesh.simplify; }),
+          "mesh.simplify", [](auto& c) -> auto& { return c.mesh.pipeline.simplify; }),
       mesh_threads_key(
           "mesh.mesh_threads", [](auto& c) -> auto& { return c.mesh.mesh_threads; }),
-      int_key(
+      count_key(
           "mesh.max_marching_cubes_faces",
-          [](auto& c) -> auto& { return c.mesh.max_marching_cubes_faces; }),
+          [](auto& c) -> auto& { return c.mesh.pipeline.max_marching_cubes_faces; }),
       string_key(
           "jobs.store", [](auto& c) -> auto& { return c.jobs.store; }),
+      seconds_key(
+          "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.limits.result_ttl_ms; }),
       int_key(
-          "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.result_ttl_s; }),
+          "jobs.max_result_bytes", [](auto& c) -> auto& { return c.jobs.limits.max_result_bytes; }),
       int_key(
-          "jobs.max_result_bytes", [](auto& c) -> auto& { return c.jobs.max_result_bytes; }),
+          "jobs.max_jobs_per_key", [](auto& c) -> auto& { return c.jobs.limits.max_jobs_per_key; }),
       int_key(
-          "jobs.max_jobs_per_key", [](auto& c) -> auto& { return c.jobs.max_jobs_per_key; }),
+          "jobs.max_jobs", [](auto& c) -> auto& { return c.jobs.limits.max_jobs; }),
       int_key(
-          "jobs.max_jobs", [](auto& c) -> auto& { return c.jobs.max_jobs; }),
+          "jobs.max_wait_ms", [](auto& c) -> auto& { return c.jobs.limits.max_wait_ms; }),
       int_key(
-          "jobs.max_wait_ms", [](auto& c) -> auto& { return c.jobs.max_wait_ms; }),
-      int_key(
-          "jobs.poll_after_ms", [](auto& c) -> auto& { return c.jobs.poll_after_ms; }),
+          "jobs.poll_after_ms", [](auto& c) -> auto& { return c.jobs.limits.poll_after_ms; }),
       int_key(
           "jobs.deadline_ms", [](auto& c) -> auto& { return c.jobs.deadline_ms; }),
       int_key(
@@ -420,11 +478,11 @@ const std::vector<Key>& keys() {
       bool_key(
           "cache.enabled", [](auto& c) -> auto& { return c.cache.enabled; }),
       int_key(
-          "cache.max_bytes", [](auto& c) -> auto& { return c.cache.max_bytes; }),
+          "cache.max_bytes", [](auto& c) -> auto& { return c.cache.store.max_bytes; }),
       path_key(
-          "cache.dir", [](auto& c) -> auto& { return c.cache.dir; }),
+          "cache.dir", [](auto& c) -> auto& { return c.cache.store.dir; }),
       int_key(
-          "cache.max_dir_bytes", [](auto& c) -> auto& { return c.cache.max_dir_bytes; }),
+          "cache.max_dir_bytes", [](auto& c) -> auto& { return c.cache.store.max_dir_bytes; }),
       bool_key(
           "cache.shared_across_keys", [](auto& c) -> auto& { return c.cache.shared_across_keys; }),
       bool_key(
@@ -700,7 +758,9 @@ void set_key(ServerConfig& config, const std::string& name, const std::string& v
     for (const Key& each : keys()) all.push_back(each.name);
     fail(kOverrideOrigin, "unknown key " + name + did_you_mean_key(name, "", all));
   }
-  key->read(config, override_node(*key, value), kOverrideOrigin);
+  // Named as validation names it (a word such as mesh.occupancy's is checked as it is read).
+  key->read(config, override_node(*key, value),
+            std::string(kOverrideOrigin) + " " + name + "=" + value);
   // Relative to the current directory, as command-line paths are; stored absolute so that
   // --print-config shows where the file is whatever folder its output is later loaded from.
   if (key->path) key->path(config) = absolute_path(key->path(config));

@@ -63,7 +63,6 @@ constexpr std::array<std::string_view, 2> kDecodeModes = {"causal", "reference"}
 constexpr std::array<std::string_view, 2> kClientCertificates = {"required", "optional"};
 constexpr std::array<std::string_view, 3> kGraphModes = {"on", "off", "emulate"};
 constexpr std::array<std::string_view, 2> kDecodeKernels = {"torch", "triton"};
-constexpr std::array<std::string_view, 2> kOccupancyModes = {"hierarchical", "dense"};
 constexpr std::array<std::string_view, 2> kLogFormats = {"text", "json"};
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
@@ -298,39 +297,47 @@ void validate_server_config(const ServerConfig& c) {
     fail(where, "defaults.format: not one of raw, obj, ply or glb");
   }
 
-  check_word(where, "mesh.occupancy", c.mesh.occupancy, kOccupancyModes);
   // Any level up to the hard cap: one at or above a request's resolution_base evaluates that
   // request's grid densely (the sampler clamps it), which is not an error.
   check_server_range(where, "mesh.occupancy_coarsest_resolution_base",
-                     c.mesh.occupancy_coarsest_resolution_base, 1, kMaxResolutionBase);
-  check_server_range(where, "mesh.occupancy_dilation", c.mesh.occupancy_dilation, 0,
+                     c.mesh.occupancy.coarsest_resolution_base, 1, kMaxResolutionBase);
+  check_server_range(where, "mesh.occupancy_dilation", c.mesh.occupancy.dilation, 0,
                      kMaxOccupancyDilation);
-  if (!(c.mesh.floater_ratio > 0.0 && c.mesh.floater_ratio < 1.0)) {
-    fail(where, "mesh.floater_ratio (" + format_float(c.mesh.floater_ratio) +
+  const double floater_ratio = c.mesh.pipeline.cleanup.floater_diagonal_ratio;
+  if (!(floater_ratio > 0.0 && floater_ratio < 1.0)) {
+    fail(where, "mesh.floater_ratio (" + format_float(floater_ratio) +
                     ") must be strictly between 0 and 1");
   }
   check_server_range(where, "mesh.mesh_threads", c.mesh.mesh_threads, 0, kMaxMeshThreads);
-  check_server_range(where, "mesh.max_marching_cubes_faces", c.mesh.max_marching_cubes_faces, 0,
-                     kMaxMarchingCubesFaces);
+  // A std::size_t (the mesh layer's): the key's reader refused a negative value.
+  check_server_range(where, "mesh.max_marching_cubes_faces",
+                     static_cast<int64_t>(std::min<std::size_t>(
+                         c.mesh.pipeline.max_marching_cubes_faces,
+                         static_cast<std::size_t>(std::numeric_limits<int64_t>::max()))),
+                     0, kMaxMarchingCubesFaces);
 
-  check_server_range(where, "jobs.result_ttl_s", c.jobs.result_ttl_s, 1, kMaxDeadlineMs / 1000);
-  check_server_range(where, "jobs.max_result_bytes", c.jobs.max_result_bytes, 0, kMaxCacheBytes);
-  check_server_range(where, "jobs.max_jobs_per_key", c.jobs.max_jobs_per_key, 1, kMaxJobs);
-  check_server_range(where, "jobs.max_jobs", c.jobs.max_jobs, 1, kMaxJobs);
-  check_server_range(where, "jobs.max_wait_ms", c.jobs.max_wait_ms, 0, kMaxLongPollMs);
-  check_server_range(where, "jobs.poll_after_ms", c.jobs.poll_after_ms, 1, kMaxLongPollMs);
+  check_server_range(where, "jobs.result_ttl_s", c.jobs.limits.result_ttl_ms / 1000, 1,
+                     kMaxDeadlineMs / 1000);
+  check_server_range(where, "jobs.max_result_bytes", c.jobs.limits.max_result_bytes, 0,
+                     kMaxCacheBytes);
+  check_server_range(where, "jobs.max_jobs_per_key", c.jobs.limits.max_jobs_per_key, 1, kMaxJobs);
+  check_server_range(where, "jobs.max_jobs", c.jobs.limits.max_jobs, 1, kMaxJobs);
+  check_server_range(where, "jobs.max_wait_ms", c.jobs.limits.max_wait_ms, 0, kMaxLongPollMs);
+  check_server_range(where, "jobs.poll_after_ms", c.jobs.limits.poll_after_ms, 1, kMaxLongPollMs);
   check_server_range(where, "jobs.deadline_ms", c.jobs.deadline_ms, 1, kMaxDeadlineMs);
-  if (c.jobs.max_jobs_per_key > c.jobs.max_jobs) {
-    fail(where, "jobs.max_jobs_per_key (" + std::to_string(c.jobs.max_jobs_per_key) +
-                    ") is more than jobs.max_jobs (" + std::to_string(c.jobs.max_jobs) + ")");
+  if (c.jobs.limits.max_jobs_per_key > c.jobs.limits.max_jobs) {
+    fail(where, "jobs.max_jobs_per_key (" + std::to_string(c.jobs.limits.max_jobs_per_key) +
+                    ") is more than jobs.max_jobs (" + std::to_string(c.jobs.limits.max_jobs) +
+                    ")");
   }
   check_word(where, "jobs.store", c.jobs.store, kJobStores);
   check_server_range(where, "jobs.lease_ms", c.jobs.lease_ms, 300, kMaxLeaseMs);
   check_server_range(where, "jobs.max_takeovers", c.jobs.max_takeovers, 0, kMaxTakeovers);
-  check_server_range(where, "cache.max_bytes", c.cache.max_bytes, 0, kMaxCacheBytes);
+  check_server_range(where, "cache.max_bytes", c.cache.store.max_bytes, 0, kMaxCacheBytes);
   check_server_range(where, "cache.redis_ttl_s", c.cache.redis_ttl_s, 1, kMaxDeadlineMs / 1000);
   check_redis(where, c);
-  check_server_range(where, "cache.max_dir_bytes", c.cache.max_dir_bytes, 0, kMaxCacheBytes * 1024);
+  check_server_range(where, "cache.max_dir_bytes", c.cache.store.max_dir_bytes, 0,
+                     kMaxCacheBytes * 1024);
 
   if (!c.metrics_listen.empty()) {
     const HostPort metrics = check_address(where, "metrics_listen", c.metrics_listen);

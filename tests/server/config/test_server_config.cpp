@@ -111,9 +111,9 @@ TEST(ServerConfig, DemoServerYamlLoadsWithTheDocumentedValues) {
   EXPECT_EQ(config.defaults.resolution_base, 6);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
   EXPECT_FALSE(config.defaults.top_p.has_value());
-  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
-  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 5);
-  EXPECT_EQ(config.mesh.occupancy_dilation, 1);
+  EXPECT_EQ(config.mesh.occupancy.hierarchical, true);
+  EXPECT_EQ(config.mesh.occupancy.coarsest_resolution_base, 5);
+  EXPECT_EQ(config.mesh.occupancy.dilation, 1);
   EXPECT_EQ(config.metrics_listen, "127.0.0.1:9464");
   EXPECT_EQ(config.logging.level, "info");
   EXPECT_EQ(config.logging.format, "text");
@@ -166,19 +166,20 @@ TEST(ServerConfig, MinimalFileTakesTheDefaults) {
   EXPECT_FALSE(config.defaults.top_p.has_value());
   EXPECT_EQ(config.defaults.resolution_base, 8);
   EXPECT_EQ(config.defaults.format, MeshFormat::kGlb);
-  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
-  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base,
+  EXPECT_EQ(config.mesh.occupancy.hierarchical, true);
+  EXPECT_EQ(config.mesh.occupancy.coarsest_resolution_base,
             kDefaultOccupancyCoarsestResolutionBase);
-  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 5);
-  EXPECT_EQ(config.mesh.occupancy_dilation, kDefaultOccupancyDilation);
-  EXPECT_EQ(config.mesh.occupancy_dilation, 1);
-  EXPECT_TRUE(config.mesh.postprocess);
-  EXPECT_TRUE(config.mesh.remove_floaters);
-  EXPECT_EQ(config.mesh.floater_ratio, 0.15);
-  EXPECT_TRUE(config.mesh.simplify);
+  EXPECT_EQ(config.mesh.occupancy.coarsest_resolution_base, 5);
+  EXPECT_EQ(config.mesh.occupancy.dilation, kDefaultOccupancyDilation);
+  EXPECT_EQ(config.mesh.occupancy.dilation, 1);
+  EXPECT_TRUE(config.mesh.pipeline.postprocess);
+  EXPECT_TRUE(config.mesh.pipeline.cleanup.remove_floaters);
+  EXPECT_EQ(config.mesh.pipeline.cleanup.floater_diagonal_ratio, 0.15);
+  EXPECT_TRUE(config.mesh.pipeline.simplify);
   EXPECT_EQ(config.mesh.mesh_threads, 0);  // auto: the machine's cores
   EXPECT_GE(effective_mesh_threads(config.mesh), 1);
-  EXPECT_EQ(config.mesh.max_marching_cubes_faces, kDefaultMaxMarchingCubesFaces);
+  EXPECT_EQ(config.mesh.pipeline.max_marching_cubes_faces,
+            static_cast<std::size_t>(kDefaultMaxMarchingCubesFaces));
   EXPECT_EQ(config.metrics_listen, "0.0.0.0:9464");
   EXPECT_EQ(config.logging.level, "info");
   EXPECT_EQ(config.logging.format, "text");
@@ -229,10 +230,10 @@ drain_grace_seconds: 0
   EXPECT_EQ(config.defaults.guidance_scale, 0.0);
   EXPECT_EQ(config.defaults.top_p, 1.0);
   EXPECT_EQ(config.defaults.format, MeshFormat::kPly);
-  EXPECT_EQ(config.mesh.occupancy, "dense");
-  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 10);
-  EXPECT_EQ(config.mesh.occupancy_dilation, 0);
-  EXPECT_EQ(config.mesh.floater_ratio, 0.05);
+  EXPECT_FALSE(config.mesh.occupancy.hierarchical);
+  EXPECT_EQ(config.mesh.occupancy.coarsest_resolution_base, 10);
+  EXPECT_EQ(config.mesh.occupancy.dilation, 0);
+  EXPECT_EQ(config.mesh.pipeline.cleanup.floater_diagonal_ratio, 0.05);
   EXPECT_EQ(config.metrics_listen, "");
   EXPECT_EQ(config.logging.level, "off");
   EXPECT_EQ(config.logging.format, "json");
@@ -244,7 +245,7 @@ TEST(ServerConfig, EmptySectionMeansDefaults) {
   // `tls:` with its lines commented out is null in YAML.
   const ServerConfig config = parse(std::string(kMinimal) + "tls:\nmesh:\n");
   EXPECT_FALSE(config.tls.enabled());
-  EXPECT_TRUE(config.mesh.postprocess);
+  EXPECT_TRUE(config.mesh.pipeline.postprocess);
 }
 
 TEST(ServerConfig, RelativePathsResolveAgainstTheFileFolder) {
@@ -530,10 +531,10 @@ TEST(ServerConfigErrors, BadOccupancy) {
   const ServerConfig low = parse(std::string(kMinimal) +
                                  "mesh:\n  occupancy_coarsest_resolution_base: 1\n"
                                  "  occupancy_dilation: 8\n");
-  EXPECT_EQ(low.mesh.occupancy_coarsest_resolution_base, 1);
-  EXPECT_EQ(low.mesh.occupancy_dilation, 8);
-  EXPECT_EQ(parse(std::string(kMinimal) + "mesh:\n  occupancy: hierarchical\n").mesh.occupancy,
-            "hierarchical");
+  EXPECT_EQ(low.mesh.occupancy.coarsest_resolution_base, 1);
+  EXPECT_EQ(low.mesh.occupancy.dilation, 8);
+  EXPECT_TRUE(parse(std::string(kMinimal) + "mesh:\n  occupancy: hierarchical\n")
+                  .mesh.occupancy.hierarchical);
 }
 
 TEST(ServerConfigErrors, TlsNeedsBothFiles) {
@@ -656,7 +657,14 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   config.batching = {BatchingMode::kStatic, {3, 5, 200}, 0, 7, 9, 1234, 5};
   config.limits = {1, 10, 2, 1 << 20, 5, 0, 250, 7};
   config.defaults = {0.1 + 0.2, 0.95, 2, MeshFormat::kObj};
-  config.mesh = {"dense", 9, 7, false, false, 1.0 / 3.0, false, 9};
+  config.mesh.occupancy.hierarchical = false;
+  config.mesh.occupancy.coarsest_resolution_base = 9;
+  config.mesh.occupancy.dilation = 7;
+  config.mesh.pipeline.postprocess = false;
+  config.mesh.pipeline.cleanup.remove_floaters = false;
+  config.mesh.pipeline.cleanup.floater_diagonal_ratio = 1.0 / 3.0;
+  config.mesh.pipeline.simplify = false;
+  config.mesh.mesh_threads = 9;
   config.metrics_listen = "";
   config.http_listen = "127.0.0.1:8080";
   config.http = {3,
@@ -688,7 +696,7 @@ TEST(ServerConfigRoundTrip, EveryKeyChangedAndAwkwardPaths) {
   EXPECT_EQ(again, config) << yaml;
   // Bit-exact floats, not merely close ones.
   EXPECT_EQ(again.defaults.guidance_scale, 0.1 + 0.2);
-  EXPECT_EQ(again.mesh.floater_ratio, 1.0 / 3.0);
+  EXPECT_EQ(again.mesh.pipeline.cleanup.floater_diagonal_ratio, 1.0 / 3.0);
 
   // And through a file elsewhere: the printed paths are absolute, so the folder does not matter.
   TempDir elsewhere;
@@ -766,9 +774,9 @@ TEST(ServerConfigRoundTrip, EqualityLooksAtSettingsOnly) {
   b.defaults.top_p = 0.5;
   EXPECT_NE(a, b);
   for (const auto& change : std::vector<void (*)(ServerConfig&)>{
-           [](ServerConfig& c) { c.mesh.occupancy = "dense"; },
-           [](ServerConfig& c) { c.mesh.occupancy_coarsest_resolution_base = 6; },
-           [](ServerConfig& c) { c.mesh.occupancy_dilation = 2; }}) {
+           [](ServerConfig& c) { c.mesh.occupancy.hierarchical = false; },
+           [](ServerConfig& c) { c.mesh.occupancy.coarsest_resolution_base = 6; },
+           [](ServerConfig& c) { c.mesh.occupancy.dilation = 2; }}) {
     b = a;
     change(b);
     EXPECT_NE(a, b);
@@ -778,9 +786,9 @@ TEST(ServerConfigRoundTrip, EqualityLooksAtSettingsOnly) {
 TEST(ServerConfigRoundTrip, OccupancyKeysPrintAndParseBack) {
   ServerConfig config;
   config.model.config = kDemoModel;
-  config.mesh.occupancy = "dense";
-  config.mesh.occupancy_coarsest_resolution_base = 7;
-  config.mesh.occupancy_dilation = 0;
+  config.mesh.occupancy.hierarchical = false;
+  config.mesh.occupancy.coarsest_resolution_base = 7;
+  config.mesh.occupancy.dilation = 0;
   const std::string yaml = server_config_to_yaml(config);
   EXPECT_NE(yaml.find("mesh:\n  occupancy: \"dense\"\n  occupancy_coarsest_resolution_base: 7\n"
                       "  occupancy_dilation: 0\n  postprocess: true\n"),
@@ -788,9 +796,9 @@ TEST(ServerConfigRoundTrip, OccupancyKeysPrintAndParseBack) {
       << yaml;
   const ServerConfig again = parse_server_config(yaml, "printed.yaml");
   EXPECT_EQ(again, config) << yaml;
-  EXPECT_EQ(again.mesh.occupancy, "dense");
-  EXPECT_EQ(again.mesh.occupancy_coarsest_resolution_base, 7);
-  EXPECT_EQ(again.mesh.occupancy_dilation, 0);
+  EXPECT_FALSE(again.mesh.occupancy.hierarchical);
+  EXPECT_EQ(again.mesh.occupancy.coarsest_resolution_base, 7);
+  EXPECT_EQ(again.mesh.occupancy.dilation, 0);
 }
 
 // --- command-line overrides -------------------------------------------------------------------
@@ -837,10 +845,10 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   EXPECT_EQ(config.cuda_graphs, "off");
   EXPECT_EQ(config.defaults.top_p, 0.9);
   EXPECT_EQ(config.defaults.format, MeshFormat::kObj);
-  EXPECT_EQ(config.mesh.floater_ratio, 0.2);
-  EXPECT_EQ(config.mesh.occupancy, "dense");
-  EXPECT_EQ(config.mesh.occupancy_coarsest_resolution_base, 6);
-  EXPECT_EQ(config.mesh.occupancy_dilation, 0);
+  EXPECT_EQ(config.mesh.pipeline.cleanup.floater_diagonal_ratio, 0.2);
+  EXPECT_FALSE(config.mesh.occupancy.hierarchical);
+  EXPECT_EQ(config.mesh.occupancy.coarsest_resolution_base, 6);
+  EXPECT_EQ(config.mesh.occupancy.dilation, 0);
   EXPECT_EQ(config.source, kDemoServer);
 
   apply_override(config, "defaults.top_p", "null");
@@ -850,7 +858,7 @@ TEST(ServerConfigOverride, SetsKeysWithTheirTypes) {
   apply_override(config, "batching.batch_buckets", " 8 ");
   EXPECT_EQ(config.batching.batch_buckets, (std::vector<int64_t>{8}));
   apply_override(config, "mesh.occupancy", "hierarchical");
-  EXPECT_EQ(config.mesh.occupancy, "hierarchical");
+  EXPECT_EQ(config.mesh.occupancy.hierarchical, true);
 }
 
 TEST(ServerConfigOverride, PathsAreRelativeToTheCurrentDirectory) {

@@ -25,17 +25,9 @@
 
 #include "cube3d/server/cache/cache_key.h"
 #include "cube3d/server/cache/redis_result_tier.h"
+#include "cube3d/server/cache/result_cache_options.h"
 
 namespace cube3d {
-
-struct ResultCacheOptions {
-  int64_t max_bytes = int64_t{512} << 20;    // memory tier (payload bytes); 0 = no memory tier
-  std::string dir;                           // empty: no disk tier
-  int64_t max_dir_bytes = int64_t{4} << 30;  // disk tier bound (file bytes), LRU by last use
-  // Writes queued for the I/O thread (payload bytes); an insert beyond it is not written to disk
-  // (dropped, counted): a slow disk must not hold the server's memory.
-  int64_t max_pending_write_bytes = int64_t{256} << 20;
-};
 
 // What the cache tells the metrics (each may be empty).
 struct ResultCacheObserver {

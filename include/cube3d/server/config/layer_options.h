@@ -8,13 +8,11 @@
 #include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/cache/redis_result_tier.h"
-#include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/executor/engine_executor.h"
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/inference/model_description.h"
 #include "cube3d/server/jobs/job_service.h"
-#include "cube3d/server/jobs/job_store.h"
 #include "cube3d/server/jobs/redis_job_store.h"
 #include "cube3d/server/redis/redis_client.h"
 #include "cube3d/server/service/service.h"
@@ -48,11 +46,8 @@ HttpGatewayOptions http_gateway_options(const ServerConfig& config);
 // largest), the queue delay and size, the device kind, whether the result cache is on.
 inference::InferenceOptions inference_options(const ServerConfig& config);
 
-// The `cache:` section's store (max_bytes, dir, max_dir_bytes).
-ResultCacheOptions result_cache_options(const ServerConfig& config);
-
-// The `jobs:` section: the store's bounds and the jobs' deadline.
-JobStoreOptions job_store_options(const ServerConfig& config);
+// The `jobs:` section's deadline. (The store's bounds are the section's own JobStoreOptions,
+// config.jobs.limits, and the cache's store is config.cache.store: no copy is made of either.)
 JobServiceOptions job_service_options(const ServerConfig& config);
 
 // The `redis:` section's client (the URL parsed; the caller checks it is set).

@@ -15,9 +15,13 @@
 #include <vector>
 
 #include "cube3d/core/constants.h"
+#include "cube3d/mesh/hierarchical_occupancy.h"
+#include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/scheduler/scheduler.h"
+#include "cube3d/server/cache/result_cache_options.h"
 #include "cube3d/server/grpc/grpc_options.h"
 #include "cube3d/server/httpd/http_config.h"
+#include "cube3d/server/jobs/job_store_options.h"
 #include "cube3d/server/service/request_policy.h"
 
 namespace cube3d {
@@ -66,22 +70,21 @@ struct ModelFiles {
 using BatchingConfig = SchedulerConfig;
 
 struct MeshConfig {
-  // How the occupancy field is evaluated: "hierarchical" (coarse-to-fine near the surface) or
-  // "dense" (every grid point, as the official code). See include/cube3d/mesh/
-  // hierarchical_occupancy.h for the coarsest level and the dilation margin.
-  std::string occupancy = "hierarchical";
-  int64_t occupancy_coarsest_resolution_base = kDefaultOccupancyCoarsestResolutionBase;
-  int64_t occupancy_dilation = kDefaultOccupancyDilation;
-  bool postprocess = true;
-  bool remove_floaters = true;
-  double floater_ratio = 0.15;  // components below this share of the largest are dropped
-  bool simplify = true;
+  // How the occupancy field is evaluated, the mesh layer's own options
+  // (mesh/hierarchical_occupancy.h): mesh.occupancy "hierarchical" (coarse-to-fine near the
+  // surface) or "dense" (every grid point, as the official code) is `hierarchical`;
+  // mesh.occupancy_coarsest_resolution_base and mesh.occupancy_dilation are the coarsest level
+  // and the margin.
+  OccupancySamplingOptions occupancy;
+  // The mesh stage, the mesh layer's own options (mesh/mesh_pipeline.h): mesh.postprocess,
+  // mesh.simplify, mesh.remove_floaters and mesh.floater_ratio (cleanup.remove_floaters and
+  // cleanup.floater_diagonal_ratio: components below this share of the largest are dropped), and
+  // mesh.max_marching_cubes_faces (the budget: a surface of more marching-cubes faces is
+  // extracted from the grid one level coarser, or more, with a warning; 0: no budget).
+  MeshPipelineOptions pipeline;
   // Objects meshed at once (each of them on every core: the mesh layer's one thread pool);
   // 0: as many as the machine has cores (effective_mesh_threads).
   int64_t mesh_threads = 0;
-  // The mesh stage's budget (mesh_pipeline.h): a surface of more marching-cubes faces is
-  // extracted from the grid one level coarser (or more), with a warning; 0: no budget.
-  int64_t max_marching_cubes_faces = kDefaultMaxMarchingCubesFaces;
   bool operator==(const MeshConfig&) const = default;
 };
 
@@ -93,12 +96,12 @@ struct JobsConfig {
   // memory: in this process (each replica its own; a restart loses them). redis: in the Redis of
   // redis.url, shared by every replica (any replica answers any job; leases and takeovers).
   std::string store = "memory";
-  int64_t result_ttl_s = 600;                     // a finished job's result is kept this long
-  int64_t max_result_bytes = int64_t{256} << 20;  // finished jobs' results, in all (LRU beyond)
-  int64_t max_jobs_per_key = 64;                  // open (queued or running) jobs per API key
-  int64_t max_jobs = 100'000;                     // job records of all kinds
-  int64_t max_wait_ms = 30'000;                   // the longest long-poll (GetMeshJob wait_ms)
-  int64_t poll_after_ms = 1'000;                  // the poll interval the answers suggest
+  // Either store's bounds, the store's own options (jobs/job_store_options.h): result_ttl_s (a
+  // finished job's result is kept this long; held here in milliseconds), max_result_bytes
+  // (finished jobs' results, in all; LRU beyond), max_jobs_per_key (open jobs per API key),
+  // max_jobs (job records of all kinds), max_wait_ms (the longest long-poll) and poll_after_ms
+  // (the poll interval the answers suggest).
+  JobStoreOptions limits;
   // The time a job may take from its submission to its end, queue included (the synchronous
   // calls' limits.default_deadline_ms is for a caller that waits on the line).
   int64_t deadline_ms = 1'800'000;
@@ -121,9 +124,9 @@ struct JobsConfig {
 // bytes, so they are answered from memory, from `dir`, or from the identical request in flight.
 struct CacheConfig {
   bool enabled = true;
-  int64_t max_bytes = int64_t{512} << 20;    // the memory tier
-  std::string dir;                           // the disk tier (survives restarts); empty: none
-  int64_t max_dir_bytes = int64_t{4} << 30;  // the disk tier's bound
+  // The store's own options (cache/result_cache_options.h): max_bytes (the memory tier), dir (the
+  // disk tier, which survives restarts; empty: none) and max_dir_bytes (the disk tier's bound).
+  ResultCacheOptions store;
   // false: each API key has a cache of its own, so that one studio cannot learn from a hit
   // (its speed, or X-Cache) what another studio asked for. true: one cache for all keys.
   bool shared_across_keys = false;

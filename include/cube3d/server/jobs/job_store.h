@@ -31,6 +31,7 @@
 #include <variant>
 
 #include "cube3d/core/status.h"
+#include "cube3d/server/jobs/job_store_options.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
@@ -43,25 +44,6 @@ inline constexpr std::string_view kJobStoreLogName = "job store";
 // carries the same text, which the contract suite checks).
 inline constexpr std::string_view kJobCancelledByClient =
     "cancelled by its client (CancelMeshJob or DELETE /v1/jobs/{id})";
-
-struct JobStoreOptions {
-  // How long an ended job is kept (jobs.result_ttl_s, in milliseconds so that tests can use a
-  // few of them).
-  int64_t result_ttl_ms = 600'000;
-  // The results of SUCCEEDED jobs held, by ByteSizeLong(); beyond it the owner holding the most
-  // gives up its least recently finished or fetched result.
-  int64_t max_result_bytes = int64_t{256} << 20;
-  int64_t max_jobs_per_key = 64;  // open (QUEUED or RUNNING) jobs per owner
-  // Records of all kinds. At the limit create() evicts the oldest ended job of the owner holding
-  // the most records, and refuses when every record is open.
-  int64_t max_jobs = 100'000;
-  int64_t max_wait_ms = 30'000;   // long-poll cap
-  int64_t poll_after_ms = 1'000;  // the hint in QUEUED and RUNNING answers
-  // Expired and evicted jobs remembered (id, owner, why, when) so that their NOT_FOUND says why;
-  // beyond it the oldest are forgotten and answer as unknown (the Redis store keeps each for
-  // result_ttl_ms instead).
-  int64_t max_tombstones = 65'536;
-};
 
 // A job to keep: its owner and request id, and what another replica needs to run it again.
 struct NewJob {
