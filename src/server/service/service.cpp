@@ -135,6 +135,11 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // computed result, `cached` a cached response (taken from); neither for an error.
   void finish(const Status& status, const TaskResult* result = nullptr,
               v1::GenerateMeshResponse* cached = nullptr);
+  // The observer is told outside mutex_, one event at a time and in order: an observer may call
+  // back into the call (cancel() from a progress event, say) or take its own locks. An event
+  // that comes while another is being told waits in pending_ and is told by the thread telling
+  // the first (a newer progress replaces a waiting one; the outcome ends the queue).
+  void tell_observer(std::unique_lock<std::mutex> lock);
 
   Service& core_;
   CallObserver observer_;
@@ -154,6 +159,9 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
 
   mutable std::mutex mutex_;
   bool done_ = false;
+  bool telling_ = false;  // a thread is in tell_observer()
+  std::optional<TaskProgress> pending_progress_;
+  std::optional<CallOutcome> pending_outcome_;
   bool running_ = false;  // past the queue, counted in cube3d_requests_running
   v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
   std::shared_ptr<SharedWork> work_;
@@ -382,13 +390,41 @@ void ServiceCall::compute(bool use_cache) {
 }
 
 void ServiceCall::on_progress(const TaskProgress& p) {
-  const std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (done_) return;
   if (p.stage != TaskStage::kQueued && p.stage != TaskStage::kDone && !running_) {
     running_ = true;
     core_.metrics_.request_running(+1);
   }
-  if (observer_.progress) observer_.progress(p);
+  pending_progress_ = p;
+  tell_observer(std::move(lock));
+}
+
+void ServiceCall::tell_observer(std::unique_lock<std::mutex> lock) {
+  if (telling_) return;  // the thread telling now tells this event too
+  telling_ = true;
+  while (pending_progress_ || pending_outcome_) {
+    // Progress that waited past the outcome is dropped: the call is over.
+    if (pending_outcome_) {
+      CallOutcome outcome = std::move(*pending_outcome_);
+      pending_outcome_.reset();
+      pending_progress_.reset();
+      CallObserver observer = std::move(observer_);
+      observer_ = CallObserver();
+      lock.unlock();
+      if (observer.done) observer.done(std::move(outcome));
+      // What the observer captured (a connection, a reactor) is released here, outside the
+      // lock; nothing is told after the outcome, so telling_ stays set.
+      return;
+    }
+    const TaskProgress progress = *pending_progress_;
+    pending_progress_.reset();
+    lock.unlock();
+    // Only this thread touches observer_ while telling_ is set (finish() leaves it alone).
+    if (observer_.progress) observer_.progress(progress);
+    lock.lock();
+  }
+  telling_ = false;
 }
 
 void ServiceCall::leave_work() {
@@ -413,7 +449,7 @@ void ServiceCall::on_deadline() {
 
 void ServiceCall::finish(const Status& status_in, const TaskResult* result,
                          v1::GenerateMeshResponse* cached) {
-  const std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (done_) return;
   done_ = true;
   if (running_) core_.metrics_.request_running(-1);
@@ -488,9 +524,8 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
                  status.message());
   }
-  if (observer_.done) observer_.done(std::move(outcome));
-  // What the observer captured (a connection, a reactor) is not kept by a finished call.
-  observer_ = CallObserver();
+  pending_outcome_ = std::move(outcome);
+  tell_observer(std::move(lock));
 }
 
 const char* cache_status_name(v1::CacheStatus status) {

@@ -222,6 +222,51 @@ TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
   EXPECT_EQ(seen, (std::vector<std::string>{"progress 0", "progress 2", "done 1"}));
 }
 
+// The observer is told outside the call's lock: it may call back into its call (here cancel()
+// from a progress event, which ends the call while that event is being told). The outcome is
+// told once, after the progress event returns; before, this deadlocked on the call's mutex.
+TEST_F(MeshServiceTest, AnObserverMayCancelItsCallFromAProgressEvent) {
+  service_->attach(scheduler_.get());
+  executor_.hold = true;
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  std::shared_ptr<ActiveCall> handle;
+  CallObserver observer;
+  observer.progress = [&](const TaskProgress& p) {
+    std::shared_ptr<ActiveCall> call;
+    {
+      const std::lock_guard lock(mutex);
+      seen.push_back("progress " + std::to_string(static_cast<int>(p.stage)));
+      if (p.stage == TaskStage::kDecoding) call = handle;
+    }
+    if (call) {
+      EXPECT_FALSE(call->finished());
+      call->cancel(Status(ErrorCode::kCancelled, "the client went away mid-stream"));
+      EXPECT_TRUE(call->finished());
+      const std::lock_guard lock(mutex);
+      seen.push_back("progress returns");
+    }
+  };
+  observer.done = [&](CallOutcome o) {
+    const std::lock_guard lock(mutex);
+    seen.push_back("done " + std::to_string(canonical_code(o.status.code())));
+  };
+  {
+    auto active = service_->start(request(v1::MESH_FORMAT_GLB), {}, observer);
+    const std::lock_guard lock(mutex);
+    handle = std::move(active);
+  }
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
+  TaskProgress decoding;
+  decoding.stage = TaskStage::kDecoding;
+  executor_.held_job(0)->progress(decoding);
+  executor_.held_job(0)->progress(decoding);  // after the outcome: dropped
+  const std::lock_guard lock(mutex);
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"progress 0", "progress 2", "progress returns", "done 1"}));
+  EXPECT_TRUE(handle->finished());
+}
+
 TEST_F(MeshServiceTest, ACallThatEndsAtOnceIsDeliveredInsideStart) {
   // Not ready: the outcome comes before start() returns, and the handle says so.
   bool delivered = false;

@@ -100,8 +100,11 @@ struct CallOutcome {
 
 // Where a call's news goes. Both run on whichever thread has it (a scheduler or executor thread,
 // the core's timer thread, or the caller's own inside start() for what ends at once), one at a
-// time and in order: every progress event before the outcome, none after. Neither may block or
-// call back into the call (cancel): queue the news for the transport and return.
+// time and in order: every progress event before the outcome, none after. Neither is called
+// under a lock of the call's, so either may call back into the call (cancel() from a progress
+// event: the outcome is then told once that event returns). Neither may block: queue the news
+// for the transport and return. A progress event that comes while another is being told is
+// told after it, and only the newest one waiting (progress is a state, not a log).
 struct CallObserver {
   std::function<void(const TaskProgress&)> progress;  // may be empty
   std::function<void(CallOutcome)> done;              // exactly once
