@@ -131,10 +131,11 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // Out of the work (the last member out cancels it: the scheduler drops the job, or the
   // executor stops the batch once every request in it is gone).
   void leave_work();
-  // The one end of the call: counts, logs and tells the observer, once. `result` is a
-  // computed result, `cached` a cached response (taken from); neither for an error.
+  // The one end of the call: counts, logs and tells the observer, once.
+  // `answer` (with `result`) is the work's one answer, `cached` a cached response (taken from);
+  // neither for an error.
   void finish(const Status& status, const TaskResult* result = nullptr,
-              v1::GenerateMeshResponse* cached = nullptr);
+              const WorkAnswer* answer = nullptr, v1::GenerateMeshResponse* cached = nullptr);
   // The observer is told outside mutex_, one event at a time and in order: an observer may call
   // back into the call (cancel() from a progress event, say) or take its own locks. An event
   // that comes while another is being told waits in pending_ and is told by the thread telling
@@ -302,7 +303,7 @@ void ServiceCall::after_lookup(ResultCache::Value cached) {
       // answered from the cache reads as done with every token, not as still queued.
       const int64_t tokens = core_.options_.tokens_per_shape;
       on_progress({TaskStage::kDone, tokens, tokens});
-      return finish(Status(), nullptr, &response);
+      return finish(Status(), nullptr, nullptr, &response);
     }
     // The store checks its entries; a payload that still does not parse is dropped, not served.
     spdlog::warn("request {}: a cache entry does not parse; recomputing", request_id_);
@@ -335,9 +336,10 @@ void ServiceCall::compute(bool use_cache) {
   const std::shared_ptr<ServiceCall> self = shared_from_this();
   SharedWork::Member member;
   member.progress = [self](const TaskProgress& p) { self->on_progress(p); };
-  member.done = [self](const TaskResult* result, const Error* error) {
+  member.done = [self](const TaskResult* result, const Error* error, const WorkAnswer* answer) {
     if (error) return self->finish(Status(*error));
-    self->finish(Status(), result);
+    if (!answer) return self->finish(Status(ErrorCode::kInternal, "the work ended with no answer"));
+    self->finish(Status(), result, answer);
   };
   // A retry of a request still running under the client's id joins it (whether or not the
   // cache is on); the id reused for another request while the first runs is refused.
@@ -448,7 +450,7 @@ void ServiceCall::on_deadline() {
 }
 
 void ServiceCall::finish(const Status& status_in, const TaskResult* result,
-                         v1::GenerateMeshResponse* cached) {
+                         const WorkAnswer* answer, v1::GenerateMeshResponse* cached) {
   std::unique_lock lock(mutex_);
   if (done_) return;
   done_ = true;
@@ -463,9 +465,14 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
   outcome.status = status_in;
   outcome.trailers = std::move(trailers_);
   const double total_ms = ms_between(start_, SteadyClock::now());
-  if (status_in.ok() && result) {
-    outcome.status = core_.fill_response(*result, request_, &outcome.response);
-    if (outcome.status.ok()) outcome.response.set_cache_status(cache_status_);
+  if (status_in.ok() && result && answer) {
+    outcome.status = answer->status;
+    if (outcome.status.ok()) {
+      outcome.response = answer->response;  // the work's, stamped with this call's own
+      outcome.response.set_request_id(request_id_);
+      outcome.response.set_cache_status(cache_status_);
+      outcome.status = core_.check_size(&outcome.response);
+    }
   } else if (status_in.ok() && cached) {
     cache_status_ = v1::CACHE_STATUS_HIT;
     outcome.response = std::move(*cached);  // a mesh of megabytes: moved, not copied
@@ -587,7 +594,7 @@ Service::Joined Service::join_or_create(const std::optional<ResultKey>& key,
   std::shared_ptr<SharedWork> work = SharedWork::make(
       request, deadline,
       [this, key, request, claim](SharedWork& done, const TaskResult* result, const Error*) {
-        work_done(key, done, result, request);
+        return work_done(key, done, result, request);
       });
   const auto id = work->join(std::move(member), deadline);
   if (key) {
@@ -619,8 +626,9 @@ void Service::observe_points(int64_t resolution_base, int64_t points) {
                             : 0.8 * before + 0.2 * static_cast<double>(points));
 }
 
-void Service::work_done(const std::optional<ResultKey>& key, SharedWork& work,
-                        const TaskResult* result, const TaskRequest& request) {
+std::shared_ptr<const WorkAnswer> Service::work_done(const std::optional<ResultKey>& key,
+                                                     SharedWork& work, const TaskResult* result,
+                                                     const TaskRequest& request) {
   // The work is charged to the key (and end user) that started it, before any caller hears
   // of it, so that a caller's next request already meets the bucket this one emptied.
   if (result) {
@@ -633,22 +641,29 @@ void Service::work_done(const std::optional<ResultKey>& key, SharedWork& work,
   }
   // The entry first, then out of flight: a caller that finds the work ended looks again and
   // finds the entry.
-  if (key && result && cache_) {
-    v1::GenerateMeshResponse stored;
-    if (fill_response(*result, request, &stored).ok()) {
-      // What is the same for every caller; theirs (id, timings, cache status) is set per call.
-      stored.clear_request_id();
-      stored.clear_timings();
-      stored.clear_batch_bucket();
-      cache_->insert(*key, stored.SerializeAsString());
+  // The one answer, built here for every member (and the cache) alike.
+  std::shared_ptr<WorkAnswer> answer;
+  if (result) {
+    answer = std::make_shared<WorkAnswer>();
+    answer->status = fill_response(*result, request, &answer->response);
+  }
+  if (key && answer && answer->status.ok() && cache_) {
+    v1::GenerateMeshResponse stored = answer->response;
+    // What is the same for every caller; theirs (id, timings, cache status) is set per call.
+    stored.clear_request_id();
+    stored.clear_timings();
+    stored.clear_batch_bucket();
+    cache_->insert(*key, stored.SerializeAsString());
+  }
+  if (key) {
+    const std::lock_guard lock(in_flight_mutex_);
+    const auto it = in_flight_.find(*key);
+    if (it != in_flight_.end()) {
+      const std::shared_ptr<SharedWork> current = it->second.lock();
+      if (!current || current.get() == &work) in_flight_.erase(it);
     }
   }
-  if (!key) return;
-  const std::lock_guard lock(in_flight_mutex_);
-  const auto it = in_flight_.find(*key);
-  if (it == in_flight_.end()) return;
-  const std::shared_ptr<SharedWork> current = it->second.lock();
-  if (!current || current.get() == &work) in_flight_.erase(it);
+  return answer;
 }
 
 void Service::fill_effective(const TaskRequest& r, const std::string& computed_by,

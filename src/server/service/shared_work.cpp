@@ -5,9 +5,8 @@
 
 namespace cube3d {
 
-std::shared_ptr<SharedWork> SharedWork::make(
-    TaskRequest request, SteadyClock::time_point deadline,
-    std::function<void(SharedWork&, const TaskResult*, const Error*)> on_outcome) {
+std::shared_ptr<SharedWork> SharedWork::make(TaskRequest request, SteadyClock::time_point deadline,
+                                             OutcomeCallback on_outcome) {
   std::shared_ptr<SharedWork> work(new SharedWork());  // private constructor: make() only
   work->on_outcome_ = std::move(on_outcome);
   // The job holds the work weakly: its members (the calls) own it, so that once the last one
@@ -74,14 +73,15 @@ void SharedWork::on_done(const TaskResult* result, const Error* error) {
     const std::lock_guard lock(mutex_);
     ended_ = true;
   }
-  if (on_outcome_) on_outcome_(*this, result, error);
+  const std::shared_ptr<const WorkAnswer> answer =
+      on_outcome_ ? on_outcome_(*this, result, error) : nullptr;
   std::map<MemberId, Member> members;
   {
     const std::lock_guard lock(mutex_);
     members.swap(members_);
   }
   for (const auto& [id, member] : members) {
-    if (member.done) member.done(result, error);
+    if (member.done) member.done(result, error, answer.get());
   }
   on_outcome_ = nullptr;
 }

@@ -15,7 +15,9 @@ std::shared_ptr<SharedWork> make_work() {
   TaskRequest request;
   request.request_id = "r";
   return SharedWork::make(request, SteadyClock::now() + std::chrono::seconds(60),
-                          [](SharedWork&, const TaskResult*, const Error*) {});
+                          [](SharedWork&, const TaskResult*, const Error*) {
+                            return std::shared_ptr<const WorkAnswer>();
+                          });
 }
 
 ResultKey key_of(uint8_t byte) {

@@ -173,7 +173,8 @@ class Service {
 
  private:
   friend class ServiceCall;
-  // The response of a computed result, for `request` (the caller's own, validated).
+  // The response of a computed result, for `request` (the work's, validated: a member's differs
+  // from it only in its request id, which the member stamps).
   Status fill_response(const TaskResult& result, const TaskRequest& request,
                        v1::GenerateMeshResponse* response) const;
   Status check_size(v1::GenerateMeshResponse* response) const;
@@ -194,8 +195,10 @@ class Service {
   // A computed work's outcome: its result into the cache, and the key no longer in flight.
   // The shape tokens `request` decodes, guidance rows included.
   int64_t shape_tokens_of(const TaskRequest& request) const;
-  void work_done(const std::optional<ResultKey>& key, SharedWork& work, const TaskResult* result,
-                 const TaskRequest& request);
+  // Charges the work, builds its one answer (null for an error), stores it in the cache and
+  // forgets the work.
+  std::shared_ptr<const WorkAnswer> work_done(const std::optional<ResultKey>& key, SharedWork& work,
+                                              const TaskResult* result, const TaskRequest& request);
 
   ServiceOptions options_;
   std::atomic<Scheduler*> scheduler_{nullptr};

@@ -12,23 +12,37 @@
 #include <mutex>
 #include <optional>
 
+#include "cube3d/core/status.h"
 #include "cube3d/scheduler/task.h"
+#include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
 
+// A work's one answer, built once where the work finished (the core's outcome callback) and
+// shared by its members, each of which stamps its own request id and cache status on a copy
+// (as a cache hit does): the response, or why there is none (a mesh over the message limit).
+struct WorkAnswer {
+  Status status;
+  v1::GenerateMeshResponse response;  // when status.ok()
+};
+
 class SharedWork : public std::enable_shared_from_this<SharedWork> {
  public:
+  // `done` gets the job's result (for the member's log and statistics) or its error, and the
+  // answer the outcome callback built (null for an error).
   struct Member {
     std::function<void(const TaskProgress&)> progress;
-    std::function<void(const TaskResult*, const Error*)> done;
+    std::function<void(const TaskResult*, const Error*, const WorkAnswer*)> done;
   };
+  using OutcomeCallback = std::function<std::shared_ptr<const WorkAnswer>(
+      SharedWork&, const TaskResult*, const Error*)>;
   using MemberId = uint64_t;
 
-  // `on_outcome` runs once, before the members hear of the outcome (the core stores a result
-  // in the cache there, and forgets the work, so that a later identical call finds the entry).
-  static std::shared_ptr<SharedWork> make(
-      TaskRequest request, SteadyClock::time_point deadline,
-      std::function<void(SharedWork&, const TaskResult*, const Error*)> on_outcome);
+  // `on_outcome` runs once, before the members hear of the outcome: the core builds the answer
+  // there, stores it in the cache and forgets the work, so that a later identical call finds
+  // the entry. What it returns is what every member gets.
+  static std::shared_ptr<SharedWork> make(TaskRequest request, SteadyClock::time_point deadline,
+                                          OutcomeCallback on_outcome);
 
   // The job to hand to the scheduler.
   const std::shared_ptr<Task>& job() const { return job_; }
@@ -51,7 +65,7 @@ class SharedWork : public std::enable_shared_from_this<SharedWork> {
   void on_done(const TaskResult* result, const Error* error);
 
   std::shared_ptr<Task> job_;
-  std::function<void(SharedWork&, const TaskResult*, const Error*)> on_outcome_;
+  OutcomeCallback on_outcome_;
   mutable std::mutex mutex_;
   std::map<MemberId, Member> members_;
   MemberId next_id_ = 0;
