@@ -312,7 +312,7 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
       const std::weak_ptr<InferStream> weak = weak_from_this();
       inference::InferObserver observer;
       observer.progress = [weak, model = request.model_name, version = request.model_version, id](
-                              size_t index, const TaskProgress& p) {
+                              size_t index, const v1::Progress& p) {
         if (const auto self = weak.lock()) self->on_progress(model, version, id, index, p);
       };
       observer.done = [weak, tag, id](inference::InferOutcome outcome) {
@@ -350,14 +350,13 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
   }
 
   void on_progress(const std::string& model, const std::string& version, const std::string& id,
-                   size_t index, const TaskProgress& p) {
+                   size_t index, const v1::Progress& event) {
     oip::ModelStreamInferResponse response;
     oip::ModelInferResponse* r = response.mutable_infer_response();
     r->set_model_name(model);
     r->set_model_version(version.empty() ? inference::kModelVersion : version);
     r->set_id(id);
     auto& params = *r->mutable_parameters();
-    const v1::Progress event = to_progress_event(p, service_.endpoint().tokens_per_shape());
     params["stage"].set_string_param(v1::Stage_Name(event.stage()));
     params["tokens_done"].set_int64_param(event.tokens_done());
     params["tokens_total"].set_int64_param(event.tokens_total());

@@ -200,12 +200,11 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     const std::shared_ptr<MeshCall> self = this->shared_from_this();
     CallObserver observer;
     if constexpr (kStreaming) {
-      observer.progress =
-          [self, tokens = service_.service().options().tokens_per_shape](const TaskProgress& p) {
-            v1::GenerateMeshEvent event;
-            *event.mutable_progress() = to_progress_event(p, tokens);
-            self->enqueue(std::move(event));
-          };
+      observer.progress = [self](const v1::Progress& p) {
+        v1::GenerateMeshEvent event;
+        *event.mutable_progress() = p;
+        self->enqueue(std::move(event));
+      };
     }
     observer.done = [self](CallOutcome outcome) { self->on_outcome(std::move(outcome)); };
     std::shared_ptr<ActiveCall> active =

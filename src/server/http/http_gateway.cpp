@@ -315,13 +315,12 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
   prepared.call.outcome_counted_by_front_door = true;
   auto tally = std::make_shared<CallTally>();
   CallObserver observer;
-  observer.progress = [call, tokens = service.options().tokens_per_shape](const TaskProgress& p) {
+  observer.progress = [call](const v1::Progress& p) {
     if (!call->started) call->start();
     // The event's JSON is made on the connection's I/O thread: the news comes from the
-    // scheduler's worker (between decode steps) with the service's lock held.
-    call->exchange->defer([ex = call->exchange, p, tokens] {
-      ex->write(sse_event("progress", to_json(to_progress_event(p, tokens))));
-    });
+    // scheduler's worker, between decode steps.
+    call->exchange->defer(
+        [ex = call->exchange, p] { ex->write(sse_event("progress", to_json(p))); });
   };
   observer.done = [call, tally](CallOutcome outcome) {
     auto& ex = call->exchange;

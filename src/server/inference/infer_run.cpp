@@ -50,7 +50,7 @@ void InferRun::launch(const CallContext& call) {
     }
     CallObserver observer;
     if (reports) {
-      observer.progress = [self, i](const TaskProgress& p) { self->prompt_progress(i, p); };
+      observer.progress = [self, i](const v1::Progress& p) { self->prompt_progress(i, p); };
     }
     observer.done = [self, i](CallOutcome outcome) { self->prompt_done(i, std::move(outcome)); };
     // Not under mutex_: the service may end the call at once, inside start().
@@ -76,7 +76,7 @@ void InferRun::launch(const CallContext& call) {
   if (outcome) deliver(std::move(*outcome));
 }
 
-void InferRun::prompt_progress(size_t index, const TaskProgress& progress) {
+void InferRun::prompt_progress(size_t index, const v1::Progress& progress) {
   const std::lock_guard observing(observer_mutex_);
   {
     const std::lock_guard lock(mutex_);

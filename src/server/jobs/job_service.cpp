@@ -96,10 +96,7 @@ void JobService::start(const std::string& id, const std::string& owner,
   call.outcome_counted_by_front_door = false;  // the job's outcome is counted by the service
   auto submission = std::make_shared<Submission>();
   CallObserver observer;
-  const int64_t tokens = service_.options().tokens_per_shape;
-  observer.progress = [this, id, tokens](const TaskProgress& p) {
-    store_.progress(id, to_progress_event(p, tokens));
-  };
+  observer.progress = [this, id](const v1::Progress& p) { store_.progress(id, p); };
   observer.done = [this, id, submission](CallOutcome outcome) {
     {
       const std::lock_guard lock(submission->mutex);

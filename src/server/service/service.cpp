@@ -161,7 +161,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   mutable std::mutex mutex_;
   bool done_ = false;
   bool telling_ = false;  // a thread is in tell_observer()
-  std::optional<TaskProgress> pending_progress_;
+  std::optional<v1::Progress> pending_progress_;
   std::optional<CallOutcome> pending_outcome_;
   bool running_ = false;  // past the queue, counted in cube3d_requests_running
   v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
@@ -398,7 +398,7 @@ void ServiceCall::on_progress(const TaskProgress& p) {
     running_ = true;
     core_.metrics_.request_running(+1);
   }
-  pending_progress_ = p;
+  pending_progress_ = to_progress_event(p, core_.options_.tokens_per_shape);
   tell_observer(std::move(lock));
 }
 
@@ -419,7 +419,7 @@ void ServiceCall::tell_observer(std::unique_lock<std::mutex> lock) {
       // lock; nothing is told after the outcome, so telling_ stays set.
       return;
     }
-    const TaskProgress progress = *pending_progress_;
+    const v1::Progress progress = std::move(*pending_progress_);
     pending_progress_.reset();
     lock.unlock();
     // Only this thread touches observer_ while telling_ is set (finish() leaves it alone).

@@ -60,9 +60,9 @@ class InferRunTest : public ::testing::Test {
     std::condition_variable done;
     std::optional<InferOutcome> outcome;
     InferObserver observer;
-    observer.progress = [this](size_t index, const TaskProgress& p) {
+    observer.progress = [this](size_t index, const v1::Progress& p) {
       const std::lock_guard lock(progress_mutex_);
-      progress_.emplace_back(index, p.stage);
+      progress_.emplace_back(index, p.stage());
     };
     observer.done = [&](InferOutcome o) {
       const std::lock_guard lock(mutex);
@@ -86,7 +86,7 @@ class InferRunTest : public ::testing::Test {
   std::unique_ptr<InferenceEndpoint> endpoint_;
   std::shared_ptr<InferRun> run_;
   std::mutex progress_mutex_;
-  std::vector<std::pair<size_t, TaskStage>> progress_;
+  std::vector<std::pair<size_t, v1::Stage>> progress_;
 };
 
 TEST_F(InferRunTest, WhileLoadingNothingIsReadyAndInferIsUnavailable) {

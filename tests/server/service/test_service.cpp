@@ -203,9 +203,9 @@ TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
   std::mutex mutex;
   std::vector<std::string> seen;
   CallObserver observer;
-  observer.progress = [&](const TaskProgress& p) {
+  observer.progress = [&](const v1::Progress& p) {
     const std::lock_guard lock(mutex);
-    seen.push_back("progress " + std::to_string(static_cast<int>(p.stage)));
+    seen.push_back("progress " + std::string(v1::Stage_Name(p.stage())));
   };
   observer.done = [&](CallOutcome o) {
     const std::lock_guard lock(mutex);
@@ -219,7 +219,8 @@ TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
   active->cancel(Status(ErrorCode::kCancelled, "gone"));
   executor_.held_job(0)->progress(decoding);  // after the outcome: dropped
   const std::lock_guard lock(mutex);
-  EXPECT_EQ(seen, (std::vector<std::string>{"progress 0", "progress 2", "done 1"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"progress STAGE_QUEUED", "progress STAGE_DECODING",
+                                            "done 1"}));
 }
 
 // The observer is told outside the call's lock: it may call back into its call (here cancel()
@@ -232,12 +233,12 @@ TEST_F(MeshServiceTest, AnObserverMayCancelItsCallFromAProgressEvent) {
   std::vector<std::string> seen;
   std::shared_ptr<ActiveCall> handle;
   CallObserver observer;
-  observer.progress = [&](const TaskProgress& p) {
+  observer.progress = [&](const v1::Progress& p) {
     std::shared_ptr<ActiveCall> call;
     {
       const std::lock_guard lock(mutex);
-      seen.push_back("progress " + std::to_string(static_cast<int>(p.stage)));
-      if (p.stage == TaskStage::kDecoding) call = handle;
+      seen.push_back("progress " + std::string(v1::Stage_Name(p.stage())));
+      if (p.stage() == v1::STAGE_DECODING) call = handle;
     }
     if (call) {
       EXPECT_FALSE(call->finished());
@@ -262,8 +263,8 @@ TEST_F(MeshServiceTest, AnObserverMayCancelItsCallFromAProgressEvent) {
   executor_.held_job(0)->progress(decoding);
   executor_.held_job(0)->progress(decoding);  // after the outcome: dropped
   const std::lock_guard lock(mutex);
-  EXPECT_EQ(seen,
-            (std::vector<std::string>{"progress 0", "progress 2", "progress returns", "done 1"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"progress STAGE_QUEUED", "progress STAGE_DECODING",
+                                            "progress returns", "done 1"}));
   EXPECT_TRUE(handle->finished());
 }
 
@@ -476,7 +477,7 @@ class MeshServiceCacheTest : public MeshServiceTest {
   struct Pending {
     std::mutex mutex;
     std::optional<CallOutcome> outcome;
-    std::vector<TaskProgress> progress;
+    std::vector<v1::Progress> progress;
     std::shared_ptr<ActiveCall> active;
     bool done() {
       const std::lock_guard lock(mutex);
@@ -490,7 +491,7 @@ class MeshServiceCacheTest : public MeshServiceTest {
       const std::lock_guard lock(pending->mutex);
       pending->outcome = std::move(o);
     };
-    observer.progress = [pending](const TaskProgress& p) {
+    observer.progress = [pending](const v1::Progress& p) {
       const std::lock_guard lock(pending->mutex);
       pending->progress.push_back(p);
     };
@@ -573,11 +574,11 @@ TEST_F(MeshServiceCacheTest, AHitEndsWithTheProgressOfADoneComputation) {
   ASSERT_TRUE(hit->done());
   ASSERT_EQ(hit->outcome->response.cache_status(), v1::CACHE_STATUS_HIT);
   ASSERT_EQ(hit->progress.size(), 1u);
-  const TaskProgress& last = hit->progress.back();
-  EXPECT_EQ(last.stage, TaskStage::kDone);
-  EXPECT_GT(last.tokens_total, 0);
-  EXPECT_EQ(last.tokens_done, last.tokens_total);
-  EXPECT_EQ(last.tokens_total, service_->options().tokens_per_shape);
+  const v1::Progress& last = hit->progress.back();
+  EXPECT_EQ(last.stage(), v1::STAGE_DONE);
+  EXPECT_GT(last.tokens_total(), 0u);
+  EXPECT_EQ(last.tokens_done(), last.tokens_total());
+  EXPECT_EQ(last.tokens_total(), static_cast<uint32_t>(service_->options().tokens_per_shape));
 }
 
 TEST_F(MeshServiceCacheTest, TheWorkStopsOnlyWhenEveryCallerHasGone) {

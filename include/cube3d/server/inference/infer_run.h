@@ -39,7 +39,7 @@ struct InferOutcome {
 // exactly once. Called one at a time, never after the outcome; neither may block or call back
 // into the run (as CallObserver).
 struct InferObserver {
-  std::function<void(size_t index, const TaskProgress&)> progress;  // may be empty
+  std::function<void(size_t index, const v1::Progress&)> progress;  // may be empty
   std::function<void(InferOutcome)> done;
 };
 
@@ -59,7 +59,7 @@ class InferRun final : public ActiveCall, public std::enable_shared_from_this<In
  private:
   void launch(const CallContext& call);
   void prompt_done(size_t index, CallOutcome outcome);
-  void prompt_progress(size_t index, const TaskProgress& progress);
+  void prompt_progress(size_t index, const v1::Progress& progress);
   // Cancels the calls started so far (the run's own failure, or its caller's cancel).
   void cancel_all(const Status& why);
   // Ends the run: the outcome to the observer, after any progress report in flight.

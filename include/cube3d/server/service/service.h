@@ -106,7 +106,8 @@ struct CallOutcome {
 // for the transport and return. A progress event that comes while another is being told is
 // told after it, and only the newest one waiting (progress is a state, not a log).
 struct CallObserver {
-  std::function<void(const TaskProgress&)> progress;  // may be empty
+  // The event as a client sees it (the doors render it; they need nothing else to do so).
+  std::function<void(const v1::Progress&)> progress;  // may be empty
   std::function<void(CallOutcome)> done;              // exactly once
 };
 
