@@ -16,6 +16,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "cube3d/core/error.h"
@@ -114,57 +115,27 @@ Key int_key(std::string_view name, Access access) {
   return key;
 }
 
-// A count held as std::size_t (the mesh layer's): a negative value is refused here, where it
-// can still be seen; validation checks the upper bound.
+// An int held in another unit or type than the file's: the setting is the file's value times
+// `scale`. A value outside [min, max] is refused where it is read (it could not be held, or
+// would overflow); validation checks the ranges that matter.
 template <class Access>
-Key count_key(std::string_view name, Access access) {
+Key scaled_int_key(std::string_view name, Access access, int64_t min, int64_t max,
+                   int64_t scale = 1) {
   Key key = blank_key(name, Kind::kInt);
-  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+  key.read = [access, name, min, max, scale](ServerConfig& c, const YAML::Node& v,
+                                             std::string_view where) {
     const int64_t value = read_int(v, where, std::string(name));
-    if (value < 0) {
-      fail(where, std::string(name) + " (" + std::to_string(value) + ") must be at least 0");
+    if (value < min || value > max) {
+      fail(where, std::string(name) + " (" + std::to_string(value) + ") must be " +
+                      (max == std::numeric_limits<int64_t>::max()
+                           ? "at least " + std::to_string(min)
+                           : "between " + std::to_string(min) + " and " + std::to_string(max)));
     }
-    access(c) = static_cast<std::size_t>(value);
+    using Setting = std::remove_cvref_t<decltype(access(c))>;
+    access(c) = static_cast<Setting>(value * scale);
   };
-  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
-    out << static_cast<unsigned long long>(access(c));
-  };
-  return key;
-}
-
-// mesh.occupancy: the word for the mesh layer's flag (hierarchical: true, dense: false).
-template <class Access>
-Key occupancy_mode_key(std::string_view name, Access access) {
-  Key key = blank_key(name, Kind::kString);
-  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
-    const std::string text = read_config_string(v, where, std::string(name));
-    if (text != "hierarchical" && text != "dense") {
-      fail(where,
-           std::string(name) + ": unknown value '" + text + "' (expected hierarchical or dense)");
-    }
-    access(c) = text == "hierarchical";
-  };
-  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
-    out << YAML::DoubleQuoted << std::string(access(c) ? "hierarchical" : "dense");
-  };
-  return key;
-}
-
-// Whole seconds in the file, milliseconds in the setting (the layer's unit, which lets its tests
-// use a few of them).
-template <class Access>
-Key seconds_key(std::string_view name, Access access) {
-  Key key = blank_key(name, Kind::kInt);
-  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
-    const int64_t seconds = read_int(v, where, std::string(name));
-    constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000;
-    if (seconds > kMaxSeconds || seconds < -kMaxSeconds) {
-      fail(where, std::string(name) + " (" + std::to_string(seconds) + ") is out of range");
-    }
-    access(c) = seconds * 1000;
-  };
-  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
-    out << static_cast<long long>(access(c) / 1000);
+  key.emit = [access, scale](YAML::Emitter& out, const ServerConfig& c) {
+    out << static_cast<long long>(static_cast<int64_t>(access(c)) / scale);
   };
   return key;
 }
@@ -241,19 +212,23 @@ Key bool_key(std::string_view name, Access access) {
   return key;
 }
 
-template <class Access>
-Key batching_mode_key(std::string_view name, Access access) {
+// A word in the file for a value of another type: `parse` throws cube3d::Error (naming the key)
+// for an unknown word, `word` gives a value's word; printed quoted when `quoted` (as a string
+// setting was before the key became a word).
+template <class Access, class Parse, class Word>
+Key word_key(std::string_view name, Access access, Parse parse, Word word, bool quoted = false) {
   Key key = blank_key(name, Kind::kString);
-  key.read = [access, name](ServerConfig& c, const YAML::Node& v, std::string_view where) {
+  key.read = [access, name, parse](ServerConfig& c, const YAML::Node& v, std::string_view where) {
     const std::string text = read_config_string(v, where, std::string(name));
     try {
-      access(c) = parse_batching_mode(text, std::string(name));
+      access(c) = parse(text);
     } catch (const Error& e) {
       fail(where, e.what());
     }
   };
-  key.emit = [access](YAML::Emitter& out, const ServerConfig& c) {
-    out << std::string(to_string(access(c)));
+  key.emit = [access, word, quoted](YAML::Emitter& out, const ServerConfig& c) {
+    if (quoted) out << YAML::DoubleQuoted;
+    out << std::string(word(access(c)));
   };
   return key;
 }
@@ -336,6 +311,9 @@ Key profile_key(std::string_view name, Access access) {
   return key;
 }
 
+// The most seconds a key read into milliseconds can hold.
+constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000;
+
 // File order (that of models/demo-server.yaml); --print-config writes keys in this order.
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
@@ -380,8 +358,10 @@ const std::vector<Key>& keys() {
           "cuda_graphs", [](auto& c) -> auto& { return c.cuda_graphs; }),
       string_key(
           "decode_kernels", [](auto& c) -> auto& { return c.decode_kernels; }),
-      batching_mode_key(
-          "batching.mode", [](auto& c) -> auto& { return c.batching.mode; }),
+      word_key(
+          "batching.mode", [](auto& c) -> auto& { return c.batching.mode; },
+          [](const std::string& text) { return parse_batching_mode(text, "batching.mode"); },
+          [](BatchingMode mode) { return to_string(mode); }),
       int_list_key(
           "batching.batch_buckets", [](auto& c) -> auto& { return c.batching.batch_buckets; }),
       int_key(
@@ -429,8 +409,17 @@ const std::vector<Key>& keys() {
           "defaults.format", [](auto& c) -> auto& { return c.defaults.format; }),
       profile_key(
           "defaults.mesh_profile", [](auto& c) -> auto& { return c.defaults.mesh_profile; }),
-      occupancy_mode_key(
-          "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy.hierarchical; }),
+      // The mesh layer's flag (hierarchical: true, dense: false).
+      word_key(
+          "mesh.occupancy", [](auto& c) -> auto& { return c.mesh.occupancy.hierarchical; },
+          [](const std::string& text) {
+            if (text != "hierarchical" && text != "dense") {
+              throw invalid_argument("mesh.occupancy: unknown value '" + text +
+                                     "' (expected hierarchical or dense)");
+            }
+            return text == "hierarchical";
+          },
+          [](bool hierarchical) { return hierarchical ? "hierarchical" : "dense"; }, true),
       int_key(
           "mesh.occupancy_coarsest_resolution_base",
           [](auto& c) -> auto& { return c.mesh.occupancy.coarsest_resolution_base; }),
@@ -448,13 +437,18 @@ const std::vector<Key>& keys() {
           "mesh.simplify", [](auto& c) -> auto& { return c.mesh.pipeline.simplify; }),
       mesh_threads_key(
           "mesh.mesh_threads", [](auto& c) -> auto& { return c.mesh.mesh_threads; }),
-      count_key(
+      // A count (std::size_t, the mesh layer's): never negative.
+      scaled_int_key(
           "mesh.max_marching_cubes_faces",
-          [](auto& c) -> auto& { return c.mesh.pipeline.max_marching_cubes_faces; }),
+          [](auto& c) -> auto& { return c.mesh.pipeline.max_marching_cubes_faces; }, 0,
+          std::numeric_limits<int64_t>::max()),
       string_key(
           "jobs.store", [](auto& c) -> auto& { return c.jobs.store; }),
-      seconds_key(
-          "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.limits.result_ttl_ms; }),
+      // Seconds in the file, milliseconds in the store's options (which lets its tests use a
+      // few of them).
+      scaled_int_key(
+          "jobs.result_ttl_s", [](auto& c) -> auto& { return c.jobs.limits.result_ttl_ms; },
+          -kMaxSeconds, kMaxSeconds, 1000),
       int_key(
           "jobs.max_result_bytes", [](auto& c) -> auto& { return c.jobs.limits.max_result_bytes; }),
       int_key(
