@@ -77,12 +77,36 @@ void InferRun::launch(const CallContext& call) {
 }
 
 void InferRun::prompt_progress(size_t index, const v1::Progress& progress) {
-  const std::lock_guard observing(observer_mutex_);
-  {
-    const std::lock_guard lock(mutex_);
-    if (done_ || failure_) return;
+  std::unique_lock lock(mutex_);
+  if (done_ || failure_) return;
+  pending_progress_[index] = progress;
+  tell_observer(std::move(lock));
+}
+
+void InferRun::tell_observer(std::unique_lock<std::mutex> lock) {
+  if (telling_) return;  // the thread telling now tells this report too
+  telling_ = true;
+  while (!pending_progress_.empty() || pending_outcome_) {
+    if (pending_outcome_) {
+      // Progress still waiting is dropped: the run is over.
+      InferOutcome outcome = std::move(*pending_outcome_);
+      pending_outcome_.reset();
+      pending_progress_.clear();
+      InferObserver observer = std::move(observer_);
+      observer_ = InferObserver();
+      lock.unlock();
+      if (observer.done) observer.done(std::move(outcome));
+      return;  // nothing is told after the outcome: telling_ stays set
+    }
+    const auto first = pending_progress_.begin();
+    const size_t index = first->first;
+    const v1::Progress progress = std::move(first->second);
+    pending_progress_.erase(first);
+    lock.unlock();
+    if (observer_.progress) observer_.progress(index, progress);
+    lock.lock();
   }
-  if (observer_.progress) observer_.progress(index, progress);
+  telling_ = false;
 }
 
 void InferRun::prompt_done(size_t index, CallOutcome outcome) {
@@ -127,10 +151,9 @@ void InferRun::prompt_done(size_t index, CallOutcome outcome) {
 
 void InferRun::deliver(InferOutcome outcome) {
   // After any progress report in flight, and none after (done_ is set).
-  const std::lock_guard observing(observer_mutex_);
-  InferObserver observer = std::move(observer_);
-  observer_ = InferObserver();
-  if (observer.done) observer.done(std::move(outcome));
+  std::unique_lock lock(mutex_);
+  pending_outcome_ = std::move(outcome);
+  tell_observer(std::move(lock));
 }
 
 void InferRun::cancel_all(const Status& why) {

@@ -189,6 +189,54 @@ TEST_F(InferRunTest, TheCallersCancelEndsEveryPromptsWork) {
   EXPECT_TRUE(executor_.held_job(1)->cancelled());
 }
 
+// The observer is told outside the run's locks: a report may cancel its own run (the stream
+// door would, on a write that failed). The outcome comes once that report returns, after the
+// prompt whose report it was has ended too.
+TEST_F(InferRunTest, AnObserverMayCancelItsRunFromAProgressReport) {
+  attach();
+  executor_.hold = true;
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  std::shared_ptr<ActiveCall> handle;
+  InferObserver observer;
+  observer.progress = [&](size_t index, const v1::Progress& p) {
+    std::shared_ptr<ActiveCall> run;
+    {
+      const std::lock_guard lock(mutex);
+      seen.push_back(std::to_string(index) + " " + v1::Stage_Name(p.stage()));
+      if (p.stage() == v1::STAGE_DECODING) run = handle;
+    }
+    if (!run) return;
+    run->cancel(Status(ErrorCode::kCancelled, "the stream's write failed"));
+    const std::lock_guard lock(mutex);
+    seen.push_back("report returns");
+  };
+  observer.done = [&](InferOutcome o) {
+    const std::lock_guard lock(mutex);
+    seen.push_back("done " + std::string(to_string(o.status.code())) + ": " + o.status.message());
+  };
+  InferRequest request = infer_request({bytes_tensor(kPrompt, {"a", "b"})});
+  request.parameters["progress"] = true;
+  {
+    auto active = endpoint_->infer(std::move(request), {}, std::move(observer));
+    const std::lock_guard lock(mutex);
+    handle = std::move(active);
+  }
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  TaskProgress decoding;
+  decoding.stage = TaskStage::kDecoding;
+  executor_.held_job(1)->progress(decoding);
+  ASSERT_TRUE(eventually([&] { return handle->finished(); }));
+  executor_.held_job(0)->progress(decoding);  // after the outcome: not told
+  const std::lock_guard lock(mutex);
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_EQ(seen[seen.size() - 3], "1 STAGE_DECODING");
+  EXPECT_EQ(seen[seen.size() - 2], "report returns");
+  EXPECT_EQ(seen.back(), "done CANCELLED: the stream's write failed");
+  EXPECT_TRUE(executor_.held_job(0)->cancelled());
+  EXPECT_TRUE(executor_.held_job(1)->cancelled());
+}
+
 TEST_F(InferRunTest, TheTimeoutParameterIsTheCallsDeadline) {
   attach();
   executor_.hold = true;

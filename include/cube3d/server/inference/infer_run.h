@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,8 +37,9 @@ struct InferOutcome {
 };
 
 // Where a run's news goes: each prompt's progress (its place in the batch), then the outcome,
-// exactly once. Called one at a time, never after the outcome; neither may block or call back
-// into the run (as CallObserver).
+// exactly once. Called one at a time, never after the outcome, and never under a lock of the
+// run's: either may call back into the run (cancel). Neither may block (as CallObserver). A
+// prompt's progress that comes while another report is being told waits, the newest per prompt.
 struct InferObserver {
   std::function<void(size_t index, const v1::Progress&)> progress;  // may be empty
   std::function<void(InferOutcome)> done;
@@ -64,6 +66,9 @@ class InferRun final : public ActiveCall, public std::enable_shared_from_this<In
   void cancel_all(const Status& why);
   // Ends the run: the outcome to the observer, after any progress report in flight.
   void deliver(InferOutcome outcome);
+  // Tells the observer what waits (progress, then the outcome) outside mutex_, one report at a
+  // time: a thread that finds another telling leaves its report to that one.
+  void tell_observer(std::unique_lock<std::mutex> lock);
 
   Service& service_;
   const InferRequest request_;
@@ -77,11 +82,13 @@ class InferRun final : public ActiveCall, public std::enable_shared_from_this<In
   std::optional<InferOutcome> failure_;
   bool done_ = false;
   // A failure's cancellation of the other prompts, run on the service's timer thread: not from
-  // inside the failed call's outcome, where the service holds that call's lock.
+  // inside the failed call's outcome, so that one call's end does not nest the others'.
   TimerQueue::Timer cancel_rest_;
-  // One report to the observer at a time (prompts report from several threads), the outcome
-  // last; taken before mutex_ where both are, never held while the service is called.
-  std::mutex observer_mutex_;
+  // Prompts report from several threads; one report to the observer at a time, the outcome
+  // last (tell_observer). observer_ is touched only by the thread telling.
+  bool telling_ = false;
+  std::map<size_t, v1::Progress> pending_progress_;  // by prompt: the newest waits
+  std::optional<InferOutcome> pending_outcome_;
   InferObserver observer_;
 };
 
