@@ -34,10 +34,10 @@ void fail_quietly(Task& task, const Error& error) {
   try {
     task.fail(error);
   } catch (const std::exception& e) {
-    spdlog::error("scheduler: request {}: outcome callback threw: {}", task.request().request_id,
+    spdlog::error("scheduler: request {}: outcome callback threw: {}", task.ticket().request_id,
                   e.what());
   } catch (...) {
-    spdlog::error("scheduler: request {}: outcome callback threw", task.request().request_id);
+    spdlog::error("scheduler: request {}: outcome callback threw", task.ticket().request_id);
   }
 }
 
@@ -80,7 +80,7 @@ std::string joined_ids(const std::vector<std::shared_ptr<Task>>& tasks) {
   std::string ids;
   for (const auto& task : tasks) {
     if (!ids.empty()) ids += ',';
-    ids += task->request().request_id;
+    ids += task->ticket().request_id;
   }
   return ids;
 }
@@ -148,7 +148,7 @@ Scheduler::~Scheduler() { stop(); }
 
 void Scheduler::submit(std::shared_ptr<Task> task) {
   if (!task) throw internal_error("Scheduler::submit: null task");
-  const bool batch = task->request().priority == TaskPriority::kBatch;
+  const bool batch = task->ticket().priority == TaskPriority::kBatch;
   {
     std::unique_lock lock(mutex_);
     if (device_faulted_) throw unavailable(kDeviceFailedNotStarted);
@@ -287,7 +287,7 @@ void Scheduler::enter_device_fault(const DeviceFault& fault,
     draining_ = true;  // the worker waits for no company, drain() finds nothing to wait for
     abandoned.swap(queue_);
     queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedTask& q) {
-      return q.task->request().priority == TaskPriority::kBatch;
+      return q.task->ticket().priority == TaskPriority::kBatch;
     });
     last_end_user_.clear();
   }
@@ -328,7 +328,7 @@ void Scheduler::fail_on_device_fault(const DeviceFault& fault,
   }
   std::vector<std::string> ids;
   for (const auto& task : failed) {
-    if (!task->finished()) ids.push_back(task->request().request_id);
+    if (!task->finished()) ids.push_back(task->ticket().request_id);
   }
   // Stop admitting before answering: a client told INTERNAL that retries at once here is
   // refused rather than sent to the broken device.
@@ -355,7 +355,7 @@ void Scheduler::drop_cancelled_and_expired(SteadyClock::time_point now,
                                 " ms in the queue");
     }
     if (!error) return false;
-    if (queued.task->request().priority == TaskPriority::kBatch) --queued_batch_;
+    if (queued.task->ticket().priority == TaskPriority::kBatch) --queued_batch_;
     rejected.push_back({queued.task, std::move(*error)});
     return true;
   });
@@ -364,20 +364,20 @@ void Scheduler::drop_cancelled_and_expired(SteadyClock::time_point now,
   // client when it takes its last task; this covers the other way out of the queue).
   std::erase_if(last_end_user_, [&](const auto& entry) {
     return std::none_of(queue_.begin(), queue_.end(), [&](const QueuedTask& queued) {
-      return queued.task->request().client == entry.first;
+      return queued.task->ticket().client == entry.first;
     });
   });
 }
 
 bool Scheduler::aged_or_interactive(const QueuedTask& queued, SteadyClock::time_point now) const {
-  return queued.task->request().priority == TaskPriority::kInteractive ||
+  return queued.task->ticket().priority == TaskPriority::kInteractive ||
          now - queued.submitted >= std::chrono::milliseconds(config_.batch_max_wait_ms);
 }
 
 std::shared_ptr<Task> Scheduler::remove_from_queue(std::deque<QueuedTask>::iterator pick) {
   std::shared_ptr<Task> task = std::move(pick->task);
   queue_.erase(pick);
-  if (task->request().priority == TaskPriority::kBatch) --queued_batch_;
+  if (task->ticket().priority == TaskPriority::kBatch) --queued_batch_;
   return task;
 }
 
@@ -405,7 +405,7 @@ std::vector<std::shared_ptr<Task>> Scheduler::take_batch(int64_t count,
     const std::string* first_client = nullptr;
     for (const QueuedTask& queued : queue_) {
       if (!competes(queued)) continue;
-      const std::string& client = queued.task->request().client;
+      const std::string& client = queued.task->ticket().client;
       if (client > last_client_ && (next_client == nullptr || client < *next_client)) {
         next_client = &client;
       }
@@ -421,17 +421,17 @@ std::vector<std::shared_ptr<Task>> Scheduler::take_batch(int64_t count,
     auto first_pick = queue_.end();
     int64_t of_client = 0;  // queued tasks of this client, competing or not
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      const TaskRequest& request = it->task->request();
+      const TaskTicket& request = it->task->ticket();
       if (request.client != client) continue;
       ++of_client;
       if (!competes(*it)) continue;
       const std::string& user = request.end_user;
       // Strict comparisons keep the oldest task of each end user (the queue is in arrival order).
       if (user > last_user &&
-          (next_pick == queue_.end() || user < next_pick->task->request().end_user)) {
+          (next_pick == queue_.end() || user < next_pick->task->ticket().end_user)) {
         next_pick = it;
       }
-      if (first_pick == queue_.end() || user < first_pick->task->request().end_user) {
+      if (first_pick == queue_.end() || user < first_pick->task->ticket().end_user) {
         first_pick = it;
       }
     }
@@ -439,7 +439,7 @@ std::vector<std::shared_ptr<Task>> Scheduler::take_batch(int64_t count,
     if (aged_or_interactive(*pick, now)) --competing;
 
     // `client` and `user` live in queued tasks; a taken task lives on in `batch`.
-    const std::string& user = pick->task->request().end_user;
+    const std::string& user = pick->task->ticket().end_user;
     if (of_client == 1 || user.empty()) {
       // Its last task, or no end user (the same as no entry): nothing to remember.
       if (last_user_it != last_end_user_.end()) last_end_user_.erase(last_user_it);
@@ -461,7 +461,7 @@ bool Scheduler::reject_cancelled_and_expired(std::unique_lock<std::mutex>& lock,
   if (rejected.empty()) return false;
   lock.unlock();
   for (const auto& [task, error] : rejected) {
-    spdlog::debug("scheduler: request {} dropped: {}", task->request().request_id, error.what());
+    spdlog::debug("scheduler: request {} dropped: {}", task->ticket().request_id, error.what());
     fail_quietly(*task, error);
   }
   lock.lock();
@@ -647,7 +647,7 @@ void Scheduler::stop() {
     abandoned.swap(queue_);
     // Tasks still being admitted take themselves out of the count when they see stopping_.
     queued_batch_ -= std::count_if(abandoned.begin(), abandoned.end(), [](const QueuedTask& q) {
-      return q.task->request().priority == TaskPriority::kBatch;
+      return q.task->ticket().priority == TaskPriority::kBatch;
     });
     last_end_user_.clear();
     if (cancel_before_join) running = in_flight_;

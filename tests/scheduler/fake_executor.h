@@ -178,7 +178,7 @@ class FakeExecutor : public BatchExecutor {
     {
       std::unique_lock lock(mutex_);
       RecordedBatch batch{bucket, {}, SteadyClock::now()};
-      for (const auto& task : tasks) batch.ids.push_back(task->request().request_id);
+      for (const auto& task : tasks) batch.ids.push_back(task->ticket().request_id);
       const size_t index = batches_.size();
       batches_.push_back(std::move(batch));
       changed_.notify_all();
@@ -221,7 +221,7 @@ class FakeExecutor : public BatchExecutor {
       const std::lock_guard lock(mutex_);
       Admission admission{
           {}, static_cast<int64_t>(slots_.size()), steps_started_, SteadyClock::now()};
-      for (const auto& task : tasks) admission.ids.push_back(task->request().request_id);
+      for (const auto& task : tasks) admission.ids.push_back(task->ticket().request_id);
       if (tasks.empty()) violations_.push_back("empty admission");
       if (static_cast<int64_t>(slots_.size() + tasks.size()) > capacity_) {
         violations_.push_back("admission past the free slots");
@@ -232,7 +232,7 @@ class FakeExecutor : public BatchExecutor {
         thrower = admission_thrower_;
       } else {
         for (const auto& task : tasks) {
-          const auto& id = task->request().request_id;
+          const auto& id = task->ticket().request_id;
           events_.push_back("admit:" + id);
           const auto total = tokens_.contains(id) ? tokens_.at(id) : kTokensPerTask;
           if (total <= 1) {  // the first token comes with the prefill
@@ -269,7 +269,7 @@ class FakeExecutor : public BatchExecutor {
         thrower = step_thrower_;  // the slots stay as they were
       } else {
         std::erase_if(slots_, [&](Slot& slot) {
-          const auto& id = slot.task->request().request_id;
+          const auto& id = slot.task->ticket().request_id;
           if (slot.task->cancelled() || slot.task->finished()) {
             events_.push_back("dropped:" + id);
             dropped.push_back(slot.task);
@@ -295,7 +295,7 @@ class FakeExecutor : public BatchExecutor {
     ++clear_calls_;
     std::vector<std::shared_ptr<Task>> tasks;
     for (const auto& slot : slots_) {
-      events_.push_back("cleared:" + slot.task->request().request_id);
+      events_.push_back("cleared:" + slot.task->ticket().request_id);
       tasks.push_back(slot.task);
     }
     slots_.clear();
@@ -318,10 +318,7 @@ class FakeExecutor : public BatchExecutor {
     return true;
   }
   static void succeed(Task& task, int64_t bucket) {
-    TaskResult result;
-    result.request_id = task.request().request_id;
-    result.batch_bucket = bucket;
-    task.succeed(result);
+    task.succeed(FakeTaskResult{task.ticket().request_id, bucket});
   }
 
   const int64_t capacity_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <any>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -38,6 +39,12 @@ struct TaskOutcome {
   SteadyClock::time_point at;
 };
 
+// What the fake executors hand back as a task's result (the scheduler passes it on unread).
+struct FakeTaskResult {
+  std::string request_id;
+  int64_t batch_bucket = 0;
+};
+
 // Records what every task of a test reports (the first outcome of each, and how many it got) and
 // the stages of its progress reports. Outlives the scheduler (declare it first).
 class TaskOutcomes {
@@ -47,11 +54,13 @@ class TaskOutcomes {
 
   // A task whose outcome is recorded; `on_progress` also sees its progress reports (and may throw,
   // as a closed stream does).
-  std::shared_ptr<Task> make_task(TaskRequest request, SteadyClock::time_point deadline,
-                                  std::function<void(const TaskProgress&)> on_progress = {}) {
+  // `payload` is what the executor reads (none for the scheduler's fake executors).
+  std::shared_ptr<Task> make_task(TaskTicket request, SteadyClock::time_point deadline,
+                                  std::function<void(const TaskProgress&)> on_progress = {},
+                                  std::any payload = {}) {
     const std::string id = request.request_id;
     return std::make_shared<Task>(
-        std::move(request), deadline,
+        std::move(request), std::move(payload), deadline,
         [this, id, on_progress = std::move(on_progress)](const TaskProgress& progress) {
           {
             const std::lock_guard lock(mutex_);
@@ -59,11 +68,11 @@ class TaskOutcomes {
           }
           if (on_progress) on_progress(progress);
         },
-        [this, id](const TaskResult* result, const Error* error) { record(id, result, error); });
+        [this, id](const std::any* result, const Error* error) { record(id, result, error); });
   }
   std::shared_ptr<Task> make_task(const std::string& id,
                                   SteadyClock::time_point deadline = kNoDeadline) {
-    TaskRequest request;
+    TaskTicket request;
     request.request_id = id;
     return make_task(std::move(request), deadline);
   }
@@ -108,10 +117,13 @@ class TaskOutcomes {
   }
 
  private:
-  void record(const std::string& id, const TaskResult* result, const Error* error) {
+  void record(const std::string& id, const std::any* result, const Error* error) {
     TaskOutcome outcome;
     outcome.ok = result != nullptr;
-    if (result) outcome.bucket = result->batch_bucket;
+    // The fake executors' results say their bucket (a real executor's result is its own type).
+    if (const auto* fake = result ? std::any_cast<FakeTaskResult>(result) : nullptr) {
+      outcome.bucket = fake->batch_bucket;
+    }
     if (error) {
       outcome.code = error->code();
       outcome.message = error->what();

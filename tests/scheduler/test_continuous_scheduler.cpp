@@ -44,7 +44,7 @@ class Outcomes : public test::TaskOutcomes {
   using TaskOutcomes::make_task;
   std::shared_ptr<Task> make_task(const std::string& id, SteadyClock::time_point deadline,
                                   const std::string& client) {
-    TaskRequest request;
+    TaskTicket request;
     request.request_id = id;
     request.client = client;
     return make_task(std::move(request), deadline);

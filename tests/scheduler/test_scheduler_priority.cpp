@@ -64,7 +64,7 @@ Spec user_spec(std::string client, std::string end_user, TaskPriority priority =
 class Outcomes : public test::TaskOutcomes {
  public:
   std::shared_ptr<Task> make_task(const std::string& id, const Spec& spec = {}) {
-    TaskRequest request;
+    TaskTicket request;
     request.request_id = id;
     request.client = spec.client;
     request.end_user = spec.end_user;
@@ -490,7 +490,7 @@ TEST(SchedulerPriorityConfig, EffectiveMaxQueuedBatchDefaultsToThreeQuartersOfTh
 TEST(SchedulerPriorityConfig, PriorityNames) {
   EXPECT_STREQ(to_string(TaskPriority::kInteractive), "interactive");
   EXPECT_STREQ(to_string(TaskPriority::kBatch), "batch");
-  EXPECT_EQ(TaskRequest{}.priority, TaskPriority::kInteractive);
+  EXPECT_EQ(TaskTicket{}.priority, TaskPriority::kInteractive);
 }
 
 }  // namespace test_scheduler_priority

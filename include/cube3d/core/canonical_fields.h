@@ -37,7 +37,7 @@ class CanonicalFields {
 };
 
 // The fields of a request that decide the mesh file it gets (besides the model): the one list of
-// them, which the result cache's key (server/service/result_key.cpp, a TaskRequest) and the batch
+// them, which the result cache's key (server/service/result_key.cpp, a WorkRequest) and the batch
 // tool's output names (tools/output_name.cpp, an OutputKey) both encode. A field added to the
 // requests that changes the file belongs here, so that neither can serve a stale file for it.
 // `face_count_tag` names the decimation target's field: each caller keeps the tag its keys were

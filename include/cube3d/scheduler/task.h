@@ -1,25 +1,19 @@
-// One client request as the scheduler sees it: the validated parameters, its deadline and
-// cancellation flag, and the callbacks that report progress and deliver exactly one outcome.
-// Free of gRPC and libtorch so that the scheduler builds and tests fast with a fake executor.
+// One unit of the scheduler's work: what it schedules by (TaskTicket), an opaque payload that
+// only the executor reads, its deadline and cancellation flag, and the callbacks that report
+// progress and deliver exactly one outcome. Free of gRPC and libtorch, and of any request's
+// shape, so that the scheduler builds and tests fast with a fake executor.
 #pragma once
 
-#include <array>
+#include <any>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "cube3d/core/clock.h"
-#include "cube3d/core/compact_mesh.h"
-#include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_frame.h"
-#include "cube3d/core/mesh_profile.h"
 
 namespace cube3d {
 
@@ -29,8 +23,10 @@ namespace cube3d {
 enum class TaskPriority { kInteractive, kBatch };
 const char* to_string(TaskPriority priority);
 
-// Already validated by the server: in range, finite, UTF-8.
-struct TaskRequest {
+// What the scheduler schedules a task by: its id (for logs), its client and end user (whose
+// turns it keeps fair) and its priority. The rest of a request is the task's payload, which the
+// scheduler never reads (the server's is server/work/work_request.h).
+struct TaskTicket {
   std::string request_id;
   // Who asked (the API key's name; empty without API keys): the scheduler takes waiting tasks
   // from each client in turn, so one client's flood delays the others by at most its share.
@@ -40,24 +36,6 @@ struct TaskRequest {
   // waiting tasks from each end user in turn, as it does across clients.
   std::string end_user;
   TaskPriority priority = TaskPriority::kInteractive;
-  std::string prompt;
-  double guidance_scale = kDefaultGuidanceScale;
-  std::optional<double> top_p;  // unset: greedy
-  uint64_t seed = 0;
-  std::optional<std::array<float, 3>> bounding_box;  // normalised (longest side 1.925)
-  int64_t resolution_base = kDefaultResolutionBase;
-  MeshFormat format = MeshFormat::kGlb;
-  std::optional<int64_t> target_face_count;  // unset: the configured default
-  bool return_shape_tokens = false;
-  // The mesh's arrays (TaskResult::vertices, indices) whatever the format (level 0).
-  bool return_raw_mesh = false;
-  MeshProfile mesh_profile = MeshProfile::kNone;  // its limits apply in the mesh stage
-  bool bypass_cache = false;                      // the server's result cache is not used
-  CompactMeshOptions compact;                     // with kCompact
-  MeshPivot pivot = MeshPivot::kModelOrigin;
-  // Levels of detail after the first (target_face_count's): levels 1, 2, ..., each target below
-  // the one before; empty: one level.
-  std::vector<int64_t> lod_face_counts;
 };
 
 enum class TaskStage { kQueued, kTextEncoding, kDecoding, kMeshing, kDone };
@@ -73,61 +51,28 @@ struct TaskProgress {
   int64_t levels_total = 0;
 };
 
-struct TaskTimings {
-  double queue_ms = 0, text_encoding_ms = 0, prefill_ms = 0, decode_ms = 0, tpot_ms = 0,
-         mesh_ms = 0, occupancy_ms = 0, total_ms = 0;
-};
-
-// A mesh's axis-aligned box, in model units after the pivot (all zero without vertices).
-struct TaskMeshBounds {
-  std::array<float, 3> min{0, 0, 0};
-  std::array<float, 3> max{0, 0, 0};
-  bool operator==(const TaskMeshBounds&) const = default;
-};
-
-// A further level of detail (TaskRequest::lod_face_counts), in the request's format.
-struct TaskLevel {
-  int64_t target_face_count = 0;  // after the profile's cap
-  std::vector<float> vertices;    // kRaw
-  std::vector<uint32_t> indices;  // kRaw
-  std::string encoded;            // the other formats
-  int64_t vertex_count = 0;
-  int64_t face_count = 0;
-  TaskMeshBounds bounds;
-};
-
-struct TaskResult {
-  std::string request_id;
-  MeshFormat format = MeshFormat::kGlb;
-  // xyz, world coordinates after the pivot (kRaw, or TaskRequest::return_raw_mesh)
-  std::vector<float> vertices;
-  std::vector<uint32_t> indices;  // three per triangle (as vertices)
-  std::string encoded;            // OBJ / PLY / GLB / compact bytes
-  int64_t vertex_count = 0;
-  int64_t face_count = 0;
-  TaskMeshBounds bounds;              // of this mesh (level 0)
-  std::vector<TaskLevel> lods;        // levels 1, 2, ...
-  int64_t occupancy_points = 0;       // occupancy queries evaluated for the mesh
-  std::vector<int64_t> shape_tokens;  // when asked for
-  int64_t batch_bucket = 0;
-  std::vector<std::string> warnings;
-  TaskTimings timings;
-};
-
 class Task {
  public:
   using ProgressFn = std::function<void(const TaskProgress&)>;
-  using DoneFn = std::function<void(const TaskResult*, const Error*)>;
+  // The executor's result (the payload's answer, passed on unread), or the error.
+  using DoneFn = std::function<void(const std::any* result, const Error*)>;
 
-  Task(TaskRequest request, SteadyClock::time_point deadline, ProgressFn on_progress,
-       DoneFn on_done)
-      : request_(std::move(request)),
+  Task(TaskTicket ticket, std::any payload, SteadyClock::time_point deadline,
+       ProgressFn on_progress, DoneFn on_done)
+      : ticket_(std::move(ticket)),
+        payload_(std::move(payload)),
         enqueued_(SteadyClock::now()),
         deadline_(deadline.time_since_epoch().count()),
         on_progress_(std::move(on_progress)),
         on_done_(std::move(on_done)) {}
 
-  const TaskRequest& request() const { return request_; }
+  const TaskTicket& ticket() const { return ticket_; }
+  // The work itself, as its submitter made it: `T` is the payload's type (the executor's to
+  // know); another type throws std::bad_any_cast.
+  template <class T>
+  const T& payload() const {
+    return std::any_cast<const T&>(payload_);
+  }
   SteadyClock::time_point enqueued() const { return enqueued_; }
   SteadyClock::time_point deadline() const {
     return SteadyClock::time_point(SteadyClock::duration(deadline_.load()));
@@ -152,17 +97,18 @@ class Task {
   }
   // Exactly one of these delivers the outcome; later calls are ignored (so a task that is both
   // cancelled and completed by a racing path reports once).
-  void succeed(const TaskResult& result) { deliver(&result, nullptr); }
+  void succeed(std::any result) { deliver(&result, nullptr); }
   void fail(const Error& error) { deliver(nullptr, &error); }
 
  private:
-  void deliver(const TaskResult* result, const Error* error) {
+  void deliver(const std::any* result, const Error* error) {
     bool expected = false;
     if (!finished_.compare_exchange_strong(expected, true)) return;
     if (on_done_) on_done_(result, error);
   }
 
-  TaskRequest request_;
+  TaskTicket ticket_;
+  std::any payload_;
   SteadyClock::time_point enqueued_;
   std::atomic<SteadyClock::rep> deadline_;
   ProgressFn on_progress_;

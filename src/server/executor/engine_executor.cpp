@@ -26,7 +26,7 @@ std::vector<PromptRequest> prompts_of(const std::vector<std::shared_ptr<Task>>& 
   std::vector<PromptRequest> prompts;
   prompts.reserve(tasks.size());
   for (const auto& task : tasks) {
-    const TaskRequest& r = task->request();
+    const WorkRequest& r = task->payload<WorkRequest>();
     prompts.push_back({r.prompt, r.guidance_scale, r.top_p, r.seed, r.bounding_box});
   }
   return prompts;
@@ -49,7 +49,7 @@ decltype(auto) device_work(bool on_accelerator, const char* stage, Fn&& fn) {
   }
 }
 
-TaskMeshBounds bounds_of(const Mesh& mesh) {
+WorkMeshBounds bounds_of(const Mesh& mesh) {
   const BoundingBox box = bounding_box(mesh);
   return {{box.min[0], box.min[1], box.min[2]}, {box.max[0], box.max[1], box.max[2]}};
 }
@@ -181,8 +181,8 @@ void EngineExecutor::execute(const std::vector<std::shared_ptr<Task>>& tasks, in
   }
 
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskRequest& r = tasks[i]->request();
-    TaskResult result;
+    const WorkRequest& r = tasks[i]->payload<WorkRequest>();
+    WorkResult result;
     result.request_id = r.request_id;
     result.format = r.format;
     result.batch_bucket = bucket;
@@ -312,8 +312,8 @@ void EngineExecutor::retire(ContinuousDecoder::SlotId id) {
   decoder_->release(id);
   const auto now = SteadyClock::now();
   const int64_t total = ids.size(1);
-  const TaskRequest& r = slot.task->request();
-  TaskResult result;
+  const WorkRequest& r = slot.task->payload<WorkRequest>();
+  WorkResult result;
   result.request_id = r.request_id;
   result.format = r.format;
   result.batch_bucket = slot.largest_bucket;
@@ -348,7 +348,7 @@ std::vector<std::shared_ptr<Task>> EngineExecutor::clear_slots() {
 }
 
 void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Tensor& ids,
-                                 TaskResult result) {
+                                 WorkResult result) {
   const auto mesh_start = SteadyClock::now();
   // A task that was cancelled, timed out or already failed (draining) is not meshed; the checks
   // between chunks keep a cancelled task from holding a mesh thread (and shutdown) for long.
@@ -358,7 +358,7 @@ void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Te
     return;
   }
   try {
-    const TaskRequest& r = task->request();
+    const WorkRequest& r = task->payload<WorkRequest>();
     const int64_t tokens = ids.size(1);
     task->progress({TaskStage::kMeshing, tokens, tokens});
     const int64_t nth = ++meshed_;
@@ -413,7 +413,7 @@ void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Te
     result.timings.occupancy_ms = shape.report.occupancy_ms;
     result.bounds = bounds_of(shape.mesh);
     for (ShapeLevel& level : shape.lods) {
-      TaskLevel out;
+      WorkLevel out;
       out.target_face_count = static_cast<int64_t>(level.target_faces);
       out.vertex_count = static_cast<int64_t>(level.mesh.vertex_count());
       out.face_count = static_cast<int64_t>(level.mesh.face_count());
@@ -435,7 +435,7 @@ void EngineExecutor::finish_task(const std::shared_ptr<Task>& task, const at::Te
     result.timings.mesh_ms = ms_between(mesh_start, now);
     result.timings.total_ms = ms_between(task->enqueued(), now);
     task->progress({TaskStage::kDone, tokens, tokens});
-    task->succeed(result);
+    task->succeed(std::move(result));
   } catch (const DeviceFault& fault) {
     mesh_device_fault(task, fault);
   } catch (const Error& e) {
@@ -451,10 +451,10 @@ void EngineExecutor::mesh_device_fault(const std::shared_ptr<Task>& task,
   // Reported before the task answers, so that a client retrying at once finds the scheduler
   // refusing work rather than the broken device.
   if (!options_.on_device_fault) {
-    spdlog::error("executor: request {}: {}", task->request().request_id, fault.what());
+    spdlog::error("executor: request {}: {}", task->ticket().request_id, fault.what());
   } else {
     try {
-      options_.on_device_fault(fault, task->request().request_id);
+      options_.on_device_fault(fault, task->ticket().request_id);
     } catch (const std::exception& e) {
       spdlog::error("executor: the device-fault hook threw: {}", e.what());
     }

@@ -118,8 +118,8 @@ std::string make_request_id() {
   return buf;
 }
 
-TaskRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolicy& policy) {
-  TaskRequest out;
+WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolicy& policy) {
+  WorkRequest out;
 
   if (r.request_id().empty()) {
     out.request_id = make_request_id();

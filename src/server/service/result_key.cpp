@@ -5,7 +5,7 @@
 
 namespace cube3d {
 
-std::string result_key_material(const TaskRequest& r, const ModelIdentity& model,
+std::string result_key_material(const WorkRequest& r, const ModelIdentity& model,
                                 std::string_view scope) {
   CanonicalFields c;
   c.field("cube3d-result", "v1");
@@ -20,7 +20,7 @@ std::string result_key_material(const TaskRequest& r, const ModelIdentity& model
   return c.text();
 }
 
-ResultKey result_key(const TaskRequest& request, const ModelIdentity& model,
+ResultKey result_key(const WorkRequest& request, const ModelIdentity& model,
                      std::string_view scope) {
   return sha256(result_key_material(request, model, scope));
 }

@@ -51,12 +51,12 @@ int64_t mesh_bytes(const v1::GenerateMeshResponse& response) {
 // Whether a request asked for anything of the size contract (a pivot, levels of detail, the compact
 // encoding): only then does its answer carry bounds, up_axis and effective.pivot, so that every
 // other answer stays byte for byte what it was before them.
-bool states_frame(const TaskRequest& r) {
+bool states_frame(const WorkRequest& r) {
   return r.format == MeshFormat::kCompact || r.pivot != MeshPivot::kModelOrigin ||
          !r.lod_face_counts.empty();
 }
 
-void set_bounds(const TaskMeshBounds& b, v1::MeshBounds* out) {
+void set_bounds(const WorkMeshBounds& b, v1::MeshBounds* out) {
   const auto set = [](float x, float y, float z, v1::Vector3* v) {
     v->set_x(x);
     v->set_y(y);
@@ -134,7 +134,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // The one end of the call: counts, logs and tells the observer, once.
   // `answer` (with `result`) is the work's one answer, `cached` a cached response (taken from);
   // neither for an error.
-  void finish(const Status& status, const TaskResult* result = nullptr,
+  void finish(const Status& status, const WorkResult* result = nullptr,
               const WorkAnswer* answer = nullptr, v1::GenerateMeshResponse* cached = nullptr);
   // The observer is told outside mutex_, one event at a time and in order: an observer may call
   // back into the call (cancel() from a progress event, say) or take its own locks. An event
@@ -153,7 +153,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   std::string request_id_;        // once validated
   const bool client_request_id_;  // the client chose it (else the server made one)
   const std::string unvalidated_id_;
-  TaskRequest request_;  // once validated
+  WorkRequest request_;  // once validated
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
   std::optional<ResultKey> key_;  // when the cache is used
   std::vector<std::pair<std::string, std::string>> trailers_;
@@ -336,7 +336,7 @@ void ServiceCall::compute(bool use_cache) {
   const std::shared_ptr<ServiceCall> self = shared_from_this();
   SharedWork::Member member;
   member.progress = [self](const TaskProgress& p) { self->on_progress(p); };
-  member.done = [self](const TaskResult* result, const Error* error, const WorkAnswer* answer) {
+  member.done = [self](const WorkResult* result, const Error* error, const WorkAnswer* answer) {
     if (error) return self->finish(Status(*error));
     if (!answer) return self->finish(Status(ErrorCode::kInternal, "the work ended with no answer"));
     self->finish(Status(), result, answer);
@@ -449,7 +449,7 @@ void ServiceCall::on_deadline() {
                     " ms"));
 }
 
-void ServiceCall::finish(const Status& status_in, const TaskResult* result,
+void ServiceCall::finish(const Status& status_in, const WorkResult* result,
                          const WorkAnswer* answer, v1::GenerateMeshResponse* cached) {
   std::unique_lock lock(mutex_);
   if (done_) return;
@@ -496,7 +496,7 @@ void ServiceCall::finish(const Status& status_in, const TaskResult* result,
     if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(outcome.response));
   }
   if (status.ok() && result) {
-    const TaskTimings& t = result->timings;
+    const WorkTimings& t = result->timings;
     core_.statistics_.computed({.total_ms = total_ms,
                                 .queue_ms = t.queue_ms,
                                 .input_ms = t.text_encoding_ms + t.prefill_ms,
@@ -573,7 +573,7 @@ bool Service::in_flight(const ResultKey& key) {
 }
 
 Service::Joined Service::join_or_create(const std::optional<ResultKey>& key,
-                                        const TaskRequest& request,
+                                        const WorkRequest& request,
                                         SteadyClock::time_point deadline,
                                         SharedWork::Member member) {
   const std::lock_guard lock(in_flight_mutex_);
@@ -593,7 +593,7 @@ Service::Joined Service::join_or_create(const std::optional<ResultKey>& key,
   // The job's request is the first caller's (its id goes into the mesh file's provenance).
   std::shared_ptr<SharedWork> work = SharedWork::make(
       request, deadline,
-      [this, key, request, claim](SharedWork& done, const TaskResult* result, const Error*) {
+      [this, key, request, claim](SharedWork& done, const WorkResult* result, const Error*) {
         return work_done(key, done, result, request);
       });
   const auto id = work->join(std::move(member), deadline);
@@ -607,7 +607,7 @@ Service::Joined Service::join_or_create(const std::optional<ResultKey>& key,
   return {work, id.value_or(0), false};
 }
 
-int64_t Service::shape_tokens_of(const TaskRequest& request) const {
+int64_t Service::shape_tokens_of(const WorkRequest& request) const {
   // Classifier-free guidance decodes a second (unconditional) row beside each request's own.
   return options_.tokens_per_shape * (request.guidance_scale > 0 ? 2 : 1);
 }
@@ -627,8 +627,8 @@ void Service::observe_points(int64_t resolution_base, int64_t points) {
 }
 
 std::shared_ptr<const WorkAnswer> Service::work_done(const std::optional<ResultKey>& key,
-                                                     SharedWork& work, const TaskResult* result,
-                                                     const TaskRequest& request) {
+                                                     SharedWork& work, const WorkResult* result,
+                                                     const WorkRequest& request) {
   // The work is charged to the key (and end user) that started it, before any caller hears
   // of it, so that a caller's next request already meets the bucket this one emptied.
   if (result) {
@@ -666,7 +666,7 @@ std::shared_ptr<const WorkAnswer> Service::work_done(const std::optional<ResultK
   return answer;
 }
 
-void Service::fill_effective(const TaskRequest& r, const std::string& computed_by,
+void Service::fill_effective(const WorkRequest& r, const std::string& computed_by,
                              v1::EffectiveParameters* e) const {
   e->set_guidance_scale(static_cast<float>(r.guidance_scale));
   if (r.top_p) e->set_top_p(static_cast<float>(*r.top_p));
@@ -699,7 +699,7 @@ void Service::fill_effective(const TaskRequest& r, const std::string& computed_b
   e->set_computed_by_request_id(computed_by);
 }
 
-Status Service::fill_response(const TaskResult& result, const TaskRequest& request,
+Status Service::fill_response(const WorkResult& result, const WorkRequest& request,
                               v1::GenerateMeshResponse* response) const {
   response->set_request_id(request.request_id);
   response->set_format(to_proto(result.format));
@@ -715,7 +715,7 @@ Status Service::fill_response(const TaskResult& result, const TaskRequest& reque
     set_bounds(result.bounds, response->mutable_bounds());
     response->set_up_axis(v1::UP_AXIS_Y);
   }
-  for (const TaskLevel& level : result.lods) {
+  for (const WorkLevel& level : result.lods) {
     v1::MeshLevel* out = response->add_lods();
     out->set_target_face_count(static_cast<uint32_t>(level.target_face_count));
     if (result.format == MeshFormat::kRaw) {

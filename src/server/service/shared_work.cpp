@@ -5,20 +5,24 @@
 
 namespace cube3d {
 
-std::shared_ptr<SharedWork> SharedWork::make(TaskRequest request, SteadyClock::time_point deadline,
+std::shared_ptr<SharedWork> SharedWork::make(WorkRequest request, SteadyClock::time_point deadline,
                                              OutcomeCallback on_outcome) {
   std::shared_ptr<SharedWork> work(new SharedWork());  // private constructor: make() only
   work->on_outcome_ = std::move(on_outcome);
   // The job holds the work weakly: its members (the calls) own it, so that once the last one
   // has gone (and cancelled the job) nothing is left to tell, and no cycle keeps either alive.
   const std::weak_ptr<SharedWork> weak = work;
+  TaskTicket ticket = ticket_of(request);
   work->job_ = std::make_shared<Task>(
-      std::move(request), deadline,
+      std::move(ticket), std::move(request), deadline,
       [weak](const TaskProgress& p) {
         if (const auto self = weak.lock()) self->on_progress(p);
       },
-      [weak](const TaskResult* result, const Error* error) {
-        if (const auto self = weak.lock()) self->on_done(result, error);
+      [weak](const std::any* result, const Error* error) {
+        // The executor's result is a WorkResult (engine_executor.h): the payload's answer.
+        if (const auto self = weak.lock()) {
+          self->on_done(result ? &std::any_cast<const WorkResult&>(*result) : nullptr, error);
+        }
       });
   return work;
 }
@@ -68,7 +72,7 @@ void SharedWork::on_progress(const TaskProgress& progress) {
   for (const auto& target : targets) target(progress);
 }
 
-void SharedWork::on_done(const TaskResult* result, const Error* error) {
+void SharedWork::on_done(const WorkResult* result, const Error* error) {
   {
     const std::lock_guard lock(mutex_);
     ended_ = true;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cube3d/core/error.h"
+#include "cube3d/server/work/work_request.h"
 #include "expect_error.h"
 
 namespace cube3d {
@@ -104,8 +105,8 @@ TEST(LayerOptions, DefaultsAgreeAcrossLayers) {
   EXPECT_EQ(x.shape.occupancy.sampling.coarsest_resolution_base,
             OccupancySamplingOptions{}.coarsest_resolution_base);
   EXPECT_EQ(x.shape.occupancy.sampling.dilation, OccupancySamplingOptions{}.dilation);
-  EXPECT_EQ(TaskRequest{}.guidance_scale, c.defaults.guidance_scale);
-  EXPECT_EQ(TaskRequest{}.resolution_base, c.defaults.resolution_base);
+  EXPECT_EQ(WorkRequest{}.guidance_scale, c.defaults.guidance_scale);
+  EXPECT_EQ(WorkRequest{}.resolution_base, c.defaults.resolution_base);
   EXPECT_EQ(GenerationRequest{}.guidance_scale, c.defaults.guidance_scale);
 }
 

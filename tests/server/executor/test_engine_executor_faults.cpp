@@ -19,6 +19,7 @@
 #include "cube3d/engine/engine.h"
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/executor/engine_executor.h"
+#include "cube3d/server/work/work_request.h"
 #include "engine/test_model_fixture.h"
 #include "scheduler/scheduler_test_support.h"
 
@@ -36,12 +37,13 @@ class Outcomes : public test::TaskOutcomes {
  public:
   Outcomes() : TaskOutcomes(kWait) {}
   std::shared_ptr<Task> make_task(const std::string& id) {
-    TaskRequest request;
+    WorkRequest request;
     request.request_id = id;
     request.prompt = "a small chair " + id;
     request.resolution_base = 3;
     request.format = MeshFormat::kRaw;
-    return TaskOutcomes::make_task(std::move(request), test::kNoDeadline);
+    TaskTicket ticket = ticket_of(request);  // before the request moves into the payload
+    return TaskOutcomes::make_task(std::move(ticket), test::kNoDeadline, {}, std::move(request));
   }
 };
 

@@ -25,6 +25,8 @@
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
+#include "cube3d/server/work/work_request.h"
+#include "cube3d/server/work/work_result.h"
 #include "eventually.h"
 #include "server/httpd/test_http_client.h"
 
@@ -55,7 +57,7 @@ class BlockingExecutor final : public BatchExecutor {
     {
       std::unique_lock lock(mutex_);
       ++running_;
-      for (const auto& job : jobs) formats_.push_back(job->request().format);
+      for (const auto& job : jobs) formats_.push_back(job->payload<WorkRequest>().format);
       changed_.notify_all();
       // Cancellation is a flag on the job, with no notification: look every few ms.
       while (block_ && !std::all_of(jobs.begin(), jobs.end(),
@@ -70,9 +72,9 @@ class BlockingExecutor final : public BatchExecutor {
         job->fail(cube3d::cancelled("the request was cancelled"));
         continue;
       }
-      TaskResult result;
-      result.request_id = job->request().request_id;
-      result.format = job->request().format;
+      WorkResult result;
+      result.request_id = job->ticket().request_id;
+      result.format = job->payload<WorkRequest>().format;
       result.vertices = kTriangle;
       result.indices = {0, 1, 2};
       result.encoded = kMesh;
@@ -81,7 +83,7 @@ class BlockingExecutor final : public BatchExecutor {
       result.batch_bucket = bucket;
       result.timings.queue_ms = 1.5;
       result.timings.total_ms = 9.25;
-      job->succeed(result);
+      job->succeed(std::move(result));
     }
   }
 

@@ -13,6 +13,8 @@
 #include "cube3d/core/error.h"
 #include "cube3d/scheduler/batch_executor.h"
 #include "cube3d/scheduler/task.h"
+#include "cube3d/server/work/work_request.h"
+#include "cube3d/server/work/work_result.h"
 
 namespace cube3d::testing {
 
@@ -33,7 +35,7 @@ class FakeMeshExecutor final : public BatchExecutor {
   }
 
   // The requests the executor was given, in order.
-  std::vector<TaskRequest> seen() {
+  std::vector<WorkRequest> seen() {
     const std::lock_guard lock(mutex_);
     return seen_;
   }
@@ -42,7 +44,7 @@ class FakeMeshExecutor final : public BatchExecutor {
     for (const auto& job : jobs) {
       {
         const std::lock_guard lock(mutex_);
-        seen_.push_back(job->request());
+        seen_.push_back(job->payload<WorkRequest>());
       }
       if (hold) {
         const std::lock_guard lock(mutex_);
@@ -53,9 +55,9 @@ class FakeMeshExecutor final : public BatchExecutor {
         job->fail(*error);
         continue;
       }
-      TaskResult result;
-      result.request_id = job->request().request_id;
-      result.format = job->request().format;
+      WorkResult result;
+      result.request_id = job->ticket().request_id;
+      result.format = job->payload<WorkRequest>().format;
       result.vertices.assign(static_cast<size_t>(3 * vertices), 0.5f);
       result.indices = {0, 1, 2};
       result.encoded = std::string(static_cast<size_t>(vertices), 'g');
@@ -63,14 +65,14 @@ class FakeMeshExecutor final : public BatchExecutor {
       result.face_count = 1;
       result.occupancy_points = 1000;
       result.batch_bucket = bucket;
-      job->succeed(result);
+      job->succeed(std::move(result));
     }
   }
 
  private:
   std::mutex mutex_;
   std::vector<std::shared_ptr<Task>> held_;
-  std::vector<TaskRequest> seen_;
+  std::vector<WorkRequest> seen_;
 };
 
 }  // namespace cube3d::testing

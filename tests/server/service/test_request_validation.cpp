@@ -1,4 +1,4 @@
-// Request validation: a valid GenerateMeshRequest becomes the expected TaskRequest (with the
+// Request validation: a valid GenerateMeshRequest becomes the expected WorkRequest (with the
 // policy's defaults for unset fields), and every kind of bad field is rejected with
 // kInvalidArgument and a message that names the field. Also the MeshFormat conversions.
 #include "cube3d/server/service/request_validation.h"
@@ -69,7 +69,7 @@ void expect_each_kept(const RequestPolicy& policy, std::initializer_list<T> valu
 void expect_invalid(const v1::GenerateMeshRequest& request, const RequestPolicy& policy,
                     std::initializer_list<std::string> needles) {
   try {
-    const TaskRequest job = validate_request(request, policy);
+    const WorkRequest job = validate_request(request, policy);
     ADD_FAILURE() << "expected kInvalidArgument, but the request was accepted (prompt \""
                   << job.prompt << "\")";
   } catch (const Error& e) {
@@ -95,7 +95,7 @@ void expect_change_invalid(const std::function<void(v1::GenerateMeshRequest&)>& 
 
 TEST(RequestValidationTest, MinimalRequestTakesDefaultPolicyDefaults) {
   const RequestPolicy policy;
-  const TaskRequest job = validate_request(minimal_request(), policy);
+  const WorkRequest job = validate_request(minimal_request(), policy);
   EXPECT_EQ(job.prompt, "a wooden chair");
   EXPECT_DOUBLE_EQ(job.guidance_scale, 3.0);
   EXPECT_FALSE(job.top_p.has_value());
@@ -113,7 +113,7 @@ TEST(RequestValidationTest, UnsetFieldsTakeThePolicysCustomDefaults) {
   policy.defaults.top_p = 0.8;
   policy.defaults.resolution_base = 6;
   policy.defaults.format = MeshFormat::kObj;
-  const TaskRequest job = validate_request(minimal_request(), policy);
+  const WorkRequest job = validate_request(minimal_request(), policy);
   EXPECT_DOUBLE_EQ(job.guidance_scale, 5.5);
   ASSERT_TRUE(job.top_p.has_value());
   EXPECT_DOUBLE_EQ(*job.top_p, 0.8);
@@ -134,7 +134,7 @@ TEST(RequestValidationTest, SetFieldsOverrideThePolicyDefaults) {
   request.set_target_face_count(5000);
   request.set_return_shape_tokens(true);
   request.set_request_id("client-42_a.b:c");
-  const TaskRequest job = validate_request(request, policy);
+  const WorkRequest job = validate_request(request, policy);
   EXPECT_EQ(job.request_id, "client-42_a.b:c");
   EXPECT_DOUBLE_EQ(job.guidance_scale, 7.5);
   ASSERT_TRUE(job.top_p.has_value());
@@ -148,8 +148,8 @@ TEST(RequestValidationTest, SetFieldsOverrideThePolicyDefaults) {
 }
 
 TEST(RequestValidationTest, EmptyRequestIdIsReplacedByA32CharacterHexId) {
-  const TaskRequest a = validate_request(minimal_request(), RequestPolicy{});
-  const TaskRequest b = validate_request(minimal_request(), RequestPolicy{});
+  const WorkRequest a = validate_request(minimal_request(), RequestPolicy{});
+  const WorkRequest b = validate_request(minimal_request(), RequestPolicy{});
   EXPECT_EQ(a.request_id.size(), 32u) << a.request_id;
   EXPECT_TRUE(is_lower_hex(a.request_id)) << a.request_id;
   EXPECT_NE(a.request_id, b.request_id);
@@ -186,13 +186,13 @@ TEST(RequestValidationTest, GuidanceScaleBoundsAreInclusive) {
   policy.max_guidance_scale = 10.0;
   expect_each_kept<float>(
       policy, {0.0f, 10.0f}, [](auto& r, float v) { r.set_guidance_scale(v); },
-      [](const TaskRequest& job) { return job.guidance_scale; });
+      [](const WorkRequest& job) { return job.guidance_scale; });
 }
 
 TEST(RequestValidationTest, TopPOfOneIsAccepted) {
   v1::GenerateMeshRequest request = minimal_request();
   request.set_top_p(1.0f);
-  const TaskRequest job = validate_request(request, RequestPolicy{});
+  const WorkRequest job = validate_request(request, RequestPolicy{});
   ASSERT_TRUE(job.top_p.has_value());
   EXPECT_DOUBLE_EQ(*job.top_p, 1.0);
 }
@@ -202,7 +202,7 @@ TEST(RequestValidationTest, ResolutionBaseBoundsAreInclusive) {
   expect_each_kept<int64_t>(
       policy, {policy.limits.min_resolution_base, policy.limits.max_resolution_base},
       [](auto& r, int64_t v) { r.set_resolution_base(static_cast<int32_t>(v)); },
-      [](const TaskRequest& job) { return job.resolution_base; });
+      [](const WorkRequest& job) { return job.resolution_base; });
 }
 
 TEST(RequestValidationTest, TargetFaceCountBoundsAreInclusive) {
@@ -211,12 +211,12 @@ TEST(RequestValidationTest, TargetFaceCountBoundsAreInclusive) {
   expect_each_kept<int64_t>(
       policy, {4, 1000},
       [](auto& r, int64_t v) { r.set_target_face_count(static_cast<uint32_t>(v)); },
-      [](const TaskRequest& job) { return job.target_face_count; });
+      [](const WorkRequest& job) { return job.target_face_count; });
 }
 
 TEST(RequestValidationTest, BoundingBoxIsScaledSoThatItsLongestSideIs1925) {
   const v1::GenerateMeshRequest request = request_with_bbox(1.0f, 4.0f, 2.0f);
-  const TaskRequest job = validate_request(request, bbox_policy());
+  const WorkRequest job = validate_request(request, bbox_policy());
   ASSERT_TRUE(job.bounding_box.has_value());
   const std::array<float, 3> box = *job.bounding_box;
   EXPECT_FLOAT_EQ(box[0], 1.925f / 4.0f);
@@ -229,7 +229,7 @@ TEST(RequestValidationTest, BoundingBoxIsScaledSoThatItsLongestSideIs1925) {
 
 TEST(RequestValidationTest, SmallBoundingBoxIsScaledUp) {
   const v1::GenerateMeshRequest request = request_with_bbox(0.01f, 0.01f, 0.005f);
-  const TaskRequest job = validate_request(request, bbox_policy());
+  const WorkRequest job = validate_request(request, bbox_policy());
   ASSERT_TRUE(job.bounding_box.has_value());
   EXPECT_FLOAT_EQ((*job.bounding_box)[0], 1.925f);
   EXPECT_FLOAT_EQ((*job.bounding_box)[1], 1.925f);
@@ -485,7 +485,7 @@ TEST(RequestValidationTest, FromProtoRejectsUnknownValues) {
 TEST(RequestValidationTest, CompactOptionsArePassedThrough) {
   v1::GenerateMeshRequest request = minimal_request();
   request.set_format(v1::MESH_FORMAT_COMPACT);
-  TaskRequest job = validate_request(request, RequestPolicy{});
+  WorkRequest job = validate_request(request, RequestPolicy{});
   EXPECT_EQ(job.compact, CompactMeshOptions{});  // float32, no normals
   request.mutable_compact()->set_positions(v1::COMPACT_POSITIONS_QUANTIZED16);
   request.mutable_compact()->set_normals(true);
@@ -526,7 +526,7 @@ TEST(RequestValidationTest, PivotIsPassedThroughAndUnknownOnesRejected) {
 TEST(RequestValidationTest, LodFaceCountsBecomeLevelZeroAndFurtherLevels) {
   v1::GenerateMeshRequest request = minimal_request();
   for (const uint32_t faces : {20000u, 5000u, 1000u}) request.add_lod_face_counts(faces);
-  const TaskRequest job = validate_request(request, RequestPolicy{});
+  const WorkRequest job = validate_request(request, RequestPolicy{});
   EXPECT_EQ(job.target_face_count, 20000);
   EXPECT_EQ(job.lod_face_counts, (std::vector<int64_t>{5000, 1000}));
   // One level is a plain target_face_count.

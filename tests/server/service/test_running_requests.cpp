@@ -12,10 +12,10 @@ namespace cube3d {
 namespace test_running_requests {
 
 std::shared_ptr<SharedWork> make_work() {
-  TaskRequest request;
+  WorkRequest request;
   request.request_id = "r";
   return SharedWork::make(request, SteadyClock::now() + std::chrono::seconds(60),
-                          [](SharedWork&, const TaskResult*, const Error*) {
+                          [](SharedWork&, const WorkResult*, const Error*) {
                             return std::shared_ptr<const WorkAnswer>();
                           });
 }
@@ -49,7 +49,7 @@ TEST(RunningRequests, AnEndedOrCancelledWorkIsNeverFound) {
   RunningRequests running;
   const auto finished = make_work();
   running.add("", "done", key_of(1), finished);
-  TaskResult result;
+  WorkResult result;
   finished->job()->succeed(result);
   EXPECT_FALSE(running.find("", "done", key_of(1)));
 

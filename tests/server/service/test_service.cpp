@@ -376,7 +376,7 @@ TEST_F(MeshServiceTest, EndUsersReachTheSchedulerAsPseudonymsAndBadIdsAreRefused
   ASSERT_TRUE(call_with(context, &response).ok());
   context.end_user = "player:43";
   ASSERT_TRUE(call_with(context, &response).ok());
-  const std::vector<TaskRequest> seen = executor_.seen();
+  const std::vector<WorkRequest> seen = executor_.seen();
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].end_user, end_user_pseudonym("", "player:42"));
   EXPECT_EQ(seen[0].end_user.find("player"), std::string::npos);
@@ -419,7 +419,7 @@ TEST_F(MeshServiceTest, PriorityComesFromTheRequestOrIsForcedByTheKey) {
   context.authorization = "Bearer key-c";
   r.set_priority(v1::PRIORITY_INTERACTIVE);
   ASSERT_TRUE(call(r, &response, context).ok());
-  const std::vector<TaskRequest> seen = executor_.seen();
+  const std::vector<WorkRequest> seen = executor_.seen();
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].priority, TaskPriority::kInteractive);
   EXPECT_EQ(seen[1].priority, TaskPriority::kBatch);
@@ -501,13 +501,13 @@ class MeshServiceCacheTest : public MeshServiceTest {
   // The held job's outcome, as the fake executor would have made it.
   void release(size_t i) {
     const auto job = executor_.held_job(i);
-    TaskResult result;
-    result.request_id = job->request().request_id;
-    result.format = job->request().format;
-    result.encoded = "mesh of " + job->request().prompt;
+    WorkResult result;
+    result.request_id = job->ticket().request_id;
+    result.format = job->payload<WorkRequest>().format;
+    result.encoded = "mesh of " + job->payload<WorkRequest>().prompt;
     result.vertex_count = 3;
     result.face_count = 1;
-    job->succeed(result);
+    job->succeed(std::move(result));
   }
   double cache_metric(const std::string& result) {
     const std::string text = metrics_.exposition();
@@ -684,47 +684,47 @@ TEST_F(MeshServiceCacheTest, AHitOrACoalescedAnswerPassesASpentWorkBudget) {
 }
 
 TEST(ResultKey, EveryEffectiveFieldAndTheModelAndScopeMakeADifferentKey) {
-  TaskRequest base;
+  WorkRequest base;
   base.prompt = "a chair";
   const ModelIdentity model{"demo", "w", "c", "v"};
   const ResultKey key = result_key(base, model, "");
-  std::vector<std::pair<std::string, TaskRequest>> variants;
+  std::vector<std::pair<std::string, WorkRequest>> variants;
   const auto vary = [&](const std::string& what, auto change) {
-    TaskRequest r = base;
+    WorkRequest r = base;
     change(r);
     variants.emplace_back(what, r);
   };
-  vary("prompt", [](TaskRequest& r) { r.prompt = "a chairs"; });
+  vary("prompt", [](WorkRequest& r) { r.prompt = "a chairs"; });
   vary("guidance",
-       [](TaskRequest& r) { r.guidance_scale = std::nextafter(r.guidance_scale, 9.0); });
-  vary("top_p", [](TaskRequest& r) { r.top_p = 0.9; });
-  vary("seed", [](TaskRequest& r) { r.seed = 1; });
-  vary("bbox", [](TaskRequest& r) { r.bounding_box = std::array<float, 3>{1, 1, 1}; });
-  vary("resolution", [](TaskRequest& r) { r.resolution_base = 5; });
-  vary("format", [](TaskRequest& r) { r.format = MeshFormat::kObj; });
-  vary("faces", [](TaskRequest& r) { r.target_face_count = 100; });
-  vary("profile", [](TaskRequest& r) { r.mesh_profile = MeshProfile::kRoblox; });
-  vary("tokens", [](TaskRequest& r) { r.return_shape_tokens = true; });
-  vary("arrays", [](TaskRequest& r) { r.return_raw_mesh = true; });
+       [](WorkRequest& r) { r.guidance_scale = std::nextafter(r.guidance_scale, 9.0); });
+  vary("top_p", [](WorkRequest& r) { r.top_p = 0.9; });
+  vary("seed", [](WorkRequest& r) { r.seed = 1; });
+  vary("bbox", [](WorkRequest& r) { r.bounding_box = std::array<float, 3>{1, 1, 1}; });
+  vary("resolution", [](WorkRequest& r) { r.resolution_base = 5; });
+  vary("format", [](WorkRequest& r) { r.format = MeshFormat::kObj; });
+  vary("faces", [](WorkRequest& r) { r.target_face_count = 100; });
+  vary("profile", [](WorkRequest& r) { r.mesh_profile = MeshProfile::kRoblox; });
+  vary("tokens", [](WorkRequest& r) { r.return_shape_tokens = true; });
+  vary("arrays", [](WorkRequest& r) { r.return_raw_mesh = true; });
   for (const auto& [what, r] : variants) EXPECT_NE(result_key(r, model, ""), key) << what;
   EXPECT_NE(result_key(base, {"demo", "w2", "c", "v"}, ""), key);
   EXPECT_NE(result_key(base, {"demo", "w", "c2", "v"}, ""), key);
   EXPECT_NE(result_key(base, {"demo", "w", "c", "v2"}, ""), key);
   EXPECT_NE(result_key(base, model, "studio-a"), key);
   // A RAW answer carries its arrays anyway: asking for them again is the same answer.
-  TaskRequest raw = base;
+  WorkRequest raw = base;
   raw.format = MeshFormat::kRaw;
-  TaskRequest raw_asked = raw;
+  WorkRequest raw_asked = raw;
   raw_asked.return_raw_mesh = true;
   EXPECT_EQ(result_key(raw_asked, model, ""), result_key(raw, model, ""));
   // What the caller does not decide the mesh by is not in it.
-  TaskRequest same = base;
+  WorkRequest same = base;
   same.request_id = "another";
   same.client = "another";
   same.bypass_cache = true;
   EXPECT_EQ(result_key(same, model, ""), key);
   // A prompt cannot spell the fields after it.
-  TaskRequest forged = base;
+  WorkRequest forged = base;
   forged.prompt = "a chair;guidance_scale=1:x";
   EXPECT_NE(result_key(forged, model, ""), key);
 }

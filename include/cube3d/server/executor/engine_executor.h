@@ -29,6 +29,8 @@
 #include "cube3d/core/device_fault.h"
 #include "cube3d/pipeline/shape_pipeline.h"
 #include "cube3d/scheduler/batch_executor.h"
+#include "cube3d/server/work/work_request.h"
+#include "cube3d/server/work/work_result.h"
 
 namespace cube3d {
 
@@ -116,7 +118,7 @@ class EngineExecutor final : public BatchExecutor {
  private:
   void mesh_worker();
   void post(std::function<void()> task);
-  void finish_task(const std::shared_ptr<Task>& task, const at::Tensor& ids, TaskResult result);
+  void finish_task(const std::shared_ptr<Task>& task, const at::Tensor& ids, WorkResult result);
   // Continuous mode: hands a slot whose tokens are done to the mesh threads.
   void retire(ContinuousDecoder::SlotId id);
   void report_active_slots() const;

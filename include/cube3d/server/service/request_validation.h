@@ -1,4 +1,4 @@
-// Turns a client's GenerateMeshRequest into a validated TaskRequest, or throws
+// Turns a client's GenerateMeshRequest into a validated WorkRequest, or throws
 // invalid_argument naming the offending field. Nothing a client sends gets past here unchecked.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "cube3d/scheduler/task.h"
 #include "cube3d/server/service/request_policy.h"
+#include "cube3d/server/work/work_request.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
@@ -15,7 +16,7 @@ namespace cube3d {
 // Throws cube3d::Error (kInvalidArgument) naming the field. The prompt is checked for UTF-8 here
 // (a front door may hand over bytes that protobuf's parser would refuse: grpc's
 // generate_request_bytes.h, the HTTP door's JSON).
-TaskRequest validate_request(const v1::GenerateMeshRequest& request, const RequestPolicy& policy);
+WorkRequest validate_request(const v1::GenerateMeshRequest& request, const RequestPolicy& policy);
 
 // A fresh request id (random hex) for requests that bring none.
 std::string make_request_id();

@@ -12,15 +12,16 @@
 
 #include "cube3d/scheduler/task.h"
 #include "cube3d/server/service/model_identity.h"
+#include "cube3d/server/work/work_request.h"
 
 namespace cube3d {
 
 using ResultKey = std::array<uint8_t, 32>;
 
 // The canonical bytes (for tests and debugging) and their digest.
-std::string result_key_material(const TaskRequest& request, const ModelIdentity& model,
+std::string result_key_material(const WorkRequest& request, const ModelIdentity& model,
                                 std::string_view scope);
-ResultKey result_key(const TaskRequest& request, const ModelIdentity& model,
+ResultKey result_key(const WorkRequest& request, const ModelIdentity& model,
                      std::string_view scope);
 
 }  // namespace cube3d

@@ -38,6 +38,8 @@
 #include "cube3d/server/service/running_requests.h"
 #include "cube3d/server/service/shared_work.h"
 #include "cube3d/server/timing/timer_queue.h"
+#include "cube3d/server/work/work_request.h"
+#include "cube3d/server/work/work_result.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
@@ -176,10 +178,10 @@ class Service {
   friend class ServiceCall;
   // The response of a computed result, for `request` (the work's, validated: a member's differs
   // from it only in its request id, which the member stamps).
-  Status fill_response(const TaskResult& result, const TaskRequest& request,
+  Status fill_response(const WorkResult& result, const WorkRequest& request,
                        v1::GenerateMeshResponse* response) const;
   Status check_size(v1::GenerateMeshResponse* response) const;
-  void fill_effective(const TaskRequest& request, const std::string& computed_by,
+  void fill_effective(const WorkRequest& request, const std::string& computed_by,
                       v1::EffectiveParameters* effective) const;
 
   // The work a call joins: an identical one in flight (coalesced) when `key` is set and one
@@ -191,15 +193,15 @@ class Service {
   };
   // Whether identical work (by `key`) is in flight now.
   bool in_flight(const ResultKey& key);
-  Joined join_or_create(const std::optional<ResultKey>& key, const TaskRequest& request,
+  Joined join_or_create(const std::optional<ResultKey>& key, const WorkRequest& request,
                         SteadyClock::time_point deadline, SharedWork::Member member);
   // A computed work's outcome: its result into the cache, and the key no longer in flight.
   // The shape tokens `request` decodes, guidance rows included.
-  int64_t shape_tokens_of(const TaskRequest& request) const;
+  int64_t shape_tokens_of(const WorkRequest& request) const;
   // Charges the work, builds its one answer (null for an error), stores it in the cache and
   // forgets the work.
   std::shared_ptr<const WorkAnswer> work_done(const std::optional<ResultKey>& key, SharedWork& work,
-                                              const TaskResult* result, const TaskRequest& request);
+                                              const WorkResult* result, const WorkRequest& request);
 
   ServiceOptions options_;
   std::atomic<Scheduler*> scheduler_{nullptr};

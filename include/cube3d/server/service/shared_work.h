@@ -14,6 +14,8 @@
 
 #include "cube3d/core/status.h"
 #include "cube3d/scheduler/task.h"
+#include "cube3d/server/work/work_request.h"
+#include "cube3d/server/work/work_result.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
@@ -32,16 +34,16 @@ class SharedWork : public std::enable_shared_from_this<SharedWork> {
   // answer the outcome callback built (null for an error).
   struct Member {
     std::function<void(const TaskProgress&)> progress;
-    std::function<void(const TaskResult*, const Error*, const WorkAnswer*)> done;
+    std::function<void(const WorkResult*, const Error*, const WorkAnswer*)> done;
   };
   using OutcomeCallback = std::function<std::shared_ptr<const WorkAnswer>(
-      SharedWork&, const TaskResult*, const Error*)>;
+      SharedWork&, const WorkResult*, const Error*)>;
   using MemberId = uint64_t;
 
   // `on_outcome` runs once, before the members hear of the outcome: the core builds the answer
   // there, stores it in the cache and forgets the work, so that a later identical call finds
   // the entry. What it returns is what every member gets.
-  static std::shared_ptr<SharedWork> make(TaskRequest request, SteadyClock::time_point deadline,
+  static std::shared_ptr<SharedWork> make(WorkRequest request, SteadyClock::time_point deadline,
                                           OutcomeCallback on_outcome);
 
   // The job to hand to the scheduler.
@@ -62,7 +64,7 @@ class SharedWork : public std::enable_shared_from_this<SharedWork> {
  private:
   SharedWork() = default;
   void on_progress(const TaskProgress& progress);
-  void on_done(const TaskResult* result, const Error* error);
+  void on_done(const WorkResult* result, const Error* error);
 
   std::shared_ptr<Task> job_;
   OutcomeCallback on_outcome_;
