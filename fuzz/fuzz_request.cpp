@@ -5,7 +5,7 @@
 // with the same fields.
 //
 // Validation may refuse anything with a cube3d::Error; what it accepts must be within the
-// policy, since the scheduler and the engine trust a TaskRequest without checking again.
+// policy, since the executor and the engine trust a WorkRequest without checking again.
 #include <google/protobuf/stubs/logging.h>
 
 #include <cmath>
@@ -22,7 +22,7 @@
 
 namespace {
 
-void check_accepted(const cube3d::TaskRequest& job, const cube3d::RequestPolicy& policy) {
+void check_accepted(const cube3d::WorkRequest& job, const cube3d::RequestPolicy& policy) {
   const cube3d::LimitsConfig& limits = policy.limits;
   CUBE3D_FUZZ_CHECK(!job.request_id.empty() && job.request_id.size() <= 128, "request_id size");
   CUBE3D_FUZZ_CHECK(!job.prompt.empty(), "empty prompt accepted");
