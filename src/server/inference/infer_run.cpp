@@ -31,13 +31,13 @@ InferRun::InferRun(Service& service, InferRequest request, ModelDescription mode
       calls_(plan_.requests.size()),
       responses_(plan_.requests.size()),
       remaining_(plan_.requests.size()),
-      observer_(std::move(observer)) {}
+      teller_(std::move(observer.progress), std::move(observer.done)) {}
 
 void InferRun::launch(const CallContext& call) {
   const std::shared_ptr<InferRun> self = shared_from_this();
   const size_t batch = plan_.requests.size();
   // Read before any call can end. Progress only for a request that asks (its parameter).
-  const bool reports = observer_.progress && plan_.progress;
+  const bool reports = teller_.listens_to_progress() && plan_.progress;
   for (size_t i = 0; i < batch; ++i) {
     {
       const std::lock_guard lock(mutex_);
@@ -79,34 +79,7 @@ void InferRun::launch(const CallContext& call) {
 void InferRun::prompt_progress(size_t index, const v1::Progress& progress) {
   std::unique_lock lock(mutex_);
   if (done_ || failure_) return;
-  pending_progress_[index] = progress;
-  tell_observer(std::move(lock));
-}
-
-void InferRun::tell_observer(std::unique_lock<std::mutex> lock) {
-  if (telling_) return;  // the thread telling now tells this report too
-  telling_ = true;
-  while (!pending_progress_.empty() || pending_outcome_) {
-    if (pending_outcome_) {
-      // Progress still waiting is dropped: the run is over.
-      InferOutcome outcome = std::move(*pending_outcome_);
-      pending_outcome_.reset();
-      pending_progress_.clear();
-      InferObserver observer = std::move(observer_);
-      observer_ = InferObserver();
-      lock.unlock();
-      if (observer.done) observer.done(std::move(outcome));
-      return;  // nothing is told after the outcome: telling_ stays set
-    }
-    const auto first = pending_progress_.begin();
-    const size_t index = first->first;
-    const v1::Progress progress = std::move(first->second);
-    pending_progress_.erase(first);
-    lock.unlock();
-    if (observer_.progress) observer_.progress(index, progress);
-    lock.lock();
-  }
-  telling_ = false;
+  teller_.progress(std::move(lock), index, progress);
 }
 
 void InferRun::prompt_done(size_t index, CallOutcome outcome) {
@@ -152,8 +125,7 @@ void InferRun::prompt_done(size_t index, CallOutcome outcome) {
 void InferRun::deliver(InferOutcome outcome) {
   // After any progress report in flight, and none after (done_ is set).
   std::unique_lock lock(mutex_);
-  pending_outcome_ = std::move(outcome);
-  tell_observer(std::move(lock));
+  teller_.outcome(std::move(lock), std::move(outcome));
 }
 
 void InferRun::cancel_all(const Status& why) {

@@ -13,6 +13,7 @@
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/service/ordered_teller.h"
 #include "cube3d/server/service/request_validation.h"
 
 namespace cube3d {
@@ -93,7 +94,6 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   ServiceCall(Service& core, const v1::GenerateMeshRequest& request, const CallContext& call,
               CallObserver observer)
       : core_(core),
-        observer_(std::move(observer)),
         start_(SteadyClock::now()),
         counted_by_front_door_(call.outcome_counted_by_front_door),
         traceparent_(call.traceparent),
@@ -103,7 +103,8 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
         client_request_id_(!request.request_id().empty()),
         unvalidated_id_(request.request_id().empty()
                             ? std::string("-")
-                            : "- (request_id '" + printable(request.request_id(), 64) + "')") {}
+                            : "- (request_id '" + printable(request.request_id(), 64) + "')"),
+        teller_(std::move(observer.progress), std::move(observer.done)) {}
 
   // The admission, validation and lookup or submission of start(); the outcome may come before
   // it returns.
@@ -136,14 +137,8 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // neither for an error.
   void finish(const Status& status, const WorkResult* result = nullptr,
               const WorkAnswer* answer = nullptr, v1::GenerateMeshResponse* cached = nullptr);
-  // The observer is told outside mutex_, one event at a time and in order: an observer may call
-  // back into the call (cancel() from a progress event, say) or take its own locks. An event
-  // that comes while another is being told waits in pending_ and is told by the thread telling
-  // the first (a newer progress replaces a waiting one; the outcome ends the queue).
-  void tell_observer(std::unique_lock<std::mutex> lock);
 
   Service& core_;
-  CallObserver observer_;
   const SteadyClock::time_point start_;
   const bool counted_by_front_door_;
   const std::string traceparent_;
@@ -160,9 +155,8 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
 
   mutable std::mutex mutex_;
   bool done_ = false;
-  bool telling_ = false;  // a thread is in tell_observer()
-  std::optional<v1::Progress> pending_progress_;
-  std::optional<CallOutcome> pending_outcome_;
+  // The observer, told outside mutex_ one event at a time and in order (ordered_teller.h).
+  OrderedTeller<v1::Progress, CallOutcome> teller_;
   bool running_ = false;  // past the queue, counted in cube3d_requests_running
   v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
   std::shared_ptr<SharedWork> work_;
@@ -398,35 +392,7 @@ void ServiceCall::on_progress(const TaskProgress& p) {
     running_ = true;
     core_.metrics_.request_running(+1);
   }
-  pending_progress_ = to_progress_event(p, core_.options_.tokens_per_shape);
-  tell_observer(std::move(lock));
-}
-
-void ServiceCall::tell_observer(std::unique_lock<std::mutex> lock) {
-  if (telling_) return;  // the thread telling now tells this event too
-  telling_ = true;
-  while (pending_progress_ || pending_outcome_) {
-    // Progress that waited past the outcome is dropped: the call is over.
-    if (pending_outcome_) {
-      CallOutcome outcome = std::move(*pending_outcome_);
-      pending_outcome_.reset();
-      pending_progress_.reset();
-      CallObserver observer = std::move(observer_);
-      observer_ = CallObserver();
-      lock.unlock();
-      if (observer.done) observer.done(std::move(outcome));
-      // What the observer captured (a connection, a reactor) is released here, outside the
-      // lock; nothing is told after the outcome, so telling_ stays set.
-      return;
-    }
-    const v1::Progress progress = std::move(*pending_progress_);
-    pending_progress_.reset();
-    lock.unlock();
-    // Only this thread touches observer_ while telling_ is set (finish() leaves it alone).
-    if (observer_.progress) observer_.progress(progress);
-    lock.lock();
-  }
-  telling_ = false;
+  teller_.progress(std::move(lock), to_progress_event(p, core_.options_.tokens_per_shape));
 }
 
 void ServiceCall::leave_work() {
@@ -531,8 +497,7 @@ void ServiceCall::finish(const Status& status_in, const WorkResult* result,
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
                  status.message());
   }
-  pending_outcome_ = std::move(outcome);
-  tell_observer(std::move(lock));
+  teller_.outcome(std::move(lock), std::move(outcome));
 }
 
 const char* cache_status_name(v1::CacheStatus status) {

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +23,7 @@
 #include "cube3d/server/inference/infer_answer.h"
 #include "cube3d/server/inference/infer_messages.h"
 #include "cube3d/server/inference/infer_plan.h"
+#include "cube3d/server/service/ordered_teller.h"
 #include "cube3d/server/service/service.h"
 
 namespace cube3d::inference {
@@ -66,9 +66,6 @@ class InferRun final : public ActiveCall, public std::enable_shared_from_this<In
   void cancel_all(const Status& why);
   // Ends the run: the outcome to the observer, after any progress report in flight.
   void deliver(InferOutcome outcome);
-  // Tells the observer what waits (progress, then the outcome) outside mutex_, one report at a
-  // time: a thread that finds another telling leaves its report to that one.
-  void tell_observer(std::unique_lock<std::mutex> lock);
 
   Service& service_;
   const InferRequest request_;
@@ -84,12 +81,9 @@ class InferRun final : public ActiveCall, public std::enable_shared_from_this<In
   // A failure's cancellation of the other prompts, run on the service's timer thread: not from
   // inside the failed call's outcome, so that one call's end does not nest the others'.
   TimerQueue::Timer cancel_rest_;
-  // Prompts report from several threads; one report to the observer at a time, the outcome
-  // last (tell_observer). observer_ is touched only by the thread telling.
-  bool telling_ = false;
-  std::map<size_t, v1::Progress> pending_progress_;  // by prompt: the newest waits
-  std::optional<InferOutcome> pending_outcome_;
-  InferObserver observer_;
+  // Prompts report from several threads; the observer hears one report at a time, outside
+  // mutex_, the outcome last; of a prompt's progress waiting, the newest (ordered_teller.h).
+  OrderedTeller<v1::Progress, InferOutcome, size_t> teller_;
 };
 
 }  // namespace cube3d::inference
