@@ -1,4 +1,4 @@
-// Fuzzes the compact mesh decoder (docs/mesh-encoding.md, core/compact_mesh.h), the reader of the
+// Fuzzes the compact mesh decoder (docs/mesh-encoding.md, mesh/compact_mesh.h), the reader of the
 // bytes a client gets (the reference every other reader is written against). Any input must be
 // refused with a cube3d::Error or decoded into arrays that keep the spec's promises: the counts of
 // the header, every index below the vertex count, every position within the header's bounds,
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "cube3d/core/compact_mesh.h"
+#include "cube3d/mesh/compact_mesh.h"
 #include "fuzz_support.h"
 
 namespace {

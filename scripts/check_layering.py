@@ -130,8 +130,19 @@ MESH_PREVIEW_HEADERS = {"cube3d/mesh/mesh_preview.h", "cube3d/mesh/mesh.h"}
 # `mesh:` section is, embedded whole (each part owns its options), with none of the mesh layer's
 # code in reach; only the config part names them.
 MESH_OPTION_HEADERS = {"cube3d/mesh/hierarchical_occupancy.h", "cube3d/mesh/mesh_pipeline.h"}
-LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS | MESH_OPTION_HEADERS}
-PART_HEADERS = {"http": MESH_PREVIEW_HEADERS, "config": MESH_OPTION_HEADERS}
+# The mesh layer's vocabulary: what a mesh request asks for and an answer is (the formats, the
+# compact encoding, the Roblox profile, the pivot, the fields a request's digest covers). The
+# server's work, the service's policy and cache key, the protocol's model description, the
+# config's defaults and the executor speak these words; none of them reaches the mesh layer's
+# code (marching cubes, clean-up, writers).
+MESH_VOCABULARY_HEADERS = {"cube3d/mesh/compact_mesh.h", "cube3d/mesh/mesh_format.h",
+                           "cube3d/mesh/mesh_profile.h", "cube3d/mesh/mesh_frame.h",
+                           "cube3d/mesh/shape_fields.h"}
+LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS | MESH_OPTION_HEADERS | MESH_VOCABULARY_HEADERS}
+PART_HEADERS = {"http": MESH_PREVIEW_HEADERS,
+                "config": MESH_OPTION_HEADERS | MESH_VOCABULARY_HEADERS,
+                "work": MESH_VOCABULARY_HEADERS, "service": MESH_VOCABULARY_HEADERS,
+                "inference": MESH_VOCABULARY_HEADERS, "executor": MESH_VOCABULARY_HEADERS}
 
 # Binaries that need no tensors: none may link libtorch.
 TORCH_FREE_BINARIES = ["cube3d-client", "cube3d-loadgen", "cube3d_mesh_tool",

@@ -1,7 +1,7 @@
 """Reads cube3d-server's compact mesh encoding (MESH_FORMAT_COMPACT; docs/mesh-encoding.md).
 
 The reference reader for Python callers: standard library only (numpy is not needed), and as
-strict as the server's own decoder (src/core/compact_mesh.cpp): a payload that breaks a rule of
+strict as the server's own decoder (src/mesh/compact_mesh.cpp): a payload that breaks a rule of
 the spec raises ValueError naming the field and its byte offset.
 
     import base64, cube3d_compact

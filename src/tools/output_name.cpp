@@ -4,10 +4,10 @@
 
 #include <bit>
 
-#include "cube3d/core/canonical_fields.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
 #include "cube3d/core/sha256.h"
+#include "cube3d/mesh/shape_fields.h"
 
 namespace cube3d {
 namespace {

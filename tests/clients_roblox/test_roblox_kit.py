@@ -4,7 +4,7 @@ runs in a Luau VM in test_roblox_luau.py; this pins what a run would not show as
 - the compact encoding's constants (magic, version, header size, header offsets, flags,
   quantisation steps, normal scale) in Cube3dMesh.luau, the Python reader
   (clients/python/cube3d_compact.py) and the spec's header table (docs/mesh-encoding.md) equal
-  the server's (include/cube3d/core/compact_mesh.h), and the recommended studs per model unit
+  the server's (include/cube3d/mesh/compact_mesh.h), and the recommended studs per model unit
   equals mesh_profile.h's;
 - the section strides Cube3dMesh.luau reads with (12 or 6 bytes a position, 3 a normal, 2 or 4
   an index) are the spec's;
@@ -78,8 +78,8 @@ SHARED = {
 class RobloxKit(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = cpp_constants(read("include", "cube3d", "core", "compact_mesh.h"))
-        cls.profile = cpp_constants(read("include", "cube3d", "core", "mesh_profile.h"))
+        cls.server = cpp_constants(read("include", "cube3d", "mesh", "compact_mesh.h"))
+        cls.profile = cpp_constants(read("include", "cube3d", "mesh", "mesh_profile.h"))
         cls.mesh_luau = read("clients", "roblox", "Cube3dMesh.luau")
         cls.server_luau = read("clients", "roblox", "Cube3dServer.luau")
         cls.glue_luau = read("clients", "roblox", "Cube3dGlue.server.luau")

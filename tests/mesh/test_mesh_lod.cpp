@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "cube3d/core/mesh_frame.h"
+#include "cube3d/mesh/mesh_frame.h"
 #include "cube3d/mesh/mesh_pipeline.h"
 #include "cube3d/mesh/mesh_stats.h"
 #include "expect_error.h"

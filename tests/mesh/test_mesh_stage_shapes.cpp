@@ -10,9 +10,9 @@
 #include <string>
 
 #include "analytic_shapes.h"
-#include "cube3d/core/mesh_profile.h"
 #include "cube3d/mesh/marching_cubes.h"
 #include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/mesh/mesh_profile.h"
 #include "cube3d/mesh/mesh_stats.h"
 
 namespace cube3d {

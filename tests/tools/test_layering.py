@@ -146,6 +146,14 @@ class LayeringTest(unittest.TestCase):
             "src/server/config/bad_mesh.cpp":
                 '#include "cube3d/mesh/hierarchical_occupancy.h"\n'
                 '#include "cube3d/mesh/marching_cubes.h"\n',
+            # The mesh layer's vocabulary (formats, the compact encoding, profile, pivot, a
+            # request's digest fields) is the work's, the service's, the protocol's, the
+            # config's and the executor's words; none of them reaches the layer's code, and no
+            # other part (a door, the jobs) names it.
+            "src/server/work/bad_mesh.cpp":
+                '#include "cube3d/mesh/compact_mesh.h"\n#include "cube3d/mesh/shape_fields.h"\n'
+                '#include "cube3d/mesh/marching_cubes.h"\n',
+            "src/server/jobs/bad_vocabulary.cpp": '#include "cube3d/mesh/mesh_format.h"\n',
             "include/cube3d/server/grpc/bad_service.h":
                 '#include "cube3d/engine/engine.h"\n#include "cube3d/server/httpd/router.h"\n',
             # The service with a transport library in it, gRPC's Status, or a door's header.
@@ -199,6 +207,12 @@ class LayeringTest(unittest.TestCase):
             "cube3d/mesh/marching_cubes.h (layer mesh)",
             "src/server/config/bad_mesh.cpp:2: server may not include "
             "cube3d/mesh/marching_cubes.h (layer mesh)",
+            "src/server/work/bad_mesh.cpp:3: server/work may not include "
+            "cube3d/mesh/marching_cubes.h (layer mesh)",
+            "src/server/work/bad_mesh.cpp:3: server may not include "
+            "cube3d/mesh/marching_cubes.h (layer mesh)",
+            "src/server/jobs/bad_vocabulary.cpp:1: server/jobs may not include "
+            "cube3d/mesh/mesh_format.h (layer mesh)",
             "include/cube3d/server/grpc/bad_service.h:1: server/grpc may not include "
             "cube3d/engine/engine.h (layer engine)",
             "include/cube3d/server/grpc/bad_service.h:1: server may not include "

@@ -32,7 +32,7 @@ struct BoundingBox {
 };
 BoundingBox bounding_box(const Mesh& mesh);
 
-// Adds `offset` to every vertex (a pivot: core/mesh_frame.h pivot_offset).
+// Adds `offset` to every vertex (a pivot: mesh/mesh_frame.h pivot_offset).
 void translate_mesh(Mesh& mesh, const std::array<float, 3>& offset);
 
 }  // namespace cube3d

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "cube3d/core/compact_mesh.h"
-#include "cube3d/core/mesh_format.h"
+#include "cube3d/mesh/compact_mesh.h"
 #include "cube3d/mesh/mesh.h"
+#include "cube3d/mesh/mesh_format.h"
 #include "cube3d/mesh/mesh_metadata.h"
 
 namespace cube3d {

@@ -12,11 +12,11 @@
 //   resolution_base    int64   the occupancy grid has 2^resolution_base + 1 points per axis
 //   bounding_box       [double, double, double]  the normalised box the model got; omitted
 //                              when none
-//   mesh_profile       string  "none" | "roblox" (core/mesh_profile.h's names)
+//   mesh_profile       string  "none" | "roblox" (mesh/mesh_profile.h's names)
 //   target_face_count  int64   the decimation target the request asked for; omitted when unset
 //                              (the target used is in the report, and in a warning when a
 //                              profile clamped it)
-//   pivot              string  "center" | "bottom_center" (core/mesh_frame.h): where the origin
+//   pivot              string  "center" | "bottom_center" (mesh/mesh_frame.h): where the origin
 //                              was moved; omitted for the model's own origin
 //   lod_face_counts    [double, ...]  the further levels of detail asked for (levels 1, 2, ...);
 //                              omitted when none
@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/core/mesh_frame.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/mesh/mesh_frame.h"
 #include "cube3d/mesh/mesh_metadata.h"
+#include "cube3d/mesh/mesh_profile.h"
 
 namespace cube3d {
 

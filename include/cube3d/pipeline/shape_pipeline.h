@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/core/compact_mesh.h"
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_frame.h"
-#include "cube3d/core/mesh_profile.h"
 #include "cube3d/engine/engine.h"
+#include "cube3d/mesh/compact_mesh.h"
 #include "cube3d/mesh/mesh.h"
+#include "cube3d/mesh/mesh_format.h"
+#include "cube3d/mesh/mesh_frame.h"
 #include "cube3d/mesh/mesh_metadata.h"
 #include "cube3d/mesh/mesh_pipeline.h"
+#include "cube3d/mesh/mesh_profile.h"
 #include "cube3d/pipeline/occupancy_field.h"
 
 namespace cube3d {
@@ -70,7 +70,7 @@ struct ShapeRequest {
   MeshLimits limits;
   MeshMetadata metadata;       // written into the file (provenance.h); empty: the file as without
   CompactMeshOptions compact;  // kCompact's positions and normals
-  // Where the mesh's origin goes (core/mesh_frame.h), taken from level 0's box and applied to
+  // Where the mesh's origin goes (mesh/mesh_frame.h), taken from level 0's box and applied to
   // every level, so that the levels line up.
   MeshPivot pivot = MeshPivot::kModelOrigin;
   // Levels of detail after the first: level i + 1 simplified from level i to lod_targets[i]

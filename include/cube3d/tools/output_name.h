@@ -22,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cube3d/core/compact_mesh.h"
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_frame.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/mesh/compact_mesh.h"
+#include "cube3d/mesh/mesh_format.h"
+#include "cube3d/mesh/mesh_frame.h"
+#include "cube3d/mesh/mesh_profile.h"
 
 namespace cube3d {
 

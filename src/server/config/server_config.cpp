@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "cube3d/core/error.h"
-#include "cube3d/core/mesh_format.h"
 #include "cube3d/core/paths.h"
 #include "cube3d/core/suggest.h"
 #include "cube3d/core/yaml_reader.h"
+#include "cube3d/mesh/mesh_format.h"
 #include "cube3d/server/redis/redis_url.h"
 
 namespace cube3d {

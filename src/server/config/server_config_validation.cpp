@@ -17,9 +17,9 @@
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/files.h"
-#include "cube3d/core/mesh_format.h"
 #include "cube3d/core/net_address.h"
 #include "cube3d/core/yaml_reader.h"
+#include "cube3d/mesh/mesh_format.h"
 #include "cube3d/server/config/server_config.h"
 #include "cube3d/server/redis/redis_url.h"
 

@@ -11,7 +11,7 @@
 
 #include "cube3d/core/device_fault.h"
 #include "cube3d/core/error.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/mesh/mesh_profile.h"
 #include "cube3d/pipeline/provenance.h"
 
 namespace cube3d {

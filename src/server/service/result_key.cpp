@@ -1,7 +1,7 @@
 #include "cube3d/server/service/result_key.h"
 
-#include "cube3d/core/canonical_fields.h"
 #include "cube3d/core/sha256.h"
+#include "cube3d/mesh/shape_fields.h"
 
 namespace cube3d {
 

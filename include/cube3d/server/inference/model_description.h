@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/core/mesh_format.h"
+#include "cube3d/mesh/mesh_format.h"
 #include "cube3d/server/inference/tensor.h"
 #include "cube3d/server/service/model_identity.h"
 #include "cube3d/server/service/request_policy.h"

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "cube3d/core/constants.h"
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/mesh/mesh_format.h"
+#include "cube3d/mesh/mesh_profile.h"
 
 namespace cube3d {
 

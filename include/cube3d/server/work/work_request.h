@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/core/compact_mesh.h"
 #include "cube3d/core/constants.h"
-#include "cube3d/core/mesh_format.h"
-#include "cube3d/core/mesh_frame.h"
-#include "cube3d/core/mesh_profile.h"
+#include "cube3d/mesh/compact_mesh.h"
+#include "cube3d/mesh/mesh_format.h"
+#include "cube3d/mesh/mesh_frame.h"
+#include "cube3d/mesh/mesh_profile.h"
 #include "cube3d/scheduler/task.h"
 
 namespace cube3d {

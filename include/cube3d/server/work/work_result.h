@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cube3d/core/mesh_format.h"
+#include "cube3d/mesh/mesh_format.h"
 
 namespace cube3d {
 

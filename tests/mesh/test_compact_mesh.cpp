@@ -1,4 +1,4 @@
-#include "cube3d/core/compact_mesh.h"
+#include "cube3d/mesh/compact_mesh.h"
 
 #include <gtest/gtest.h>
 

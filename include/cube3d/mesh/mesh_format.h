@@ -13,7 +13,7 @@ enum class MeshFormat {
   kObj,  // text OBJ
   kPly,  // binary little-endian PLY
   kGlb,  // binary glTF 2.0
-  // the compact encoding of docs/mesh-encoding.md (core/compact_mesh.h): not a file format of any
+  // the compact encoding of docs/mesh-encoding.md (mesh/compact_mesh.h): not a file format of any
   // other program, but bytes like the files (extension .c3dm)
   kCompact,
 };

@@ -1,4 +1,4 @@
-#include "cube3d/core/mesh_frame.h"
+#include "cube3d/mesh/mesh_frame.h"
 
 #include <utility>
 

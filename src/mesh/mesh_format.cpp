@@ -1,4 +1,4 @@
-#include "cube3d/core/mesh_format.h"
+#include "cube3d/mesh/mesh_format.h"
 
 #include "cube3d/core/enum_table.h"
 
