@@ -122,10 +122,10 @@ class ServerPart:
 # model_text.cpp: the one CLIP clean-up function the server's prompt policy needs (the server may
 # not include model/; the pipeline reaches it through the engine anyway).
 FILE_USES = {"src/pipeline/model_text.cpp": {"model"}}
-# The mesh preview (a PNG of a mesh) and the Mesh it draws: what HTTP's Accept: image/png answer
-# makes of a response's raw arrays on the connection's thread, with no other part of the mesh
-# layer (no meshing, no writers) in reach.
-MESH_PREVIEW_HEADERS = {"cube3d/mesh/mesh_preview.h", "cube3d/mesh/mesh.h"}
+# The mesh preview (a PNG of a mesh): what HTTP's Accept: image/png answer draws of a response's
+# raw arrays (a MeshView of them, no Mesh rebuilt) on the connection's thread, with no other part
+# of the mesh layer (no meshing, no writers, not even the Mesh type) in reach.
+MESH_PREVIEW_HEADERS = {"cube3d/mesh/mesh_preview.h"}
 # The mesh layer's options (occupancy sampling, the mesh stage's): what the server config's
 # `mesh:` section is, embedded whole (each part owns its options), with none of the mesh layer's
 # code in reach; only the config part names them.

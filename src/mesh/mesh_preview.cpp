@@ -133,7 +133,7 @@ struct Sphere {
   Vec3 centre;
   double radius = 0;
 };
-Sphere bounding_sphere(const Mesh& mesh) {
+Sphere bounding_sphere(MeshView mesh) {
   Vec3 lo{std::numeric_limits<double>::max(), std::numeric_limits<double>::max(),
           std::numeric_limits<double>::max()};
   Vec3 hi = -lo;
@@ -346,7 +346,7 @@ void shade(const Camera& view, Vec3 n, bool back_face, float rgb[3]) {
   for (int k = 0; k < 3; ++k) rgb[k] = static_cast<float>(kAlbedo[k] * light);
 }
 
-void validate_mesh(const Mesh& mesh) {
+void validate_mesh(MeshView mesh) {
   if (mesh.vertices.size() % 3 != 0) {
     throw invalid_argument("mesh has " + std::to_string(mesh.vertices.size()) +
                            " vertex coordinates, not a multiple of 3");
@@ -376,7 +376,7 @@ void validate_mesh(const Mesh& mesh) {
 // vertex_normals for glTF does): independent of how a surface is split into triangles, so that a
 // cube's corner normal is its diagonal however its faces are cut. (0, 0, 0) for a vertex of no
 // proper face.
-std::vector<Vec3> angle_weighted_normals(const Mesh& mesh) {
+std::vector<Vec3> angle_weighted_normals(MeshView mesh) {
   const auto& v = mesh.vertices;
   std::vector<Vec3> normals(mesh.vertex_count());
   const auto position = [&](uint32_t i) {
@@ -405,7 +405,7 @@ std::vector<Vec3> angle_weighted_normals(const Mesh& mesh) {
 
 // Every face clipped, projected and set up, in face order (so that equal depths resolve the
 // same way every time).
-std::vector<ScreenTriangle> set_up_faces(const Mesh& mesh, const Camera& view) {
+std::vector<ScreenTriangle> set_up_faces(MeshView mesh, const Camera& view) {
   const auto& v = mesh.vertices;
   const std::vector<Vec3> smooth = angle_weighted_normals(mesh);
   std::vector<Vec3> camera(mesh.vertex_count());
@@ -701,7 +701,7 @@ void PreviewOptions::validate() const {
   validate_description(description);
 }
 
-Image render_preview(const Mesh& mesh, const PreviewOptions& options) {
+Image render_preview(MeshView mesh, const PreviewOptions& options) {
   options.validate();
   validate_mesh(mesh);
   Image image = background_image(options);
@@ -806,7 +806,7 @@ std::string encode_png(const Image& image, std::string_view description) {
   return std::move(sink.bytes);
 }
 
-std::string preview_png(const Mesh& mesh, const PreviewOptions& options) {
+std::string preview_png(MeshView mesh, const PreviewOptions& options) {
   return encode_png(render_preview(mesh, options), options.description);
 }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -380,6 +381,25 @@ TEST(MeshPreview, BadMeshesAreRefusedNamingTheVertexOrFace) {
   refused([](Mesh& m) { m.indices[3 * 4 + 2] = 8; }, {"face 4", "vertex 8"});
   refused([](Mesh& m) { m.indices.push_back(0); }, {"multiple of 3"});
   refused([](Mesh& m) { m.vertices.pop_back(); }, {"multiple of 3"});
+}
+
+TEST(MeshPreview, AViewOfArraysElsewhereDrawsAsTheMeshDoes) {
+  // The HTTP door draws a response's arrays where they are (a MeshView over the protobuf's
+  // repeated fields): the same pixels as the Mesh they hold, and the same refusals.
+  const Mesh ball = sphere();
+  const std::vector<float> vertices = ball.vertices;  // another owner's arrays
+  const std::vector<uint32_t> indices = ball.indices;
+  const MeshView view(std::span<const float>(vertices.data(), vertices.size()),
+                      std::span<const uint32_t>(indices.data(), indices.size()));
+  EXPECT_EQ(view.vertex_count(), ball.vertex_count());
+  EXPECT_EQ(view.face_count(), ball.face_count());
+  EXPECT_EQ(render_preview(view, sized(64, 48)).rgba, render_preview(ball, sized(64, 48)).rgba);
+  EXPECT_EQ(preview_png(view, sized(40, 40)), preview_png(ball, sized(40, 40)));
+  EXPECT_EQ(render_preview(MeshView(), sized(16, 16)).rgba,
+            render_preview(Mesh{}, sized(16, 16)).rgba);
+  const std::vector<uint32_t> out_of_range = {0, 1, static_cast<uint32_t>(ball.vertex_count())};
+  expect_error([&] { render_preview(MeshView(vertices, out_of_range)); },
+               ErrorCode::kInvalidArgument, {"face 0", "vertex"});
 }
 
 TEST(MeshPreview, ThePngDecodesToTheSamePixels) {

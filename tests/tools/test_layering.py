@@ -133,8 +133,8 @@ class LayeringTest(unittest.TestCase):
             "src/server/http/bad_status.cpp":
                 '#include <grpcpp/support/status.h>\n#include "cube3d/api/grpc_status.h"\n'
                 '#include "cube3d/v1/mesh_service.pb.h"\n',
-            # HTTP may draw a mesh (the preview's header and Mesh) and no more of the mesh
-            # layer; no other part may.
+            # HTTP may draw a mesh (the preview's header, which draws the response's arrays
+            # where they are) and no more of the mesh layer, not even Mesh; no other part may.
             "src/server/http/bad_png.cpp":
                 '#include "cube3d/mesh/mesh_preview.h"\n#include "cube3d/mesh/mesh.h"\n'
                 '#include "cube3d/mesh/mesh_io.h"\n',
@@ -195,6 +195,10 @@ class LayeringTest(unittest.TestCase):
             "(gRPC, which its row does not allow)",
             "src/server/http/bad_status.cpp:2: server/http may not include "
             "cube3d/api/grpc_status.h (layer api)",
+            "src/server/http/bad_png.cpp:2: server/http may not include "
+            "cube3d/mesh/mesh.h (layer mesh)",
+            "src/server/http/bad_png.cpp:2: server may not include cube3d/mesh/mesh.h "
+            "(layer mesh)",
             "src/server/http/bad_png.cpp:3: server/http may not include "
             "cube3d/mesh/mesh_io.h (layer mesh)",
             "src/server/http/bad_png.cpp:3: server may not include cube3d/mesh/mesh_io.h "

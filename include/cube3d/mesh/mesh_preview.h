@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,24 @@
 #include "cube3d/mesh/mesh.h"
 
 namespace cube3d {
+
+// The arrays a preview draws, borrowed for the call: a Mesh, or a response's raw arrays as they
+// are (the HTTP door's PNG answer draws the protobuf's repeated fields without copying them).
+struct MeshView {
+  std::span<const float> vertices;    // x, y, z per vertex
+  std::span<const uint32_t> indices;  // three per triangle
+
+  MeshView() = default;
+  MeshView(std::span<const float> vertices_in, std::span<const uint32_t> indices_in)
+      : vertices(vertices_in), indices(indices_in) {}
+  // Implicit: every Mesh is a view of itself.
+  MeshView(const Mesh& mesh)  // NOLINT(google-explicit-constructor)
+      : vertices(mesh.vertices), indices(mesh.indices) {}
+
+  std::size_t vertex_count() const { return vertices.size() / 3; }
+  std::size_t face_count() const { return indices.size() / 3; }
+  bool empty() const { return indices.empty(); }
+};
 
 // The opaque background, sRGB: a light cool grey that a light-grey shape still stands out on.
 inline constexpr std::array<uint8_t, 3> kPreviewBackground = {236, 239, 243};
@@ -78,7 +97,7 @@ struct Image {
 // Throws invalid_argument naming the vertex for a NaN or infinite coordinate, naming the face for
 // an index out of range, and for vertex or index arrays not a multiple of three long.
 // Degenerate faces draw nothing.
-Image render_preview(const Mesh& mesh, const PreviewOptions& options = {});
+Image render_preview(MeshView mesh, const PreviewOptions& options = {});
 
 // The image as PNG bytes: 8-bit RGB when every pixel is opaque, else RGBA; a tEXt "Software"
 // chunk (kPreviewSoftware) and, when `description` is not empty, a "Description" one (iTXt when
@@ -87,6 +106,6 @@ Image render_preview(const Mesh& mesh, const PreviewOptions& options = {});
 std::string encode_png(const Image& image, std::string_view description = {});
 
 // encode_png(render_preview(mesh, options), options.description).
-std::string preview_png(const Mesh& mesh, const PreviewOptions& options = {});
+std::string preview_png(MeshView mesh, const PreviewOptions& options = {});
 
 }  // namespace cube3d

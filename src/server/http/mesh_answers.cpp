@@ -3,6 +3,10 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
 #include "cube3d/core/clock.h"
 #include "cube3d/core/error.h"
 #include "cube3d/mesh/mesh_preview.h"
@@ -94,9 +98,12 @@ Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retr
     if (response.format() != v1::MESH_FORMAT_RAW) {
       throw internal_error("a " + v1::MeshFormat_Name(response.format()) + " response, not RAW");
     }
-    Mesh mesh;
-    mesh.vertices.assign(response.raw().vertices().begin(), response.raw().vertices().end());
-    mesh.indices.assign(response.raw().indices().begin(), response.raw().indices().end());
+    // The response's arrays, drawn where they are (no Mesh is rebuilt from them).
+    const MeshView mesh(
+        std::span<const float>(response.raw().vertices().data(),
+                               static_cast<size_t>(response.raw().vertices_size())),
+        std::span<const uint32_t>(response.raw().indices().data(),
+                                  static_cast<size_t>(response.raw().indices_size())));
     PreviewOptions options;
     options.width = options.height = png.size;
     options.supersample = supersample_for(png.size);
