@@ -13,6 +13,7 @@
 #include "cube3d/server/cache/entry_files.h"
 #include "cube3d/server/cache/redis_result_tier_scripts.h"  // generated: src/server/cache/lua/
 #include "cube3d/server/timing/action_gate.h"
+#include "cube3d/server/timing/renewal_rounds.h"
 
 namespace cube3d {
 namespace {
@@ -63,7 +64,11 @@ class RedisResultTier::Impl : public std::enable_shared_from_this<RedisResultTie
     subscriber_.on_connected([weak] {
       if (const auto self = weak.lock()) self->wake_all();
     });
-    arm_renewal();
+    schedule_renewal_rounds(gate_, timers_, renewal_,
+                            std::chrono::milliseconds(options_.claim_ms / 3), weak,
+                            [weak](std::function<void()> next) {
+                              if (const auto self = weak.lock()) self->renew(std::move(next));
+                            });
   }
 
   void close();
@@ -98,8 +103,9 @@ class RedisResultTier::Impl : public std::enable_shared_from_this<RedisResultTie
   void wake(const std::string& hex);
   void wake_all();
   void waiter_due(const std::string& hex, uint64_t seq);
-  void arm_renewal();
-  void renew();
+  // The renewal round of this replica's claims (timing/renewal_rounds.h); `next` arms the next
+  // one once the reply is in.
+  void renew(std::function<void()> next);
   void report(const char* result) {
     if (observer_.on_lookup) observer_.on_lookup(result);
   }
@@ -329,28 +335,20 @@ void RedisResultTier::Impl::release(const std::string& hex) {
       [](RedisClient::Result) {}, RedisClient::lane_of(hex));
 }
 
-void RedisResultTier::Impl::arm_renewal() {
-  gate_.schedule(timers_, renewal_, std::chrono::milliseconds(options_.claim_ms / 3),
-                 [weak = weak_from_this()] {
-                   if (const auto self = weak.lock()) self->renew();
-                 });
-}
-
-void RedisResultTier::Impl::renew() {
+void RedisResultTier::Impl::renew(std::function<void()> next) {
+  RedisClient::Command command = {"EVAL", std::string(tier_scripts::kRenewClaims)};
   {
-    const ActionGate::Pass pass = gate_.enter();
-    if (!pass) return;
-    RedisClient::Command command = {"EVAL", std::string(tier_scripts::kRenewClaims)};
-    {
-      const std::lock_guard lock(mutex_);
-      command.push_back(std::to_string(claims_.size()));
-      for (const auto& [hex, count] : claims_) command.push_back(claim_prefix_ + hex);
-    }
-    command.push_back(options_.replica);
-    command.push_back(std::to_string(options_.claim_ms));
-    if (command[2] != "0") client_.run({std::move(command)}, [](RedisClient::Result) {});
+    const std::lock_guard lock(mutex_);
+    command.push_back(std::to_string(claims_.size()));
+    for (const auto& [hex, count] : claims_) command.push_back(claim_prefix_ + hex);
   }
-  arm_renewal();
+  command.push_back(options_.replica);
+  command.push_back(std::to_string(options_.claim_ms));
+  if (command[2] == "0") {
+    next();  // no claims to renew this round
+    return;
+  }
+  client_.run({std::move(command)}, [next = std::move(next)](RedisClient::Result) { next(); });
 }
 
 void RedisResultTier::Impl::close() {

@@ -21,6 +21,7 @@
 #include "cube3d/core/printable.h"
 #include "cube3d/server/jobs/redis_job_store_scripts.h"  // generated: src/server/jobs/lua/
 #include "cube3d/server/timing/action_gate.h"
+#include "cube3d/server/timing/renewal_rounds.h"
 
 namespace cube3d {
 namespace {
@@ -178,8 +179,9 @@ class RedisJobStore::State : public std::enable_shared_from_this<RedisJobStore::
   // Runs a canceller taken from held_ (marked in running_cancellers_ under the same lock), then
   // what waited for it to return.
   void run_canceller(const std::string& id, std::function<void()>& canceller);
-  void arm_tick();
-  void tick();
+  // The renewal round (timing/renewal_rounds.h): leases renewed, jobs claimed, tombstones
+  // swept, counts read; `next` arms the next round once the reply is in.
+  void tick(std::function<void()> next);
   void after_tick(RedisClient::Result result, bool claimed);
   void publish_counts(const RedisReply& hash);
 
@@ -259,7 +261,10 @@ void RedisJobStore::State::start() {
     if (!self || std::holds_alternative<Status>(result)) return;
     self->learn_redis_clock(std::get<Replies>(result).front(), StoreClock::now());
   });
-  arm_tick();
+  schedule_renewal_rounds(gate_, timers_, tick_, std::chrono::milliseconds(options_.lease_ms / 3),
+                          weak_from_this(), [weak](std::function<void()> next) {
+                            if (const auto self = weak.lock()) self->tick(std::move(next));
+                          });
 }
 
 void RedisJobStore::State::flush_pending() {
@@ -825,19 +830,10 @@ Status RedisJobStore::State::health() const {
   return Status();
 }
 
-void RedisJobStore::State::arm_tick() {
-  gate_.schedule(timers_, tick_, std::chrono::milliseconds(options_.lease_ms / 3),
-                 [weak = weak_from_this()] {
-                   if (const auto self = weak.lock()) self->tick();
-                 });
-}
-
-void RedisJobStore::State::tick() {
-  const ActionGate::Pass pass = gate_.enter();
-  if (!pass) return;
+void RedisJobStore::State::tick(std::function<void()> next) {
   {
     const std::lock_guard lock(mutex_);
-    if (!renewing_) return;
+    if (!renewing_) return;  // the renewal ends: no next round
   }
   const StoreClock::time_point deadline = StoreClock::now() + client_.options().command_timeout;
   RedisClient::Command renew = script_command(job_scripts::kRenew, deadline);
@@ -882,9 +878,9 @@ void RedisJobStore::State::tick() {
   commands.push_back({"HGETALL", options_.key_prefix + "counts"});
   client_.run(
       std::move(commands),
-      [this, self = shared_from_this(), claim](RedisClient::Result result) {
+      [this, self = shared_from_this(), claim, next = std::move(next)](RedisClient::Result result) {
         after_tick(std::move(result), claim);
-        arm_tick();
+        next();
       },
       0, deadline);
   flush_pending();
