@@ -121,6 +121,20 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   }
 
  private:
+  // The checks of begin(), in order, each a refusal (the call's answer) or nothing: who is
+  // asking (the API key, or the key a resumed job was admitted as), the end user it acts for
+  // (`end_user`: its pseudonym), the request itself, the key's request and concurrency limits
+  // (`ticket`: the call's place), the prompt policy, and the model being loaded (with the
+  // call's deadline set).
+  std::optional<Status> identify_key(const CallContext& call, ApiKeys* keys);
+  std::optional<Status> identify_end_user(const CallContext& call, std::string& end_user);
+  std::optional<Status> validate(const v1::GenerateMeshRequest& request, std::string end_user);
+  std::optional<Status> admit(const CallContext& call, ApiKeys* keys, ApiKeys::Ticket& ticket);
+  std::optional<Status> check_prompt_policy();
+  std::optional<Status> check_loaded(const CallContext& call);
+  // What follows the checks: the deadline's timer, then the cache lookup or the computation.
+  void arm_deadline();
+  void look_up_or_compute();
   // After the cache lookup (inline, or on the cache's I/O thread for the disk tier).
   void after_lookup(ResultCache::Value cached);
   // Joins the identical work in flight or starts one; submits a new one to the scheduler. A
@@ -137,6 +151,13 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // neither for an error.
   void finish(const Status& status, const WorkResult* result = nullptr,
               const WorkAnswer* answer = nullptr, v1::GenerateMeshResponse* cached = nullptr);
+  // finish()'s two halves, under mutex_: the outcome (the work's answer or the cached response,
+  // stamped with this call's request id and cache status, its size checked), then what is
+  // counted and logged of it.
+  CallOutcome outcome_locked(const Status& status, const WorkResult* result,
+                             const WorkAnswer* answer, v1::GenerateMeshResponse* cached,
+                             double total_ms);
+  void count_locked(const CallOutcome& outcome, const WorkResult* result, double total_ms);
 
   Service& core_;
   const SteadyClock::time_point start_;
@@ -170,25 +191,48 @@ void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContex
   const LogContext log_scope({.traceparent = traceparent_});
   // Who is asking comes first: an unauthenticated caller learns nothing about its request.
   ApiKeys* const keys = core_.api_keys_.load();
+  std::string end_user;
+  ApiKeys::Ticket ticket;
+  std::optional<Status> refusal = identify_key(call, keys);
+  if (!refusal) refusal = identify_end_user(call, end_user);
+  if (!refusal) refusal = validate(request, std::move(end_user));
+  if (!refusal) refusal = admit(call, keys, ticket);
+  if (!refusal) refusal = check_prompt_policy();
+  if (!refusal) refusal = check_loaded(call);
+  if (refusal) return finish(*refusal);
+  {
+    const std::lock_guard lock(mutex_);
+    ticket_ = std::move(ticket);
+  }
+  arm_deadline();
+  look_up_or_compute();
+}
+
+std::optional<Status> ServiceCall::identify_key(const CallContext& call, ApiKeys* keys) {
   if (call.resumed) {
     // A job another replica admitted: the key it was admitted as, if it still exists.
     key_name_ = call.resumed->key_name;
     if (keys && !keys->standing(key_name_)) {
-      return finish(Status(ErrorCode::kUnauthenticated,
-                           "the API key \"" + printable(key_name_) +
-                               "\" that submitted this job is no longer configured"));
+      return Status(ErrorCode::kUnauthenticated,
+                    "the API key \"" + printable(key_name_) +
+                        "\" that submitted this job is no longer configured");
     }
     if (keys) via_ += ", key " + key_name_;
   } else if (keys) {
     auto who = keys->identify(call.authorization);
     if (auto* refused = std::get_if<ApiKeys::Refusal>(&who)) {
-      return finish(Status(ErrorCode::kUnauthenticated, refused->message));
+      return Status(ErrorCode::kUnauthenticated, refused->message);
     }
     key_name_ = std::move(std::get<std::string>(who));
     via_ += ", key " + key_name_;
   }
   counted_for_key_ = true;  // from here on, the answer is the key's (usage by key)
-  std::string end_user;     // its pseudonym: the id as sent is never logged nor kept
+  return std::nullopt;
+}
+
+std::optional<Status> ServiceCall::identify_end_user(const CallContext& call,
+                                                     std::string& end_user) {
+  // Its pseudonym: the id as sent is never logged nor kept.
   if (call.resumed) {
     end_user = call.resumed->end_user;
     if (!end_user.empty()) via_ += ", user " + end_user;
@@ -196,16 +240,20 @@ void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContex
     try {
       check_end_user_id(*call.end_user, call.end_user_count);
     } catch (const Error& e) {
-      return finish(Status(e));
+      return Status(e);
     }
     end_user = end_user_pseudonym(key_name_, *call.end_user);
     via_ += ", user " + end_user;
   }
+  return std::nullopt;
+}
 
+std::optional<Status> ServiceCall::validate(const v1::GenerateMeshRequest& request,
+                                            std::string end_user) {
   try {
     request_ = validate_request(request, core_.options_.policy);
   } catch (const Error& e) {
-    return finish(Status(e));
+    return Status(e);
   }
   request_.client = key_name_;
   request_.end_user = std::move(end_user);
@@ -216,65 +264,74 @@ void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContex
     spdlog::info("request {} prompt: {}", request_id_,
                  printable(request_.prompt, request_.prompt.size()));
   }
+  return std::nullopt;
+}
 
+std::optional<Status> ServiceCall::admit(const CallContext& call, ApiKeys* keys,
+                                         ApiKeys::Ticket& ticket) {
   // The key's request and concurrency limits (its work limits come once it is known that this
-  // call computes: a cache hit or a coalesced answer needs no work).
-  ApiKeys::Ticket ticket;
-  if (keys && !call.resumed) {
-    ApiKeys::Demand demand;
-    demand.end_user = request_.end_user;
-    auto admitted = keys->admit(call.authorization, demand);
-    if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
-      if (refused->unauthenticated) {  // the key went (SIGHUP) since it was identified
-        return finish(Status(ErrorCode::kUnauthenticated, refused->message));
-      }
-      const std::string seconds = std::to_string(refused->retry_after_s);
-      trailers_.emplace_back("retry-after", seconds);
-      return finish(Status(ErrorCode::kResourceExhausted,
-                           refused->message + "; retry after " + seconds + " s"));
+  // call computes: a cache hit or a coalesced answer needs no work). A resumed job met them
+  // when it was submitted.
+  if (!keys || call.resumed) return std::nullopt;
+  ApiKeys::Demand demand;
+  demand.end_user = request_.end_user;
+  auto admitted = keys->admit(call.authorization, demand);
+  if (auto* refused = std::get_if<ApiKeys::Refusal>(&admitted)) {
+    if (refused->unauthenticated) {  // the key went (SIGHUP) since it was identified
+      return Status(ErrorCode::kUnauthenticated, refused->message);
     }
-    ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
-    if (ticket.batch_only()) request_.priority = TaskPriority::kBatch;
+    const std::string seconds = std::to_string(refused->retry_after_s);
+    trailers_.emplace_back("retry-after", seconds);
+    return Status(ErrorCode::kResourceExhausted,
+                  refused->message + "; retry after " + seconds + " s");
   }
+  ticket = std::move(std::get<ApiKeys::Ticket>(admitted));
+  if (ticket.batch_only()) request_.priority = TaskPriority::kBatch;
+  return std::nullopt;
+}
 
+std::optional<Status> ServiceCall::check_prompt_policy() {
   // The prompt policy sees what the model would read, before any work is queued.
-  if (PromptPolicy* const policy = core_.prompt_policy_.load()) {
-    std::string text = request_.prompt;
-    try {
-      // Validated UTF-8 already; a failure here still answers the call rather than escaping.
-      if (core_.options_.model_text) text = core_.options_.model_text(request_.prompt);
-    } catch (const Error& e) {
-      return finish(Status(e));
-    }
-    if (policy->refuses(text)) {
-      core_.metrics_.key_prompt_refused(key_name_);
-      return finish(Status(ErrorCode::kPermissionDenied, std::string(PromptPolicy::kRefusal)));
-    }
+  PromptPolicy* const policy = core_.prompt_policy_.load();
+  if (!policy) return std::nullopt;
+  std::string text = request_.prompt;
+  try {
+    // Validated UTF-8 already; a failure here still answers the call rather than escaping.
+    if (core_.options_.model_text) text = core_.options_.model_text(request_.prompt);
+  } catch (const Error& e) {
+    return Status(e);
   }
+  if (policy->refuses(text)) {
+    core_.metrics_.key_prompt_refused(key_name_);
+    return Status(ErrorCode::kPermissionDenied, std::string(PromptPolicy::kRefusal));
+  }
+  return std::nullopt;
+}
 
+std::optional<Status> ServiceCall::check_loaded(const CallContext& call) {
   const int64_t default_ms = core_.options_.policy.limits.default_deadline_ms;
   deadline_ = call.deadline != SteadyClock::time_point::max() || default_ms <= 0
                   ? call.deadline
                   : start_ + std::chrono::milliseconds(default_ms);
   if (!core_.scheduler_.load()) {
-    return finish(Status(ErrorCode::kUnavailable,
-                         "the model is still loading; retry when health reports SERVING"));
+    return Status(ErrorCode::kUnavailable,
+                  "the model is still loading; retry when health reports SERVING");
   }
-  {
-    const std::lock_guard lock(mutex_);
-    ticket_ = std::move(ticket);
-  }
-  const std::shared_ptr<ServiceCall> self = shared_from_this();
-  if (deadline_ != SteadyClock::time_point::max()) {
-    const std::weak_ptr<ServiceCall> weak = self;
-    TimerQueue::Timer timer = core_.timers_.schedule(deadline_, [weak] {
-      if (const auto call = weak.lock()) call->on_deadline();
-    });
-    const std::lock_guard lock(mutex_);
-    // A call that ended meanwhile keeps no timer (it would only fire into a finished call).
-    if (!done_) deadline_timer_ = std::move(timer);
-  }
+  return std::nullopt;
+}
 
+void ServiceCall::arm_deadline() {
+  if (deadline_ == SteadyClock::time_point::max()) return;
+  const std::weak_ptr<ServiceCall> weak = shared_from_this();
+  TimerQueue::Timer timer = core_.timers_.schedule(deadline_, [weak] {
+    if (const auto call = weak.lock()) call->on_deadline();
+  });
+  const std::lock_guard lock(mutex_);
+  // A call that ended meanwhile keeps no timer (it would only fire into a finished call).
+  if (!done_) deadline_timer_ = std::move(timer);
+}
+
+void ServiceCall::look_up_or_compute() {
   const bool use_cache = core_.options_.cache_enabled && !request_.bypass_cache;
   if (!use_cache) return compute(false);
   key_ = result_key(request_, core_.model_,
@@ -284,8 +341,9 @@ void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContex
   // The lookup owns the call until it answers (inline for memory, later for the disk tier).
   // With a shared tier the lookup may wait (no thread) for another replica's computation of
   // the same key, never past this call's deadline.
-  cache->lookup(*key_, deadline_,
-                [self](ResultCache::Value cached) { self->after_lookup(std::move(cached)); });
+  cache->lookup(*key_, deadline_, [self = shared_from_this()](ResultCache::Value cached) {
+    self->after_lookup(std::move(cached));
+  });
 }
 
 void ServiceCall::after_lookup(ResultCache::Value cached) {
@@ -426,11 +484,18 @@ void ServiceCall::finish(const Status& status_in, const WorkResult* result,
   work_.reset();
   // The key's concurrent place is free from here on (a retry may follow at once).
   ticket_ = ApiKeys::Ticket();
+  const double total_ms = ms_between(start_, SteadyClock::now());
+  CallOutcome outcome = outcome_locked(status_in, result, answer, cached, total_ms);
+  count_locked(outcome, result, total_ms);
+  teller_.outcome(std::move(lock), std::move(outcome));
+}
 
+CallOutcome ServiceCall::outcome_locked(const Status& status_in, const WorkResult* result,
+                                        const WorkAnswer* answer, v1::GenerateMeshResponse* cached,
+                                        double total_ms) {
   CallOutcome outcome;
   outcome.status = status_in;
   outcome.trailers = std::move(trailers_);
-  const double total_ms = ms_between(start_, SteadyClock::now());
   if (status_in.ok() && result && answer) {
     outcome.status = answer->status;
     if (outcome.status.ok()) {
@@ -450,6 +515,11 @@ void ServiceCall::finish(const Status& status_in, const WorkResult* result,
       core_.metrics_.cache_hit_bytes(static_cast<int64_t>(outcome.response.ByteSizeLong()));
     }
   }
+  return outcome;
+}
+
+void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* result,
+                               double total_ms) {
   const Status& status = outcome.status;
 
   // The end of a call may come on any thread: its log lines carry the call's own context.
@@ -497,7 +567,6 @@ void ServiceCall::finish(const Status& status_in, const WorkResult* result,
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
                  status.message());
   }
-  teller_.outcome(std::move(lock), std::move(outcome));
 }
 
 const char* cache_status_name(v1::CacheStatus status) {
