@@ -20,11 +20,7 @@ The figures (lease, takeover time, a hit's latency through Redis) are printed. R
         python3 -m unittest -v test_redis_e2e
 """
 import json
-import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,15 +29,11 @@ import unittest
 import grpc
 
 import server_process as e2e
+from redis_process import HAVE_REDIS, SKIP_REASON, RedisProcess
 from server_process import make_request, metric_value
 
 setUpModule = e2e.setUpModule
 tearDownModule = e2e.tearDownModule
-
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-HAVE_REDIS = os.access(REDIS_SERVER, os.X_OK)
-SKIP_REASON = ("redis-server is not installed (Debian's redis-server package; "
-               "scripts/setup.sh installs it)")
 
 LEASE_MS = 1500
 REDIS_TIMEOUT_MS = 1000
@@ -53,45 +45,6 @@ SLOW_RES = 8  # seconds of meshing: a job surely running when it is cancelled or
 # and an eighth of SLOW_RES' meshing when it is run again from the start on the other replica.
 TAKEOVER_RES = 7
 OPEN = ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
-
-
-class RedisServer:
-    """redis-server on a free loopback port, no persistence, its files in `folder`."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.port = e2e.free_ports(1)[0]
-        self.proc = None
-
-    def start(self, timeout=20):
-        args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self.folder, "--daemonize", "no",
-                "--logfile", os.path.join(self.folder, "redis.log")]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"redis-server exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection((e2e.HOST, self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("redis-server did not answer PING")
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    @property
-    def url(self):
-        return f"redis://{e2e.HOST}:{self.port}"
 
 
 class Replica(e2e.ReplicaProcess):
@@ -109,7 +62,7 @@ class RedisReplicasTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="cube3d-redis-e2e-")
-        cls.redis = RedisServer(cls.tmp.name)
+        cls.redis = RedisProcess(cls.tmp.name, extra=("--appendonly", "no"))
         cls.redis.start()
         args = ["--redis-url", cls.redis.url,
                 "--set", "jobs.store=redis", "--set", "cache.redis=true",

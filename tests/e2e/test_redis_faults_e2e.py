@@ -24,9 +24,7 @@ there (bench/results/ keeps a run's). Run:
 """
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,15 +34,11 @@ import unittest
 import uuid
 
 import server_process as e2e
+from redis_process import HAVE_REDIS, REDIS_SERVER, SKIP_REASON, RedisProcess, resp
 from server_process import metric_value
 
 setUpModule = e2e.setUpModule
 tearDownModule = e2e.tearDownModule
-
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-HAVE_REDIS = os.access(REDIS_SERVER, os.X_OK)
-SKIP_REASON = ("redis-server is not installed (Debian's redis-server package; "
-               "scripts/setup.sh installs it)")
 
 LEASE_MS = 1500
 JOBS = "/v1/jobs"
@@ -52,72 +46,6 @@ RES = 6  # a second or two of work: jobs are running when the fault comes
 OPEN = ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
 DOWN_AFTER_MS = 1000
 MASTER = "cube3d-primary"
-
-
-def resp(port, *argv, timeout=5):
-    """One command on its own connection, with the reply as redis-cli prints it."""
-    out = subprocess.run(["redis-cli", "-p", str(port), *argv], capture_output=True, text=True,
-                         timeout=timeout)
-    return out.stdout.strip()
-
-
-class RedisProcess:
-    """redis-server on a free loopback port; `extra` arguments; sentinel mode with a config file
-    of its own."""
-
-    def __init__(self, folder, name, extra=(), sentinel=False):
-        self.folder = os.path.join(folder, name)
-        os.makedirs(self.folder, exist_ok=True)
-        self.port = e2e.free_ports(1)[0]
-        self.extra = list(extra)
-        self.sentinel = sentinel
-        self.proc = None
-
-    def start(self, timeout=20):
-        args = [REDIS_SERVER]
-        if self.sentinel:
-            config = os.path.join(self.folder, "sentinel.conf")
-            if not os.path.exists(config):
-                open(config, "w").close()
-            args += [config, "--sentinel"]
-        args += ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--dir", self.folder, "--daemonize", "no",
-                 "--logfile", os.path.join(self.folder, "redis.log")]
-        if not self.sentinel:
-            args += ["--repl-diskless-sync-delay", "0"]
-        args += self.extra
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"redis-server exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection((e2e.HOST, self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith((b"+PONG", b"-LOADING")):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("redis-server did not answer PING")
-
-    def signal(self, sig):
-        self.proc.send_signal(sig)
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    def wait_loaded(self, timeout=20):
-        deadline = time.monotonic() + timeout
-        while "loading:0" not in resp(self.port, "INFO", "persistence"):
-            if time.monotonic() > deadline:
-                raise AssertionError("redis did not load its append-only file")
-            time.sleep(0.05)
 
 
 class Replica(e2e.ReplicaProcess):
