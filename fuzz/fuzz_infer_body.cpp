@@ -17,6 +17,7 @@
 #include "cube3d/server/http/infer_json.h"
 #include "cube3d/server/inference/infer_plan.h"
 #include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/wire/request_codec.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -51,7 +52,9 @@ void plan_and_check(const cube3d::http::InferBody& body, bool bbox) {
   for (const auto& r : plan.requests) {
     if (!bbox) CUBE3D_FUZZ_CHECK(!r.has_bounding_box(), "a bounding box for a model without");
     // The service checks the rest (ranges, UTF-8): refusing is fine, crashing is not.
-    cube3d::fuzz::refusals_ok([&] { (void)cube3d::validate_request(r, cube3d::RequestPolicy{}); });
+    cube3d::fuzz::refusals_ok([&] {
+      (void)cube3d::validate_request(cube3d::client_request_of(r), cube3d::RequestPolicy{});
+    });
   }
 }
 

@@ -18,6 +18,8 @@
 #include "cube3d/core/utf8.h"
 #include "cube3d/server/grpc/generate_request_bytes.h"
 #include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/wire/proto_enums.h"
+#include "cube3d/server/wire/request_codec.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -68,8 +70,9 @@ const cube3d::RequestPolicy kPolicies[] = {policy_with_bbox(false), policy_with_
 
 void validate(const cube3d::v1::GenerateMeshRequest& request) {
   for (const cube3d::RequestPolicy& policy : kPolicies) {
-    cube3d::fuzz::refusals_ok(
-        [&] { check_accepted(cube3d::validate_request(request, policy), policy); });
+    cube3d::fuzz::refusals_ok([&] {
+      check_accepted(cube3d::validate_request(cube3d::client_request_of(request), policy), policy);
+    });
   }
 }
 

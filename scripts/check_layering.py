@@ -142,6 +142,7 @@ LAYER_HEADERS = {"server": MESH_PREVIEW_HEADERS | MESH_OPTION_HEADERS | MESH_VOC
 PART_HEADERS = {"http": MESH_PREVIEW_HEADERS,
                 "config": MESH_OPTION_HEADERS | MESH_VOCABULARY_HEADERS,
                 "work": MESH_VOCABULARY_HEADERS, "service": MESH_VOCABULARY_HEADERS,
+                "wire": MESH_VOCABULARY_HEADERS,
                 "inference": MESH_VOCABULARY_HEADERS, "executor": MESH_VOCABULARY_HEADERS}
 
 # Binaries that need no tensors: none may link libtorch.

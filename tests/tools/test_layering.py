@@ -161,6 +161,12 @@ class LayeringTest(unittest.TestCase):
                 '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
                 '#include <grpcpp/support/status.h>\n'
                 '#include "cube3d/server/httpd/http_server.h"\n',
+            # The doors' codecs (wire/) read the API's messages: the service, which reads none
+            # on the way in, never includes them; the codecs reach no door nor the cache.
+            "src/server/service/bad_codec.cpp": '#include "cube3d/server/wire/request_codec.h"\n',
+            "src/server/wire/bad_wire.cpp":
+                '#include "cube3d/server/http/http_gateway.h"\n'
+                '#include "cube3d/server/cache/result_cache.h"\n',
             # app/ is main's own.
             "src/server/config/bad_config.cpp": '#include "cube3d/server/app/signal_watcher.h"\n',
             # Server code outside a part folder, and a part the table lacks.
@@ -231,6 +237,12 @@ class LayeringTest(unittest.TestCase):
             "grpcpp/support/status.h (gRPC, which",
             "src/server/service/bad_service.cpp:4: server/service may not include "
             "cube3d/server/httpd/http_server.h (server/httpd)",
+            "src/server/service/bad_codec.cpp:1: server/service may not include "
+            "cube3d/server/wire/request_codec.h (server/wire)",
+            "src/server/wire/bad_wire.cpp:1: server/wire may not include "
+            "cube3d/server/http/http_gateway.h (server/http)",
+            "src/server/wire/bad_wire.cpp:2: server/wire may not include "
+            "cube3d/server/cache/result_cache.h (server/cache)",
             "src/server/config/bad_config.cpp:1: server/config may not include "
             "cube3d/server/app/signal_watcher.h (server/app)",
             "src/server/loose.cpp: server code outside a part folder",

@@ -23,6 +23,7 @@
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
 #include "cube3d/server/grpc/generate_request_bytes.h"
+#include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
 namespace {
@@ -207,8 +208,8 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       };
     }
     observer.done = [self](CallOutcome outcome) { self->on_outcome(std::move(outcome)); };
-    std::shared_ptr<ActiveCall> active =
-        service_.service().start(request, call_of(*context_), std::move(observer));
+    std::shared_ptr<ActiveCall> active = service_.service().start(
+        client_request_of(request), call_of(*context_), std::move(observer));
     bool cancelled = false;
     {
       const std::lock_guard lock(mutex_);

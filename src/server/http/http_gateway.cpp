@@ -25,6 +25,7 @@
 #include "cube3d/server/http/usage_route.h"
 #include "cube3d/server/httpd/cache_control.h"
 #include "cube3d/server/httpd/router.h"
+#include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
 namespace {
@@ -278,7 +279,7 @@ void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
     });
   };
   const std::shared_ptr<ActiveCall> call =
-      service.start(prepared.request, prepared.call, std::move(observer));
+      service.start(client_request_of(prepared.request), prepared.call, std::move(observer));
   ex->on_finished(count_at_the_end(metrics, tally, call));
 }
 
@@ -340,7 +341,7 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
     });
   };
   const std::shared_ptr<ActiveCall> active =
-      service.start(prepared.request, prepared.call, std::move(observer));
+      service.start(client_request_of(prepared.request), prepared.call, std::move(observer));
   ex->on_finished(count_at_the_end(metrics, tally, active));
 }
 

@@ -7,7 +7,7 @@
 
 #include "cube3d/server/http/http_status.h"
 #include "cube3d/server/http/mesh_answers.h"
-#include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/service/api_numbers.h"
 
 namespace cube3d::http {
 
@@ -28,8 +28,8 @@ void serve_model(const Service& service, const std::shared_ptr<Exchange>& ex) {
   nlohmann::json defaults = {
       {"guidanceScale", policy.defaults.guidance_scale},
       {"resolutionBase", policy.defaults.resolution_base},
-      {"format", v1::MeshFormat_Name(to_proto(policy.defaults.format))},
-      {"meshProfile", v1::MeshProfile_Name(to_proto(policy.defaults.mesh_profile))}};
+      {"format", std::string(api_numbers::name(policy.defaults.format))},
+      {"meshProfile", std::string(api_numbers::name(policy.defaults.mesh_profile))}};
   if (policy.defaults.top_p) defaults["topP"] = *policy.defaults.top_p;
   const nlohmann::json body = {{"model", model.name},
                                {"tokensPerShape", service.options().tokens_per_shape},

@@ -9,7 +9,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/core/printable.h"
-#include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/wire/proto_enums.h"
 
 namespace cube3d::inference {
 namespace {

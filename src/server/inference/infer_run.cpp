@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "cube3d/core/error.h"
+#include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d::inference {
 namespace {
@@ -55,7 +56,7 @@ void InferRun::launch(const CallContext& call) {
     observer.done = [self, i](CallOutcome outcome) { self->prompt_done(i, std::move(outcome)); };
     // Not under mutex_: the service may end the call at once, inside start().
     std::shared_ptr<ActiveCall> active =
-        service_.start(plan_.requests[i], call, std::move(observer));
+        service_.start(client_request_of(plan_.requests[i]), call, std::move(observer));
     bool cancel_it = false;
     {
       const std::lock_guard lock(mutex_);

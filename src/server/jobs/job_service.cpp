@@ -9,6 +9,7 @@
 #include "cube3d/core/error.h"
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
 namespace {
@@ -107,7 +108,8 @@ void JobService::start(const std::string& id, const std::string& owner,
     }
     store_.finish(id, outcome.status, std::move(outcome.response));
   };
-  const std::shared_ptr<ActiveCall> active = service_.start(request, call, std::move(observer));
+  const std::shared_ptr<ActiveCall> active =
+      service_.start(client_request_of(request), call, std::move(observer));
 
   std::optional<CallOutcome> early;
   {

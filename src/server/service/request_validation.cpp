@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "cube3d/core/constants.h"
-#include "cube3d/core/enum_table.h"
 #include "cube3d/core/error.h"
 #include "cube3d/core/utf8.h"
+#include "cube3d/server/service/api_numbers.h"
 
 namespace cube3d {
 namespace {
@@ -28,87 +28,46 @@ bool request_id_char_ok(char c) {
          c == '_' || c == '.' || c == ':';
 }
 
-// Our values and the API's, both ways.
-constexpr EnumTable<MeshFormat, v1::MeshFormat, 5> kMeshFormats = {
-    {{MeshFormat::kRaw, v1::MESH_FORMAT_RAW},
-     {MeshFormat::kObj, v1::MESH_FORMAT_OBJ},
-     {MeshFormat::kPly, v1::MESH_FORMAT_PLY},
-     {MeshFormat::kGlb, v1::MESH_FORMAT_GLB},
-     {MeshFormat::kCompact, v1::MESH_FORMAT_COMPACT}}};
-constexpr EnumTable<MeshProfile, v1::MeshProfile, 2> kMeshProfiles = {
-    {{MeshProfile::kNone, v1::MESH_PROFILE_NONE}, {MeshProfile::kRoblox, v1::MESH_PROFILE_ROBLOX}}};
-
-}  // namespace
-
-MeshFormat from_proto(v1::MeshFormat format) {
-  if (const auto ours = reverse_lookup(kMeshFormats, format)) return *ours;
-  throw invalid_argument("format " + std::to_string(static_cast<int>(format)) +
+// The API's numbers as ours, each refusal naming the field and the numbers it takes (0, the
+// field's unset value, is each caller's to read first where it means a default).
+MeshFormat format_of(int32_t sent) {
+  if (const auto ours = api_numbers::mesh_format(sent)) return *ours;
+  throw invalid_argument("format " + std::to_string(sent) +
                          " is not one of UNSPECIFIED (0, the server default), RAW (1), OBJ (2), "
                          "PLY (3), GLB (4), COMPACT (5)");
 }
 
-MeshProfile from_proto(v1::MeshProfile profile) {
-  if (const auto ours = reverse_lookup(kMeshProfiles, profile)) return *ours;
-  throw invalid_argument("mesh_profile " + std::to_string(static_cast<int>(profile)) +
+MeshProfile profile_of(int32_t sent) {
+  if (const auto ours = api_numbers::mesh_profile(sent)) return *ours;
+  throw invalid_argument("mesh_profile " + std::to_string(sent) +
                          " is not one of UNSPECIFIED (0, the server default), NONE (1), "
                          "ROBLOX (2)");
 }
 
-v1::MeshProfile to_proto(MeshProfile profile) {
-  return lookup(kMeshProfiles, profile).value_or(v1::MESH_PROFILE_NONE);
-}
-
-v1::MeshFormat to_proto(MeshFormat format) {
-  return lookup(kMeshFormats, format).value_or(v1::MESH_FORMAT_RAW);
-}
-
-MeshPivot from_proto(v1::Pivot pivot) {
-  switch (pivot) {
-    case v1::PIVOT_UNSPECIFIED:
-    case v1::PIVOT_MODEL_ORIGIN:
-      return MeshPivot::kModelOrigin;
-    case v1::PIVOT_CENTER:
-      return MeshPivot::kCenter;
-    case v1::PIVOT_BOTTOM_CENTER:
-      return MeshPivot::kBottomCenter;
-    default:
-      break;
-  }
-  throw invalid_argument("pivot " + std::to_string(static_cast<int>(pivot)) +
+MeshPivot pivot_of(int32_t sent) {
+  if (sent == 0) return MeshPivot::kModelOrigin;
+  if (const auto ours = api_numbers::pivot(sent)) return *ours;
+  throw invalid_argument("pivot " + std::to_string(sent) +
                          " is not one of UNSPECIFIED (0, the model's origin), MODEL_ORIGIN (1), "
                          "CENTER (2), BOTTOM_CENTER (3)");
 }
 
-v1::Pivot to_proto(MeshPivot pivot) {
-  switch (pivot) {
-    case MeshPivot::kModelOrigin:
-      return v1::PIVOT_MODEL_ORIGIN;
-    case MeshPivot::kCenter:
-      return v1::PIVOT_CENTER;
-    case MeshPivot::kBottomCenter:
-      return v1::PIVOT_BOTTOM_CENTER;
-  }
-  return v1::PIVOT_MODEL_ORIGIN;
-}
-
-CompactPositions from_proto(v1::CompactPositions positions) {
-  switch (positions) {
-    case v1::COMPACT_POSITIONS_UNSPECIFIED:
-    case v1::COMPACT_POSITIONS_FLOAT32:
-      return CompactPositions::kFloat32;
-    case v1::COMPACT_POSITIONS_QUANTIZED16:
-      return CompactPositions::kQuantized16;
-    default:
-      break;
-  }
-  throw invalid_argument("compact.positions " + std::to_string(static_cast<int>(positions)) +
+CompactPositions positions_of(int32_t sent) {
+  if (sent == 0) return CompactPositions::kFloat32;
+  if (const auto ours = api_numbers::compact_positions(sent)) return *ours;
+  throw invalid_argument("compact.positions " + std::to_string(sent) +
                          " is not one of UNSPECIFIED (0, float32), FLOAT32 (1), QUANTIZED16 (2)");
 }
 
-v1::CompactPositions to_proto(CompactPositions positions) {
-  return positions == CompactPositions::kQuantized16 ? v1::COMPACT_POSITIONS_QUANTIZED16
-                                                     : v1::COMPACT_POSITIONS_FLOAT32;
+TaskPriority priority_of(int32_t sent) {
+  if (sent == 0) return TaskPriority::kInteractive;
+  if (const auto ours = api_numbers::priority(sent)) return *ours;
+  throw invalid_argument("priority " + std::to_string(sent) +
+                         " is not one of UNSPECIFIED (0, interactive), INTERACTIVE (1), "
+                         "BATCH (2)");
 }
+
+}  // namespace
 
 std::string make_request_id() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -118,21 +77,21 @@ std::string make_request_id() {
   return buf;
 }
 
-WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPolicy& policy) {
+WorkRequest validate_request(const ClientRequest& r, const RequestPolicy& policy) {
   WorkRequest out;
 
-  if (r.request_id().empty()) {
+  if (r.request_id.empty()) {
     out.request_id = make_request_id();
   } else {
-    if (r.request_id().size() > kMaxRequestIdBytes ||
-        !std::all_of(r.request_id().begin(), r.request_id().end(), request_id_char_ok)) {
+    if (r.request_id.size() > kMaxRequestIdBytes ||
+        !std::all_of(r.request_id.begin(), r.request_id.end(), request_id_char_ok)) {
       throw invalid_argument("request_id must be 1.." + std::to_string(kMaxRequestIdBytes) +
                              " characters of [A-Za-z0-9._:-]");
     }
-    out.request_id = r.request_id();
+    out.request_id = r.request_id;
   }
 
-  const std::string& prompt = r.prompt();
+  const std::string& prompt = r.prompt;
   if (prompt.empty()) throw invalid_argument("prompt is empty");
   if (static_cast<int64_t>(prompt.size()) > policy.limits.max_prompt_bytes) {
     throw invalid_argument("prompt is " + std::to_string(prompt.size()) + " bytes; the limit is " +
@@ -144,8 +103,8 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
   out.prompt = prompt;
 
   out.guidance_scale = policy.defaults.guidance_scale;
-  if (r.has_guidance_scale()) {
-    const double g = r.guidance_scale();
+  if (r.guidance_scale) {
+    const double g = *r.guidance_scale;
     if (!std::isfinite(g) || g < 0 || g > policy.max_guidance_scale) {
       throw invalid_argument("guidance_scale must be a finite number in [0, " +
                              number(policy.max_guidance_scale) + "], got " + number(g));
@@ -154,23 +113,22 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
   }
 
   out.top_p = policy.defaults.top_p;
-  if (r.has_top_p()) {
-    const double p = r.top_p();
+  if (r.top_p) {
+    const double p = *r.top_p;
     if (!std::isfinite(p) || p <= 0 || p > 1) {
       throw invalid_argument("top_p must be in (0, 1], got " + number(p));
     }
     out.top_p = p;
   }
-  out.seed = r.has_seed() ? r.seed() : 0;
+  out.seed = r.seed.value_or(0);
 
-  if (r.has_bounding_box()) {
+  if (r.bounding_box) {
     if (!policy.model_has_bbox) {
       throw invalid_argument(
           "bounding_box: this model has no bounding-box input (use a v0.5 "
           "model or leave bounding_box unset)");
     }
-    const std::array<float, 3> sides = {r.bounding_box().x(), r.bounding_box().y(),
-                                        r.bounding_box().z()};
+    const std::array<float, 3>& sides = *r.bounding_box;
     const char* names[] = {"bounding_box.x", "bounding_box.y", "bounding_box.z"};
     for (int i = 0; i < 3; ++i) {
       if (!std::isfinite(sides[i]) || sides[i] <= 0) {
@@ -185,8 +143,8 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
   }
 
   out.resolution_base = policy.defaults.resolution_base;
-  if (r.has_resolution_base()) {
-    const int64_t res = r.resolution_base();
+  if (r.resolution_base) {
+    const int64_t res = *r.resolution_base;
     if (res < policy.limits.min_resolution_base || res > policy.limits.max_resolution_base) {
       throw invalid_argument("resolution_base " + std::to_string(res) + " is outside [" +
                              std::to_string(policy.limits.min_resolution_base) + ", " +
@@ -196,8 +154,7 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
     out.resolution_base = res;
   }
 
-  out.format = r.has_format() && r.format() != v1::MESH_FORMAT_UNSPECIFIED ? from_proto(r.format())
-                                                                           : policy.defaults.format;
+  out.format = r.format && *r.format != 0 ? format_of(*r.format) : policy.defaults.format;
 
   const auto check_faces = [&](const std::string& field, int64_t faces) {
     if (faces < 4 || faces > policy.limits.max_target_face_count) {
@@ -206,30 +163,30 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
                              std::to_string(faces));
     }
   };
-  if (r.has_target_face_count()) {
-    check_faces("target_face_count", r.target_face_count());
-    out.target_face_count = r.target_face_count();
+  if (r.target_face_count) {
+    check_faces("target_face_count", *r.target_face_count);
+    out.target_face_count = *r.target_face_count;
   }
-  if (r.lod_face_counts_size() > 0) {
-    if (r.has_target_face_count()) {
+  const std::vector<uint32_t>& lods = r.lod_face_counts;
+  if (!lods.empty()) {
+    if (r.target_face_count) {
       throw invalid_argument(
           "target_face_count and lod_face_counts are both set: lod_face_counts[0] is level 0's "
           "target; leave target_face_count unset");
     }
-    if (r.lod_face_counts_size() > policy.limits.max_lod_levels) {
-      throw invalid_argument("lod_face_counts has " + std::to_string(r.lod_face_counts_size()) +
-                             " levels; the limit is " +
-                             std::to_string(policy.limits.max_lod_levels) +
-                             " (limits.max_lod_levels)");
+    if (static_cast<int64_t>(lods.size()) > policy.limits.max_lod_levels) {
+      throw invalid_argument(
+          "lod_face_counts has " + std::to_string(lods.size()) + " levels; the limit is " +
+          std::to_string(policy.limits.max_lod_levels) + " (limits.max_lod_levels)");
     }
-    for (int i = 0; i < r.lod_face_counts_size(); ++i) {
-      const int64_t faces = r.lod_face_counts(i);
+    for (size_t i = 0; i < lods.size(); ++i) {
+      const int64_t faces = lods[i];
       const std::string field = "lod_face_counts[" + std::to_string(i) + "]";
       check_faces(field, faces);
-      if (i > 0 && faces >= int64_t{r.lod_face_counts(i - 1)}) {
+      if (i > 0 && faces >= int64_t{lods[i - 1]}) {
         throw invalid_argument(field + " = " + std::to_string(faces) +
                                " is not below lod_face_counts[" + std::to_string(i - 1) +
-                               "] = " + std::to_string(r.lod_face_counts(i - 1)) +
+                               "] = " + std::to_string(lods[i - 1]) +
                                ": levels go from the finest to the coarsest");
       }
       if (i == 0) {
@@ -239,37 +196,23 @@ WorkRequest validate_request(const v1::GenerateMeshRequest& r, const RequestPoli
       }
     }
   }
-  out.return_shape_tokens = r.return_shape_tokens();
-  out.return_raw_mesh = r.return_raw_mesh();
+  out.return_shape_tokens = r.return_shape_tokens;
+  out.return_raw_mesh = r.return_raw_mesh;
 
   out.mesh_profile = policy.defaults.mesh_profile;
-  if (r.has_mesh_profile() && r.mesh_profile() != v1::MESH_PROFILE_UNSPECIFIED) {
-    out.mesh_profile = from_proto(r.mesh_profile());
-  }
-  out.bypass_cache = r.bypass_cache();
-  out.pivot = from_proto(r.pivot());
-  if (r.has_compact()) {
-    out.compact.positions = from_proto(r.compact().positions());
-    out.compact.normals = r.compact().normals();
+  if (r.mesh_profile && *r.mesh_profile != 0) out.mesh_profile = profile_of(*r.mesh_profile);
+  out.bypass_cache = r.bypass_cache;
+  out.pivot = pivot_of(r.pivot);
+  if (r.compact) {
+    out.compact.positions = positions_of(r.compact->positions);
+    out.compact.normals = r.compact->normals;
     if (out.format != MeshFormat::kCompact && out.compact != CompactMeshOptions{}) {
       throw invalid_argument("compact: the options of MESH_FORMAT_COMPACT, and the format is " +
-                             v1::MeshFormat_Name(to_proto(out.format)) +
+                             std::string(api_numbers::name(out.format)) +
                              " (ask for format MESH_FORMAT_COMPACT, or leave compact unset)");
     }
   }
-  switch (r.priority()) {
-    case v1::PRIORITY_UNSPECIFIED:
-    case v1::PRIORITY_INTERACTIVE:
-      out.priority = TaskPriority::kInteractive;
-      break;
-    case v1::PRIORITY_BATCH:
-      out.priority = TaskPriority::kBatch;
-      break;
-    default:
-      throw invalid_argument("priority " + std::to_string(static_cast<int>(r.priority())) +
-                             " is not one of UNSPECIFIED (0, interactive), INTERACTIVE (1), "
-                             "BATCH (2)");
-  }
+  out.priority = priority_of(r.priority);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/admission/end_user.h"
+#include "cube3d/server/service/api_numbers.h"
 #include "cube3d/server/service/ordered_teller.h"
 #include "cube3d/server/service/request_validation.h"
 
@@ -91,7 +92,7 @@ v1::Progress to_progress_event(const TaskProgress& p, int64_t tokens_per_shape) 
 // the call ends, so nothing keeps the two alive in a cycle once either side is done.
 class ServiceCall final : public ActiveCall, public std::enable_shared_from_this<ServiceCall> {
  public:
-  ServiceCall(Service& core, const v1::GenerateMeshRequest& request, const CallContext& call,
+  ServiceCall(Service& core, const ClientRequest& request, const CallContext& call,
               CallObserver observer)
       : core_(core),
         start_(SteadyClock::now()),
@@ -100,15 +101,15 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
         via_(call.transport),
         // The client's id is logged only once validated (then it is plain [A-Za-z0-9._:-]);
         // before that, a short escaped excerpt: a raw id could forge log lines or flood the log.
-        client_request_id_(!request.request_id().empty()),
-        unvalidated_id_(request.request_id().empty()
+        client_request_id_(!request.request_id.empty()),
+        unvalidated_id_(request.request_id.empty()
                             ? std::string("-")
-                            : "- (request_id '" + printable(request.request_id(), 64) + "')"),
+                            : "- (request_id '" + printable(request.request_id, 64) + "')"),
         teller_(std::move(observer.progress), std::move(observer.done)) {}
 
   // The admission, validation and lookup or submission of start(); the outcome may come before
   // it returns.
-  void begin(const v1::GenerateMeshRequest& request, const CallContext& call);
+  void begin(const ClientRequest& request, const CallContext& call);
 
   void cancel(const Status& why) override {
     leave_work();
@@ -128,7 +129,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // call's deadline set).
   std::optional<Status> identify_key(const CallContext& call, ApiKeys* keys);
   std::optional<Status> identify_end_user(const CallContext& call, std::string& end_user);
-  std::optional<Status> validate(const v1::GenerateMeshRequest& request, std::string end_user);
+  std::optional<Status> validate(const ClientRequest& request, std::string end_user);
   std::optional<Status> admit(const CallContext& call, ApiKeys* keys, ApiKeys::Ticket& ticket);
   std::optional<Status> check_prompt_policy();
   std::optional<Status> check_loaded(const CallContext& call);
@@ -186,7 +187,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   TimerQueue::Timer deadline_timer_;
 };
 
-void ServiceCall::begin(const v1::GenerateMeshRequest& request, const CallContext& call) {
+void ServiceCall::begin(const ClientRequest& request, const CallContext& call) {
   // This call's log lines carry its trace id, then its key's name and its request id.
   const LogContext log_scope({.traceparent = traceparent_});
   // Who is asking comes first: an unauthenticated caller learns nothing about its request.
@@ -248,8 +249,7 @@ std::optional<Status> ServiceCall::identify_end_user(const CallContext& call,
   return std::nullopt;
 }
 
-std::optional<Status> ServiceCall::validate(const v1::GenerateMeshRequest& request,
-                                            std::string end_user) {
+std::optional<Status> ServiceCall::validate(const ClientRequest& request, std::string end_user) {
   try {
     request_ = validate_request(request, core_.options_.policy);
   } catch (const Error& e) {
@@ -583,8 +583,8 @@ Service::Service(ServiceOptions options, Metrics& metrics)
 
 Service::~Service() = default;
 
-std::shared_ptr<ActiveCall> Service::start(const v1::GenerateMeshRequest& request,
-                                           const CallContext& call, CallObserver observer) {
+std::shared_ptr<ActiveCall> Service::start(const ClientRequest& request, const CallContext& call,
+                                           CallObserver observer) {
   auto active = std::make_shared<ServiceCall>(*this, request, call, std::move(observer));
   active->begin(request, call);
   return active;
@@ -711,7 +711,7 @@ void Service::fill_effective(const WorkRequest& r, const std::string& computed_b
     e->mutable_bounding_box()->set_z((*r.bounding_box)[2]);
   }
   e->set_resolution_base(static_cast<int32_t>(r.resolution_base));
-  e->set_format(to_proto(r.format));
+  e->set_format(static_cast<v1::MeshFormat>(api_numbers::of(r.format)));
   const std::optional<int64_t> most = mesh_limits(r.mesh_profile).max_faces;
   const auto capped = [&most](int64_t faces) {
     return static_cast<uint32_t>(most ? std::min(faces, *most) : faces);
@@ -721,10 +721,11 @@ void Service::fill_effective(const WorkRequest& r, const std::string& computed_b
     if (!r.lod_face_counts.empty()) e->add_lod_face_counts(capped(*r.target_face_count));
   }
   for (const int64_t faces : r.lod_face_counts) e->add_lod_face_counts(capped(faces));
-  e->set_mesh_profile(to_proto(r.mesh_profile));
-  if (states_frame(r)) e->set_pivot(to_proto(r.pivot));
+  e->set_mesh_profile(static_cast<v1::MeshProfile>(api_numbers::of(r.mesh_profile)));
+  if (states_frame(r)) e->set_pivot(static_cast<v1::Pivot>(api_numbers::of(r.pivot)));
   if (r.format == MeshFormat::kCompact) {
-    e->mutable_compact()->set_positions(to_proto(r.compact.positions));
+    e->mutable_compact()->set_positions(
+        static_cast<v1::CompactPositions>(api_numbers::of(r.compact.positions)));
     e->mutable_compact()->set_normals(r.compact.normals);
   }
   e->set_model(model_.name);
@@ -736,7 +737,7 @@ void Service::fill_effective(const WorkRequest& r, const std::string& computed_b
 Status Service::fill_response(const WorkResult& result, const WorkRequest& request,
                               v1::GenerateMeshResponse* response) const {
   response->set_request_id(request.request_id);
-  response->set_format(to_proto(result.format));
+  response->set_format(static_cast<v1::MeshFormat>(api_numbers::of(result.format)));
   if (result.format == MeshFormat::kRaw || request.return_raw_mesh) {
     auto* raw = response->mutable_raw();
     raw->mutable_vertices()->Add(result.vertices.begin(), result.vertices.end());

@@ -26,6 +26,7 @@
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
+#include "cube3d/server/wire/request_codec.h"
 #include "eventually.h"
 #include "server/service/fake_mesh_executor.h"
 
@@ -62,7 +63,7 @@ class MeshServiceTest : public ::testing::Test {
       outcome = std::move(o);
       done.notify_all();
     };
-    const auto active = service_->start(request, context, std::move(observer));
+    const auto active = service_->start(client_request_of(request), context, std::move(observer));
     std::unique_lock lock(mutex);
     EXPECT_TRUE(done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome.has_value(); }))
         << "no outcome within 30 s";
@@ -177,7 +178,8 @@ TEST_F(MeshServiceTest, ACallerThatLeftGetsTheStatusItsTransportSaysAndTheJobIsC
     ++outcomes;
     outcome = std::move(o);
   };
-  const auto active = service_->start(request(v1::MESH_FORMAT_GLB), {}, observer);
+  const auto active =
+      service_->start(client_request_of(request(v1::MESH_FORMAT_GLB)), {}, observer);
   ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
   EXPECT_FALSE(active->finished());
   active->cancel(Status(ErrorCode::kCancelled, "the client closed the connection"));
@@ -211,7 +213,8 @@ TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
     const std::lock_guard lock(mutex);
     seen.push_back("done " + std::to_string(canonical_code(o.status.code())));
   };
-  const auto active = service_->start(request(v1::MESH_FORMAT_GLB), {}, observer);
+  const auto active =
+      service_->start(client_request_of(request(v1::MESH_FORMAT_GLB)), {}, observer);
   ASSERT_TRUE(eventually([&] { return executor_.held_count() == 1; }));
   TaskProgress decoding;
   decoding.stage = TaskStage::kDecoding;
@@ -253,7 +256,7 @@ TEST_F(MeshServiceTest, AnObserverMayCancelItsCallFromAProgressEvent) {
     seen.push_back("done " + std::to_string(canonical_code(o.status.code())));
   };
   {
-    auto active = service_->start(request(v1::MESH_FORMAT_GLB), {}, observer);
+    auto active = service_->start(client_request_of(request(v1::MESH_FORMAT_GLB)), {}, observer);
     const std::lock_guard lock(mutex);
     handle = std::move(active);
   }
@@ -276,7 +279,8 @@ TEST_F(MeshServiceTest, ACallThatEndsAtOnceIsDeliveredInsideStart) {
     delivered = true;
     EXPECT_EQ(o.status.code(), ErrorCode::kUnavailable);
   };
-  const auto active = service_->start(request(v1::MESH_FORMAT_GLB), {}, observer);
+  const auto active =
+      service_->start(client_request_of(request(v1::MESH_FORMAT_GLB)), {}, observer);
   EXPECT_TRUE(delivered);
   EXPECT_TRUE(active->finished());
 }
@@ -495,7 +499,7 @@ class MeshServiceCacheTest : public MeshServiceTest {
       const std::lock_guard lock(pending->mutex);
       pending->progress.push_back(p);
     };
-    pending->active = service_->start(r, c, std::move(observer));
+    pending->active = service_->start(client_request_of(r), c, std::move(observer));
     return pending;
   }
   // The held job's outcome, as the fake executor would have made it.

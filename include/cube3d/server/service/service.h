@@ -32,6 +32,7 @@
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/observability/inference_statistics.h"
 #include "cube3d/server/observability/metrics.h"
+#include "cube3d/server/service/client_request.h"
 #include "cube3d/server/service/model_identity.h"
 #include "cube3d/server/service/request_policy.h"
 #include "cube3d/server/service/result_key.h"
@@ -171,7 +172,7 @@ class Service {
   // Starts one request and returns at once; its outcome (OK with the response, or an error:
   // every error a client can cause maps to a status, never to a crash) and its progress go to
   // `observer`. The returned handle cancels it; dropping the handle does not.
-  std::shared_ptr<ActiveCall> start(const v1::GenerateMeshRequest& request, const CallContext& call,
+  std::shared_ptr<ActiveCall> start(const ClientRequest& request, const CallContext& call,
                                     CallObserver observer);
 
  private:
