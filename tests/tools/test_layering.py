@@ -161,9 +161,12 @@ class LayeringTest(unittest.TestCase):
                 '#include <boost/beast/http.hpp>\n#include <grpcpp/server.h>\n'
                 '#include <grpcpp/support/status.h>\n'
                 '#include "cube3d/server/httpd/http_server.h"\n',
-            # The doors' codecs (wire/) read the API's messages: the service, which reads none
-            # on the way in, never includes them; the codecs reach no door nor the cache.
-            "src/server/service/bad_codec.cpp": '#include "cube3d/server/wire/request_codec.h"\n',
+            # The doors' codecs (wire/) read and write the API's messages: the service speaks
+            # its own words (ClientRequest, MeshAnswer), includes neither the codecs nor any
+            # message; the codecs reach no door nor the cache.
+            "src/server/service/bad_codec.cpp":
+                '#include "cube3d/server/wire/request_codec.h"\n'
+                '#include "cube3d/v1/mesh_service.pb.h"\n#include <google/protobuf/message.h>\n',
             "src/server/wire/bad_wire.cpp":
                 '#include "cube3d/server/http/http_gateway.h"\n'
                 '#include "cube3d/server/cache/result_cache.h"\n',
@@ -239,6 +242,10 @@ class LayeringTest(unittest.TestCase):
             "cube3d/server/httpd/http_server.h (server/httpd)",
             "src/server/service/bad_codec.cpp:1: server/service may not include "
             "cube3d/server/wire/request_codec.h (server/wire)",
+            "src/server/service/bad_codec.cpp:2: server/service includes "
+            "cube3d/v1/mesh_service.pb.h (messages, which",
+            "src/server/service/bad_codec.cpp:3: server/service includes "
+            "google/protobuf/message.h (messages, which",
             "src/server/wire/bad_wire.cpp:1: server/wire may not include "
             "cube3d/server/http/http_gateway.h (server/http)",
             "src/server/wire/bad_wire.cpp:2: server/wire may not include "
@@ -400,6 +407,9 @@ class LayeringTest(unittest.TestCase):
             "(layer pipeline;",
             "CMakeLists.txt:14: server/grpc (cube3d_grpc_door) links cube3d_gizmo, no library of "
             "docs/architecture.md's tables",
+            # The service speaks its own words: the API's messages are the doors' codecs'.
+            "CMakeLists.txt:16: server/service (cube3d_service) links cube3d_api_messages "
+            "(messages, which",
         ])
 
     def test_planted_hiredis_outside_redis_fails(self):

@@ -65,6 +65,7 @@
 #include "cube3d/server/redis/redis_client.h"
 #include "cube3d/server/redis/redis_subscriber.h"
 #include "cube3d/server/redis/redis_url.h"
+#include "cube3d/server/wire/answer_codec.h"
 
 namespace cube3d {
 namespace {
@@ -202,7 +203,8 @@ int run(int argc, char** argv) {
   const auto load_start = SteadyClock::now();
   const ModelConfig model_config = load_model_config(config.model.config);
 
-  Service core(service_options(config, model_config), metrics);
+  const ProtoAnswerCodec answer_codec;
+  Service core(service_options(config, model_config), metrics, answer_codec);
   // Redis (redis.url): the shared job store and the shared cache tier, over one client (its own
   // threads; every call with its deadline) and one subscriber. jobs.store redis needs it at
   // start: a Redis that cannot be reached stops the start, saying why. The cache tier alone

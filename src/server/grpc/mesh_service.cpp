@@ -23,6 +23,8 @@
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
 #include "cube3d/server/grpc/generate_request_bytes.h"
+#include "cube3d/server/wire/answer_codec.h"
+#include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
@@ -201,9 +203,9 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     const std::shared_ptr<MeshCall> self = this->shared_from_this();
     CallObserver observer;
     if constexpr (kStreaming) {
-      observer.progress = [self](const v1::Progress& p) {
+      observer.progress = [self](const TaskProgress& p) {
         v1::GenerateMeshEvent event;
-        *event.mutable_progress() = p;
+        *event.mutable_progress() = progress_message(p);
         self->enqueue(std::move(event));
       };
     }
@@ -235,7 +237,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     for (const auto& [key, value] : outcome.trailers) context_->AddTrailingMetadata(key, value);
     if (outcome.status.ok() && !broken_) {
       Response last;
-      set_final(last, std::move(outcome.response));
+      set_final(last, response_message(outcome.answer));
       writes_.push_back(std::move(last));
     }
     final_status_ = to_grpc_status(outcome.status);  // the door's one map

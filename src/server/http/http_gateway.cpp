@@ -25,6 +25,8 @@
 #include "cube3d/server/http/usage_route.h"
 #include "cube3d/server/httpd/cache_control.h"
 #include "cube3d/server/httpd/router.h"
+#include "cube3d/server/wire/answer_codec.h"
+#include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
@@ -213,7 +215,7 @@ struct HttpGateway::Impl {
     }
     ex->respond(http::make_response(404, "metrics are served at /metrics\n", "text/plain"));
   }
-  http::Response answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format) const {
+  http::Response answer(ResponseOutcome outcome, std::optional<v1::MeshFormat> file_format) const {
     return http::mesh_answer(std::move(outcome), file_format, options.retry_after_seconds);
   }
 
@@ -265,7 +267,8 @@ void HttpGateway::Impl::generate(const std::shared_ptr<http::Exchange>& ex) {
     // The answer (JSON with a base64 mesh, the file, or the PNG drawn from the raw arrays) is
     // made on the connection's I/O thread, not on the executor's that delivers the outcome
     // (drawing 20k faces at 512 x 512 takes some 30 ms: the executor must not wait for it).
-    ex->defer([this, ex, negotiated, png, tally, outcome = std::move(outcome)]() mutable {
+    ex->defer([this, ex, negotiated, png, tally, call_outcome = std::move(outcome)]() mutable {
+      ResponseOutcome outcome = response_outcome(std::move(call_outcome));
       const bool ok = outcome.status.ok();
       tally->answered_code = std::string(to_string(outcome.status.code()));
       http::Response response =
@@ -316,12 +319,13 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
   prepared.call.outcome_counted_by_front_door = true;
   auto tally = std::make_shared<CallTally>();
   CallObserver observer;
-  observer.progress = [call](const v1::Progress& p) {
+  observer.progress = [call](const TaskProgress& p) {
     if (!call->started) call->start();
     // The event's JSON is made on the connection's I/O thread: the news comes from the
     // scheduler's worker, between decode steps.
-    call->exchange->defer(
-        [ex = call->exchange, p] { ex->write(sse_event("progress", to_json(p))); });
+    call->exchange->defer([ex = call->exchange, p] {
+      ex->write(sse_event("progress", to_json(progress_message(p))));
+    });
   };
   observer.done = [call, tally](CallOutcome outcome) {
     auto& ex = call->exchange;
@@ -335,7 +339,7 @@ void HttpGateway::Impl::stream(const std::shared_ptr<http::Exchange>& ex) {
         ex->respond(status_response(outcome.status, retry_after, outcome.trailers));
         return;
       }
-      ex->write(outcome.status.ok() ? sse_event("result", to_json(outcome.response))
+      ex->write(outcome.status.ok() ? sse_event("result", to_json(response_message(outcome.answer)))
                                     : sse_event("error", http_error_body(outcome.status)));
       ex->end_stream();
     });

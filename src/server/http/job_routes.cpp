@@ -79,7 +79,7 @@ Response mesh_of(const v1::MeshJob& job, const std::string& accept, int64_t retr
   const v1::MeshFormat format = job.result().format();
   std::optional<v1::MeshFormat> file;
   if (format != v1::MESH_FORMAT_RAW && wants_file(accept, format)) file = format;
-  CallOutcome outcome;
+  ResponseOutcome outcome;
   outcome.response = job.result();
   return mesh_answer(std::move(outcome), file, retry_after);
 }

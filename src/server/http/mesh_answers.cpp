@@ -44,8 +44,9 @@ void set_mesh_headers(const v1::GenerateMeshResponse& response, Response& out) {
 void set_call_headers(const v1::GenerateMeshResponse& response, Response& out) {
   out.headers.set(kRequestIdHeader, response.request_id());
   out.headers.set("Server-Timing", server_timing(response.timings()));
-  if (const char* cache = cache_status_name(response.cache_status()))
-    out.headers.set("X-Cache", cache);
+  if (const auto cache = cache_status_of(response.cache_status())) {
+    out.headers.set("X-Cache", cache_status_name(*cache));
+  }
 }
 
 // Supersampling of a preview: 3 x 3 up to 1024 pixels; 2 x 2 above, where the pixels are small
@@ -62,7 +63,7 @@ std::string server_timing(const v1::Timings& t) {
       t.queue_ms(), t.text_encoding_ms(), t.prefill_ms(), t.decode_ms(), t.mesh_ms(), t.total_ms());
 }
 
-Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format,
+Response mesh_answer(ResponseOutcome outcome, std::optional<v1::MeshFormat> file_format,
                      int64_t retry_after_seconds) {
   if (!outcome.status.ok()) {
     return status_response(outcome.status, retry_after_seconds, outcome.trailers);
@@ -84,7 +85,8 @@ Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_for
   return out;
 }
 
-Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retry_after_seconds) {
+Response mesh_png_answer(ResponseOutcome outcome, const PngAnswer& png,
+                         int64_t retry_after_seconds) {
   if (!outcome.status.ok()) {
     return status_response(outcome.status, retry_after_seconds, outcome.trailers);
   }

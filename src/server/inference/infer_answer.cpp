@@ -7,6 +7,7 @@
 
 #include "cube3d/core/error.h"
 #include "cube3d/server/service/service.h"
+#include "cube3d/server/wire/answer_codec.h"
 
 namespace cube3d::inference {
 namespace {
@@ -80,8 +81,8 @@ InferAnswer answer_of(const InferRequest& request, const ModelDescription& model
   }
   answer.parameters["request_id"] = joined(responses, [](const auto& r) { return r.request_id(); });
   answer.parameters["cache_status"] = joined(responses, [](const auto& r) {
-    const char* name = cache_status_name(r.cache_status());
-    return std::string(name ? name : "none");
+    const auto status = cache_status_of(r.cache_status());
+    return std::string(status ? cache_status_name(*status) : "none");
   });
   answer.parameters["vertex_count"] =
       joined(responses, [](const auto& r) { return std::to_string(r.vertex_count()); });

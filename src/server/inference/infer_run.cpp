@@ -3,6 +3,8 @@
 #include <chrono>
 
 #include "cube3d/core/error.h"
+#include "cube3d/server/wire/answer_codec.h"
+#include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d::inference {
@@ -51,7 +53,9 @@ void InferRun::launch(const CallContext& call) {
     }
     CallObserver observer;
     if (reports) {
-      observer.progress = [self, i](const v1::Progress& p) { self->prompt_progress(i, p); };
+      observer.progress = [self, i](const TaskProgress& p) {
+        self->prompt_progress(i, progress_message(p));
+      };
     }
     observer.done = [self, i](CallOutcome outcome) { self->prompt_done(i, std::move(outcome)); };
     // Not under mutex_: the service may end the call at once, inside start().
@@ -89,7 +93,7 @@ void InferRun::prompt_done(size_t index, CallOutcome outcome) {
     const std::lock_guard lock(mutex_);
     if (done_) return;
     if (outcome.status.ok()) {
-      responses_[index] = std::move(outcome.response);
+      responses_[index] = response_message(outcome.answer);
     } else if (!failure_) {
       // The first failure is the batch's; the others' (cancelled by it) are not news.
       InferOutcome failed;

@@ -9,6 +9,8 @@
 #include "cube3d/core/error.h"
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/service/request_validation.h"
+#include "cube3d/server/wire/answer_codec.h"
+#include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
 
 namespace cube3d {
@@ -97,7 +99,9 @@ void JobService::start(const std::string& id, const std::string& owner,
   call.outcome_counted_by_front_door = false;  // the job's outcome is counted by the service
   auto submission = std::make_shared<Submission>();
   CallObserver observer;
-  observer.progress = [this, id](const v1::Progress& p) { store_.progress(id, p); };
+  observer.progress = [this, id](const TaskProgress& p) {
+    store_.progress(id, progress_message(p));
+  };
   observer.done = [this, id, submission](CallOutcome outcome) {
     {
       const std::lock_guard lock(submission->mutex);
@@ -106,7 +110,9 @@ void JobService::start(const std::string& id, const std::string& owner,
         return;
       }
     }
-    store_.finish(id, outcome.status, std::move(outcome.response));
+    store_.finish(
+        id, outcome.status,
+        outcome.status.ok() ? response_message(outcome.answer) : v1::GenerateMeshResponse());
   };
   const std::shared_ptr<ActiveCall> active =
       service_.start(client_request_of(request), call, std::move(observer));
@@ -131,7 +137,7 @@ void JobService::start(const std::string& id, const std::string& owner,
   }
   if (!resumed) service_.metrics().job_submitted(true);
   if (early) {
-    store_.finish(id, early->status, std::move(early->response));  // a cache hit: done at once
+    store_.finish(id, early->status, response_message(early->answer));  // a cache hit: done at once
   } else {
     const std::weak_ptr<ActiveCall> weak = active;
     store_.set_canceller(id, [weak] {

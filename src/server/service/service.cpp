@@ -13,7 +13,6 @@
 #include "cube3d/core/logging.h"
 #include "cube3d/core/printable.h"
 #include "cube3d/server/admission/end_user.h"
-#include "cube3d/server/service/api_numbers.h"
 #include "cube3d/server/service/ordered_teller.h"
 #include "cube3d/server/service/request_validation.h"
 
@@ -24,32 +23,6 @@ namespace {
 // caller left before they ended: a bound on that garbage, at a scan per this many works.
 constexpr int64_t kInFlightSweep = 256;
 
-constexpr EnumTable<TaskStage, v1::Stage, 5> kStages = {
-    {{TaskStage::kQueued, v1::STAGE_QUEUED},
-     {TaskStage::kTextEncoding, v1::STAGE_TEXT_ENCODING},
-     {TaskStage::kDecoding, v1::STAGE_DECODING},
-     {TaskStage::kMeshing, v1::STAGE_MESHING},
-     {TaskStage::kDone, v1::STAGE_DONE}}};
-
-v1::Stage to_proto(TaskStage stage) {
-  return lookup(kStages, stage).value_or(v1::STAGE_UNSPECIFIED);
-}
-
-int64_t raw_bytes(const v1::RawMesh& raw) {
-  return static_cast<int64_t>(sizeof(float)) * raw.vertices_size() +
-         static_cast<int64_t>(sizeof(uint32_t)) * raw.indices_size();
-}
-
-// The mesh bytes an answer returns: the file, or the raw arrays; every level of detail's too.
-int64_t mesh_bytes(const v1::GenerateMeshResponse& response) {
-  const bool raw = response.format() == v1::MESH_FORMAT_RAW;
-  int64_t bytes = raw ? raw_bytes(response.raw()) : static_cast<int64_t>(response.encoded().size());
-  for (const v1::MeshLevel& level : response.lods()) {
-    bytes += raw ? raw_bytes(level.raw()) : static_cast<int64_t>(level.encoded().size());
-  }
-  return bytes;
-}
-
 // Whether a request asked for anything of the size contract (a pivot, levels of detail, the compact
 // encoding): only then does its answer carry bounds, up_axis and effective.pivot, so that every
 // other answer stays byte for byte what it was before them.
@@ -58,33 +31,21 @@ bool states_frame(const WorkRequest& r) {
          !r.lod_face_counts.empty();
 }
 
-void set_bounds(const WorkMeshBounds& b, v1::MeshBounds* out) {
-  const auto set = [](float x, float y, float z, v1::Vector3* v) {
-    v->set_x(x);
-    v->set_y(y);
-    v->set_z(z);
-  };
-  set(b.min[0], b.min[1], b.min[2], out->mutable_min());
-  set(b.max[0], b.max[1], b.max[2], out->mutable_max());
-  set(b.max[0] - b.min[0], b.max[1] - b.min[1], b.max[2] - b.min[2], out->mutable_size());
-}
-
 }  // namespace
 
-v1::Progress to_progress_event(const TaskProgress& p, int64_t tokens_per_shape) {
-  v1::Progress event;
-  event.set_stage(to_proto(p.stage));
-  event.set_tokens_done(static_cast<uint32_t>(p.tokens_done));
+TaskProgress progress_as_seen(const TaskProgress& p, int64_t tokens_per_shape) {
+  TaskProgress seen;
+  seen.stage = p.stage;
+  seen.tokens_done = p.tokens_done;
   // Stages before decoding know no token counts; the total is the model's T anyway.
-  const int64_t total = p.tokens_total > 0 ? p.tokens_total : tokens_per_shape;
-  event.set_tokens_total(static_cast<uint32_t>(total));
+  seen.tokens_total = p.tokens_total > 0 ? p.tokens_total : tokens_per_shape;
   if (p.stage == TaskStage::kMeshing && p.levels_total > 0) {
-    event.set_points_done(static_cast<uint64_t>(p.points_done));
-    event.set_points_planned(static_cast<uint64_t>(p.points_planned));
-    event.set_levels_done(static_cast<uint32_t>(p.levels_done));
-    event.set_levels_total(static_cast<uint32_t>(p.levels_total));
+    seen.points_done = p.points_done;
+    seen.points_planned = p.points_planned;
+    seen.levels_done = p.levels_done;
+    seen.levels_total = p.levels_total;
   }
-  return event;
+  return seen;
 }
 
 // One call from start() to its outcome. Owned by its work's member callbacks (until the work is
@@ -148,16 +109,15 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   // executor stops the batch once every request in it is gone).
   void leave_work();
   // The one end of the call: counts, logs and tells the observer, once.
-  // `answer` (with `result`) is the work's one answer, `cached` a cached response (taken from);
-  // neither for an error.
+  // `answer` (with `result`) is the work's one answer, `cached` a cached answer's body (and its
+  // encoded size); neither for an error.
   void finish(const Status& status, const WorkResult* result = nullptr,
-              const WorkAnswer* answer = nullptr, v1::GenerateMeshResponse* cached = nullptr);
-  // finish()'s two halves, under mutex_: the outcome (the work's answer or the cached response,
+              const WorkAnswer* answer = nullptr, const CachedBody* cached = nullptr);
+  // finish()'s two halves, under mutex_: the outcome (the work's answer or the cached body,
   // stamped with this call's request id and cache status, its size checked), then what is
   // counted and logged of it.
   CallOutcome outcome_locked(const Status& status, const WorkResult* result,
-                             const WorkAnswer* answer, v1::GenerateMeshResponse* cached,
-                             double total_ms);
+                             const WorkAnswer* answer, const CachedBody* cached, double total_ms);
   void count_locked(const CallOutcome& outcome, const WorkResult* result, double total_ms);
 
   Service& core_;
@@ -178,9 +138,9 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   mutable std::mutex mutex_;
   bool done_ = false;
   // The observer, told outside mutex_ one event at a time and in order (ordered_teller.h).
-  OrderedTeller<v1::Progress, CallOutcome> teller_;
+  OrderedTeller<TaskProgress, CallOutcome> teller_;
   bool running_ = false;  // past the queue, counted in cube3d_requests_running
-  v1::CacheStatus cache_status_ = v1::CACHE_STATUS_BYPASS;
+  CacheStatus cache_status_ = CacheStatus::kBypass;
   std::shared_ptr<SharedWork> work_;
   SharedWork::MemberId member_ = 0;
   ApiKeys::Ticket ticket_;  // one of the key's concurrent places, until the call ends
@@ -349,13 +309,14 @@ void ServiceCall::look_up_or_compute() {
 void ServiceCall::after_lookup(ResultCache::Value cached) {
   if (finished()) return;  // cancelled or timed out while the disk was read
   if (cached) {
-    v1::GenerateMeshResponse response;
-    if (response.ParseFromString(*cached)) {
+    if (std::optional<MeshBody> body = core_.codec_.decode(*cached)) {
       // What a computed answer's last progress says (the executor's), so that a job or a stream
       // answered from the cache reads as done with every token, not as still queued.
       const int64_t tokens = core_.options_.tokens_per_shape;
       on_progress({TaskStage::kDone, tokens, tokens});
-      return finish(Status(), nullptr, nullptr, &response);
+      const CachedBody hit{std::make_shared<const MeshBody>(std::move(*body)),
+                           static_cast<int64_t>(cached->size())};
+      return finish(Status(), nullptr, nullptr, &hit);
     }
     // The store checks its entries; a payload that still does not parse is dropped, not served.
     spdlog::warn("request {}: a cache entry does not parse; recomputing", request_id_);
@@ -423,9 +384,9 @@ void ServiceCall::compute(bool use_cache) {
   }
   {
     const std::lock_guard lock(mutex_);
-    cache_status_ = joined.coalesced ? v1::CACHE_STATUS_COALESCED
-                    : !use_cache     ? v1::CACHE_STATUS_BYPASS
-                                     : v1::CACHE_STATUS_MISS;
+    cache_status_ = joined.coalesced ? CacheStatus::kCoalesced
+                    : !use_cache     ? CacheStatus::kBypass
+                                     : CacheStatus::kMiss;
     if (!done_) {
       work_ = joined.work;
       member_ = joined.member;
@@ -450,7 +411,7 @@ void ServiceCall::on_progress(const TaskProgress& p) {
     running_ = true;
     core_.metrics_.request_running(+1);
   }
-  teller_.progress(std::move(lock), to_progress_event(p, core_.options_.tokens_per_shape));
+  teller_.progress(std::move(lock), progress_as_seen(p, core_.options_.tokens_per_shape));
 }
 
 void ServiceCall::leave_work() {
@@ -474,7 +435,7 @@ void ServiceCall::on_deadline() {
 }
 
 void ServiceCall::finish(const Status& status_in, const WorkResult* result,
-                         const WorkAnswer* answer, v1::GenerateMeshResponse* cached) {
+                         const WorkAnswer* answer, const CachedBody* cached) {
   std::unique_lock lock(mutex_);
   if (done_) return;
   done_ = true;
@@ -491,7 +452,7 @@ void ServiceCall::finish(const Status& status_in, const WorkResult* result,
 }
 
 CallOutcome ServiceCall::outcome_locked(const Status& status_in, const WorkResult* result,
-                                        const WorkAnswer* answer, v1::GenerateMeshResponse* cached,
+                                        const WorkAnswer* answer, const CachedBody* cached,
                                         double total_ms) {
   CallOutcome outcome;
   outcome.status = status_in;
@@ -499,22 +460,27 @@ CallOutcome ServiceCall::outcome_locked(const Status& status_in, const WorkResul
   if (status_in.ok() && result && answer) {
     outcome.status = answer->status;
     if (outcome.status.ok()) {
-      outcome.response = answer->response;  // the work's, stamped with this call's own
-      outcome.response.set_request_id(request_id_);
-      outcome.response.set_cache_status(cache_status_);
-      outcome.status = core_.check_size(&outcome.response);
+      // The work's, stamped with this call's own.
+      outcome.answer = {.body = answer->body,
+                        .request_id = request_id_,
+                        .cache_status = cache_status_,
+                        .timings = result->timings,
+                        .batch_bucket = result->batch_bucket};
+      outcome.status = core_.check_size(outcome.answer, answer->body_bytes);
     }
   } else if (status_in.ok() && cached) {
-    cache_status_ = v1::CACHE_STATUS_HIT;
-    outcome.response = std::move(*cached);  // a mesh of megabytes: moved, not copied
-    outcome.response.set_request_id(request_id_);
-    outcome.response.set_cache_status(v1::CACHE_STATUS_HIT);
-    outcome.response.mutable_timings()->set_total_ms(total_ms);
-    outcome.status = core_.check_size(&outcome.response);
+    cache_status_ = CacheStatus::kHit;
+    outcome.answer = {.body = cached->body,
+                      .request_id = request_id_,
+                      .cache_status = cache_status_,
+                      .timings = {.total_ms = total_ms},
+                      .batch_bucket = 0};
+    outcome.status = core_.check_size(outcome.answer, cached->bytes);
     if (outcome.status.ok()) {
-      core_.metrics_.cache_hit_bytes(static_cast<int64_t>(outcome.response.ByteSizeLong()));
+      core_.metrics_.cache_hit_bytes(core_.codec_.message_bytes(outcome.answer, cached->bytes));
     }
   }
+  if (!outcome.status.ok()) outcome.answer = MeshAnswer();
   return outcome;
 }
 
@@ -529,7 +495,7 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
   if (!counted_by_front_door_) core_.metrics_.request_finished(code);
   if (counted_for_key_) {
     core_.metrics_.key_request(key_name_, code);
-    if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(outcome.response));
+    if (status.ok()) core_.metrics_.key_mesh_bytes(key_name_, mesh_bytes(*outcome.answer.body));
   }
   if (status.ok() && result) {
     const WorkTimings& t = result->timings;
@@ -539,8 +505,8 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
                                 .infer_ms = t.decode_ms,
                                 .output_ms = t.mesh_ms,
                                 .batch_bucket = result->batch_bucket,
-                                .executed = cache_status_ != v1::CACHE_STATUS_COALESCED,
-                                .cache_miss = cache_status_ == v1::CACHE_STATUS_MISS});
+                                .executed = cache_status_ != CacheStatus::kCoalesced,
+                                .cache_miss = cache_status_ == CacheStatus::kMiss});
     core_.metrics_.cache_answer(cache_status_name(cache_status_));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     core_.metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
@@ -549,18 +515,18 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
         "request {} OK ({}{}) bucket {} queue {:.1f} ms text {:.1f} ms prefill {:.1f} ms "
         "TPOT {:.3f} ms mesh {:.1f} ms total {:.1f} ms ({} faces)",
         request_id_, via_,
-        cache_status_ == v1::CACHE_STATUS_COALESCED ? ", coalesced with " + result->request_id
-                                                    : std::string(),
+        cache_status_ == CacheStatus::kCoalesced ? ", coalesced with " + result->request_id
+                                                 : std::string(),
         result->batch_bucket, result->timings.queue_ms, result->timings.text_encoding_ms,
         result->timings.prefill_ms, result->timings.tpot_ms, result->timings.mesh_ms, total_ms,
         result->face_count);
   } else if (status.ok()) {
     core_.statistics_.cache_hit(total_ms);
-    core_.metrics_.cache_answer(cache_status_name(v1::CACHE_STATUS_HIT));
+    core_.metrics_.cache_answer(cache_status_name(CacheStatus::kHit));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     spdlog::info("request {} OK ({}, cache hit of {}) total {:.1f} ms ({} faces)", request_id_,
-                 via_, outcome.response.effective().computed_by_request_id(), total_ms,
-                 outcome.response.face_count());
+                 via_, outcome.answer.body->effective.computed_by_request_id, total_ms,
+                 outcome.answer.body->face_count);
   } else {
     core_.statistics_.failed(total_ms);
     spdlog::info("request {} {} ({}) after {:.1f} ms: {}",
@@ -569,17 +535,8 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
   }
 }
 
-const char* cache_status_name(v1::CacheStatus status) {
-  constexpr EnumTable<v1::CacheStatus, const char*, 4> kWords = {
-      {{v1::CACHE_STATUS_HIT, "hit"},
-       {v1::CACHE_STATUS_MISS, "miss"},
-       {v1::CACHE_STATUS_COALESCED, "coalesced"},
-       {v1::CACHE_STATUS_BYPASS, "bypass"}}};
-  return lookup(kWords, status).value_or(nullptr);
-}
-
-Service::Service(ServiceOptions options, Metrics& metrics)
-    : options_(std::move(options)), metrics_(metrics) {}
+Service::Service(ServiceOptions options, Metrics& metrics, const AnswerCodec& codec)
+    : options_(std::move(options)), codec_(codec), metrics_(metrics) {}
 
 Service::~Service() = default;
 
@@ -677,18 +634,25 @@ std::shared_ptr<const WorkAnswer> Service::work_done(const std::optional<ResultK
   // finds the entry.
   // The one answer, built here for every member (and the cache) alike.
   std::shared_ptr<WorkAnswer> answer;
+  std::string encoded;  // the body as the cache keeps it, the same for every caller
   if (result) {
     answer = std::make_shared<WorkAnswer>();
-    answer->status = fill_response(*result, request, &answer->response);
+    answer->body = std::make_shared<const MeshBody>(body_of(*result, request));
+    if (key && cache_) {
+      encoded = codec_.encode(*answer->body);
+      answer->body_bytes = static_cast<int64_t>(encoded.size());
+    } else {
+      answer->body_bytes = codec_.body_bytes(*answer->body);
+    }
+    // As the work's own caller would get it (each member checks its own again).
+    answer->status = check_size({.body = answer->body,
+                                 .request_id = request.request_id,
+                                 .cache_status = CacheStatus::kMiss,
+                                 .timings = result->timings,
+                                 .batch_bucket = result->batch_bucket},
+                                answer->body_bytes);
   }
-  if (key && answer && answer->status.ok() && cache_) {
-    v1::GenerateMeshResponse stored = answer->response;
-    // What is the same for every caller; theirs (id, timings, cache status) is set per call.
-    stored.clear_request_id();
-    stored.clear_timings();
-    stored.clear_batch_bucket();
-    cache_->insert(*key, stored.SerializeAsString());
-  }
+  if (key && answer && answer->status.ok() && cache_) cache_->insert(*key, std::move(encoded));
   if (key) {
     const std::lock_guard lock(in_flight_mutex_);
     const auto it = in_flight_.find(*key);
@@ -700,90 +664,66 @@ std::shared_ptr<const WorkAnswer> Service::work_done(const std::optional<ResultK
   return answer;
 }
 
-void Service::fill_effective(const WorkRequest& r, const std::string& computed_by,
-                             v1::EffectiveParameters* e) const {
-  e->set_guidance_scale(static_cast<float>(r.guidance_scale));
-  if (r.top_p) e->set_top_p(static_cast<float>(*r.top_p));
-  e->set_seed(r.seed);
-  if (r.bounding_box) {
-    e->mutable_bounding_box()->set_x((*r.bounding_box)[0]);
-    e->mutable_bounding_box()->set_y((*r.bounding_box)[1]);
-    e->mutable_bounding_box()->set_z((*r.bounding_box)[2]);
-  }
-  e->set_resolution_base(static_cast<int32_t>(r.resolution_base));
-  e->set_format(static_cast<v1::MeshFormat>(api_numbers::of(r.format)));
+EffectiveParameters Service::effective_of(const WorkRequest& r,
+                                          const std::string& computed_by) const {
+  EffectiveParameters e;
+  e.guidance_scale = static_cast<float>(r.guidance_scale);
+  if (r.top_p) e.top_p = static_cast<float>(*r.top_p);
+  e.seed = r.seed;
+  e.bounding_box = r.bounding_box;
+  e.resolution_base = static_cast<int32_t>(r.resolution_base);
+  e.format = r.format;
   const std::optional<int64_t> most = mesh_limits(r.mesh_profile).max_faces;
   const auto capped = [&most](int64_t faces) {
     return static_cast<uint32_t>(most ? std::min(faces, *most) : faces);
   };
   if (r.target_face_count) {
-    e->set_target_face_count(capped(*r.target_face_count));
-    if (!r.lod_face_counts.empty()) e->add_lod_face_counts(capped(*r.target_face_count));
+    e.target_face_count = capped(*r.target_face_count);
+    if (!r.lod_face_counts.empty()) e.lod_face_counts.push_back(capped(*r.target_face_count));
   }
-  for (const int64_t faces : r.lod_face_counts) e->add_lod_face_counts(capped(faces));
-  e->set_mesh_profile(static_cast<v1::MeshProfile>(api_numbers::of(r.mesh_profile)));
-  if (states_frame(r)) e->set_pivot(static_cast<v1::Pivot>(api_numbers::of(r.pivot)));
-  if (r.format == MeshFormat::kCompact) {
-    e->mutable_compact()->set_positions(
-        static_cast<v1::CompactPositions>(api_numbers::of(r.compact.positions)));
-    e->mutable_compact()->set_normals(r.compact.normals);
-  }
-  e->set_model(model_.name);
-  e->set_weights_digest(model_.weights_digest);
-  e->set_server_version(model_.server_version);
-  e->set_computed_by_request_id(computed_by);
+  for (const int64_t faces : r.lod_face_counts) e.lod_face_counts.push_back(capped(faces));
+  e.mesh_profile = r.mesh_profile;
+  if (states_frame(r)) e.pivot = r.pivot;
+  if (r.format == MeshFormat::kCompact) e.compact = r.compact;
+  e.model = model_.name;
+  e.weights_digest = model_.weights_digest;
+  e.server_version = model_.server_version;
+  e.computed_by_request_id = computed_by;
+  return e;
 }
 
-Status Service::fill_response(const WorkResult& result, const WorkRequest& request,
-                              v1::GenerateMeshResponse* response) const {
-  response->set_request_id(request.request_id);
-  response->set_format(static_cast<v1::MeshFormat>(api_numbers::of(result.format)));
+MeshBody Service::body_of(const WorkResult& result, const WorkRequest& request) const {
+  MeshBody body;
+  body.format = result.format;
   if (result.format == MeshFormat::kRaw || request.return_raw_mesh) {
-    auto* raw = response->mutable_raw();
-    raw->mutable_vertices()->Add(result.vertices.begin(), result.vertices.end());
-    raw->mutable_indices()->Add(result.indices.begin(), result.indices.end());
+    body.has_raw = true;
+    body.vertices = result.vertices;
+    body.indices = result.indices;
   }
-  if (result.format != MeshFormat::kRaw) response->set_encoded(result.encoded);
-  response->set_vertex_count(static_cast<uint32_t>(result.vertex_count));
-  response->set_face_count(static_cast<uint32_t>(result.face_count));
-  if (states_frame(request)) {
-    set_bounds(result.bounds, response->mutable_bounds());
-    response->set_up_axis(v1::UP_AXIS_Y);
-  }
-  for (const WorkLevel& level : result.lods) {
-    v1::MeshLevel* out = response->add_lods();
-    out->set_target_face_count(static_cast<uint32_t>(level.target_face_count));
+  if (result.format != MeshFormat::kRaw) body.encoded = result.encoded;
+  body.vertex_count = result.vertex_count;
+  body.face_count = result.face_count;
+  if (states_frame(request)) body.bounds = result.bounds;
+  body.lods = result.lods;
+  for (WorkLevel& level : body.lods) {
+    // A level carries its arrays for kRaw and its file otherwise, never both.
     if (result.format == MeshFormat::kRaw) {
-      out->mutable_raw()->mutable_vertices()->Add(level.vertices.begin(), level.vertices.end());
-      out->mutable_raw()->mutable_indices()->Add(level.indices.begin(), level.indices.end());
+      level.encoded.clear();
     } else {
-      out->set_encoded(level.encoded);
+      level.vertices.clear();
+      level.indices.clear();
     }
-    out->set_vertex_count(static_cast<uint32_t>(level.vertex_count));
-    out->set_face_count(static_cast<uint32_t>(level.face_count));
-    set_bounds(level.bounds, out->mutable_bounds());
   }
-  response->set_occupancy_points(static_cast<uint64_t>(result.occupancy_points));
-  for (const int64_t t : result.shape_tokens) response->add_shape_tokens(t);
-  response->set_batch_bucket(static_cast<uint32_t>(result.batch_bucket));
-  for (const auto& w : result.warnings) response->add_warnings(w);
-  auto* t = response->mutable_timings();
-  t->set_queue_ms(result.timings.queue_ms);
-  t->set_text_encoding_ms(result.timings.text_encoding_ms);
-  t->set_prefill_ms(result.timings.prefill_ms);
-  t->set_decode_ms(result.timings.decode_ms);
-  t->set_tpot_ms(result.timings.tpot_ms);
-  t->set_mesh_ms(result.timings.mesh_ms);
-  t->set_occupancy_ms(result.timings.occupancy_ms);
-  t->set_total_ms(result.timings.total_ms);
-  fill_effective(request, result.request_id, response->mutable_effective());
-  return check_size(response);
+  body.occupancy_points = result.occupancy_points;
+  body.shape_tokens = result.shape_tokens;
+  body.warnings = result.warnings;
+  body.effective = effective_of(request, result.request_id);
+  return body;
 }
 
-Status Service::check_size(v1::GenerateMeshResponse* response) const {
-  const size_t bytes = response->ByteSizeLong();
-  if (static_cast<int64_t>(bytes) > options_.policy.limits.max_message_bytes) {
-    response->Clear();
+Status Service::check_size(const MeshAnswer& answer, int64_t body_bytes) const {
+  const int64_t bytes = codec_.message_bytes(answer, body_bytes);
+  if (bytes > options_.policy.limits.max_message_bytes) {
     return Status(ErrorCode::kResourceExhausted,
                   "the mesh response is " + std::to_string(bytes) + " bytes, over the server's " +
                       std::to_string(options_.policy.limits.max_message_bytes) +

@@ -25,6 +25,7 @@
 #include "cube3d/server/http/http_gateway.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
+#include "cube3d/server/wire/answer_codec.h"
 #include "cube3d/server/work/work_request.h"
 #include "cube3d/server/work/work_result.h"
 #include "eventually.h"
@@ -140,7 +141,7 @@ class HttpGatewayTest : public ::testing::Test {
     ServiceOptions options;
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
-    core_ = std::make_unique<Service>(options, metrics_);
+    core_ = std::make_unique<Service>(options, metrics_, answer_codec_);
     SchedulerConfig config;
     config.mode = BatchingMode::kStatic;  // one blocking batch at a time holds the queue
     config.batch_buckets = {1};
@@ -197,6 +198,7 @@ class HttpGatewayTest : public ::testing::Test {
   static constexpr const char* kChair = R"({"prompt": "a wooden chair", "resolutionBase": 4})";
 
   Metrics metrics_;
+  const ProtoAnswerCodec answer_codec_;  // before the service, which reads it
   BlockingExecutor executor_;
   std::unique_ptr<Service> core_;
   std::unique_ptr<Scheduler> scheduler_;

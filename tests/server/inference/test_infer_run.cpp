@@ -16,6 +16,7 @@
 #include "cube3d/scheduler/scheduler.h"
 #include "cube3d/server/inference/inference_endpoint.h"
 #include "cube3d/server/observability/metrics.h"
+#include "cube3d/server/wire/answer_codec.h"
 #include "eventually.h"
 #include "expect_error.h"
 #include "server/inference/infer_builders.h"
@@ -36,7 +37,7 @@ class InferRunTest : public ::testing::Test {
     ServiceOptions options;
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
-    service_ = std::make_unique<Service>(options, metrics_);
+    service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
     SchedulerConfig config;
     config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
     config.batch_buckets = {1, 2};
@@ -80,6 +81,7 @@ class InferRunTest : public ::testing::Test {
   }
 
   Metrics metrics_;
+  const ProtoAnswerCodec answer_codec_;  // before the service, which reads it
   testing::FakeMeshExecutor executor_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Scheduler> scheduler_;

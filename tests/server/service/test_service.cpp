@@ -26,6 +26,8 @@
 #include "cube3d/server/cache/result_cache.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/service.h"
+#include "cube3d/server/wire/answer_codec.h"
+#include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
 #include "eventually.h"
 #include "server/service/fake_mesh_executor.h"
@@ -42,7 +44,7 @@ class MeshServiceTest : public ::testing::Test {
     ServiceOptions options;
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
-    service_ = std::make_unique<Service>(options, metrics_);
+    service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
     SchedulerConfig config;
     config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
     config.batch_buckets = {1, 2};
@@ -70,7 +72,7 @@ class MeshServiceTest : public ::testing::Test {
     if (!outcome) return Status(ErrorCode::kInternal, "no outcome");
     EXPECT_TRUE(active->finished());
     for (const auto& [k, v] : outcome->trailers) trailers_[k] = v;
-    *response = std::move(outcome->response);
+    if (outcome->status.ok()) *response = response_message(outcome->answer);
     return outcome->status;
   }
 
@@ -104,6 +106,7 @@ class MeshServiceTest : public ::testing::Test {
 
   std::map<std::string, std::string> trailers_;
   Metrics metrics_;
+  const ProtoAnswerCodec answer_codec_;  // before the service, which reads it
   FakeMeshExecutor executor_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -205,7 +208,8 @@ TEST_F(MeshServiceTest, ProgressComesInOrderBeforeTheOutcomeAndNeverAfter) {
   std::mutex mutex;
   std::vector<std::string> seen;
   CallObserver observer;
-  observer.progress = [&](const v1::Progress& p) {
+  observer.progress = [&](const TaskProgress& event) {
+    const v1::Progress p = progress_message(event);
     const std::lock_guard lock(mutex);
     seen.push_back("progress " + std::string(v1::Stage_Name(p.stage())));
   };
@@ -236,7 +240,8 @@ TEST_F(MeshServiceTest, AnObserverMayCancelItsCallFromAProgressEvent) {
   std::vector<std::string> seen;
   std::shared_ptr<ActiveCall> handle;
   CallObserver observer;
-  observer.progress = [&](const v1::Progress& p) {
+  observer.progress = [&](const TaskProgress& event) {
+    const v1::Progress p = progress_message(event);
     std::shared_ptr<ActiveCall> call;
     {
       const std::lock_guard lock(mutex);
@@ -444,7 +449,7 @@ TEST_F(MeshServiceTest, ThePromptPolicyRefusesWhatTheModelWouldReadBeforeAnyWork
     for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return text;
   };
-  service_ = std::make_unique<Service>(options, metrics_);
+  service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
   service_->attach(scheduler_.get());
   PromptPolicy policy(PromptDenylist::parse("# no weapons\nforbidden thing\n", "deny.txt"));
   service_->use_prompt_policy(&policy);
@@ -473,14 +478,14 @@ class MeshServiceCacheTest : public MeshServiceTest {
     options.policy.limits.max_message_bytes = 1 << 20;
     options.tokens_per_shape = 64;
     options.cache_enabled = true;
-    service_ = std::make_unique<Service>(options, metrics_);
+    service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
     service_->use_cache(&cache_);
     service_->attach(scheduler_.get(), ModelIdentity{"demo", "w", "c", "v"});
   }
 
   struct Pending {
     std::mutex mutex;
-    std::optional<CallOutcome> outcome;
+    std::optional<ResponseOutcome> outcome;  // the answer as the API's message
     std::vector<v1::Progress> progress;
     std::shared_ptr<ActiveCall> active;
     bool done() {
@@ -493,11 +498,11 @@ class MeshServiceCacheTest : public MeshServiceTest {
     CallObserver observer;
     observer.done = [pending](CallOutcome o) {
       const std::lock_guard lock(pending->mutex);
-      pending->outcome = std::move(o);
+      pending->outcome = response_outcome(std::move(o));
     };
-    observer.progress = [pending](const v1::Progress& p) {
+    observer.progress = [pending](const TaskProgress& p) {
       const std::lock_guard lock(pending->mutex);
-      pending->progress.push_back(p);
+      pending->progress.push_back(progress_message(p));
     };
     pending->active = service_->start(client_request_of(r), c, std::move(observer));
     return pending;
@@ -538,7 +543,7 @@ TEST_F(MeshServiceCacheTest, IdenticalCallsInFlightShareOneComputationThenHitThe
   for (const auto& call : calls) ASSERT_TRUE(eventually([&] { return call->done(); }));
   int misses = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
-    const CallOutcome& o = *calls[i]->outcome;
+    const ResponseOutcome& o = *calls[i]->outcome;
     ASSERT_TRUE(o.status.ok()) << o.status.message();
     EXPECT_EQ(o.response.encoded(), "mesh of a chair");
     EXPECT_EQ(o.response.request_id(), "call-" + std::to_string(i));  // each its own id

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cube3d/server/httpd/http_message.h"
-#include "cube3d/server/service/service.h"
+#include "cube3d/server/wire/answer_codec.h"
 #include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d::http {
@@ -23,7 +23,7 @@ std::string server_timing(const v1::Timings& timings);
 // A mesh call's outcome: the error, the JSON response (file_format unset), or the file with
 // X-Request-Id, Server-Timing, X-Cache, X-Vertex-Count, X-Face-Count, X-Batch-Bucket,
 // X-Occupancy-Points and one X-Warning per warning.
-Response mesh_answer(CallOutcome outcome, std::optional<v1::MeshFormat> file_format,
+Response mesh_answer(ResponseOutcome outcome, std::optional<v1::MeshFormat> file_format,
                      int64_t retry_after_seconds);
 
 // A PNG picture of a RAW mesh response (mesh_preview.h: the 3/4 product view, `size` x `size`
@@ -36,6 +36,7 @@ struct PngAnswer {
   std::optional<v1::MeshFormat> ignored_format;  // Negotiated::ignored_format
   std::string description;                       // the prompt
 };
-Response mesh_png_answer(CallOutcome outcome, const PngAnswer& png, int64_t retry_after_seconds);
+Response mesh_png_answer(ResponseOutcome outcome, const PngAnswer& png,
+                         int64_t retry_after_seconds);
 
 }  // namespace cube3d::http

@@ -33,6 +33,7 @@
 #include "cube3d/server/observability/inference_statistics.h"
 #include "cube3d/server/observability/metrics.h"
 #include "cube3d/server/service/client_request.h"
+#include "cube3d/server/service/mesh_answer.h"
 #include "cube3d/server/service/model_identity.h"
 #include "cube3d/server/service/request_policy.h"
 #include "cube3d/server/service/result_key.h"
@@ -41,7 +42,6 @@
 #include "cube3d/server/timing/timer_queue.h"
 #include "cube3d/server/work/work_request.h"
 #include "cube3d/server/work/work_result.h"
-#include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
 
@@ -97,7 +97,7 @@ struct CallContext {
 // ("retry-after" over an API key's limit).
 struct CallOutcome {
   Status status;
-  v1::GenerateMeshResponse response;  // filled when status.ok()
+  MeshAnswer answer;  // when status.ok() (its body set); the doors render it
   std::vector<std::pair<std::string, std::string>> trailers;
 };
 
@@ -109,8 +109,9 @@ struct CallOutcome {
 // for the transport and return. A progress event that comes while another is being told is
 // told after it, and only the newest one waiting (progress is a state, not a log).
 struct CallObserver {
-  // The event as a client sees it (the doors render it; they need nothing else to do so).
-  std::function<void(const v1::Progress&)> progress;  // may be empty
+  // The event as a client sees it (progress_as_seen; the doors render it, wire/progress_codec.h
+  // for the API's message, and need nothing else to do so).
+  std::function<void(const TaskProgress&)> progress;  // may be empty
   std::function<void(CallOutcome)> done;              // exactly once
 };
 
@@ -125,18 +126,18 @@ class ActiveCall {
   virtual bool finished() const = 0;
 };
 
-// One progress event as a client sees it (stream and Server-Sent Events alike).
-v1::Progress to_progress_event(const TaskProgress& progress, int64_t tokens_per_shape);
-
-// A cache status as one word: "hit", "miss", "coalesced", "bypass" (X-Cache, the metrics'
-// label, the Open Inference Protocol's cache_status); null for none.
-const char* cache_status_name(v1::CacheStatus status);
+// One progress event as a client sees it (stream, Server-Sent Events and a job alike): the
+// total is the model's T before decoding knows one, and the meshing counts are set only while
+// the mesh's occupancy field is evaluated.
+TaskProgress progress_as_seen(const TaskProgress& progress, int64_t tokens_per_shape);
 
 class Service {
  public:
   // The core answers UNAVAILABLE ("loading") until a scheduler is attached: the server
   // listens (and reports NOT_SERVING) while the model loads and warms up.
-  Service(ServiceOptions options, Metrics& metrics);
+  // `codec` writes answers for the cache and measures them against limits.max_message_bytes
+  // (the API's message: wire/answer_codec.h); it outlives the service.
+  Service(ServiceOptions options, Metrics& metrics, const AnswerCodec& codec);
   ~Service();
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
@@ -177,13 +178,14 @@ class Service {
 
  private:
   friend class ServiceCall;
-  // The response of a computed result, for `request` (the work's, validated: a member's differs
-  // from it only in its request id, which the member stamps).
-  Status fill_response(const WorkResult& result, const WorkRequest& request,
-                       v1::GenerateMeshResponse* response) const;
-  Status check_size(v1::GenerateMeshResponse* response) const;
-  void fill_effective(const WorkRequest& request, const std::string& computed_by,
-                      v1::EffectiveParameters* effective) const;
+  // The answer's body of a computed result, for `request` (the work's, validated: a member's
+  // differs from it only in what the member stamps: its request id, cache status, timings).
+  MeshBody body_of(const WorkResult& result, const WorkRequest& request) const;
+  EffectiveParameters effective_of(const WorkRequest& request,
+                                   const std::string& computed_by) const;
+  // RESOURCE_EXHAUSTED for an answer over limits.max_message_bytes (`body_bytes`: its body's,
+  // as the codec encoded it).
+  Status check_size(const MeshAnswer& answer, int64_t body_bytes) const;
 
   // The work a call joins: an identical one in flight (coalesced) when `key` is set and one
   // runs, else a new one (registered under `key` when set) that the caller must submit.
@@ -205,6 +207,7 @@ class Service {
                                               const WorkResult* result, const WorkRequest& request);
 
   ServiceOptions options_;
+  const AnswerCodec& codec_;
   std::atomic<Scheduler*> scheduler_{nullptr};
   std::atomic<ApiKeys*> api_keys_{nullptr};
   std::atomic<PromptPolicy*> prompt_policy_{nullptr};

@@ -14,18 +14,25 @@
 
 #include "cube3d/core/status.h"
 #include "cube3d/scheduler/task.h"
+#include "cube3d/server/service/mesh_answer.h"
 #include "cube3d/server/work/work_request.h"
 #include "cube3d/server/work/work_result.h"
-#include "cube3d/v1/mesh_service.pb.h"
 
 namespace cube3d {
 
 // A work's one answer, built once where the work finished (the core's outcome callback) and
-// shared by its members, each of which stamps its own request id and cache status on a copy
-// (as a cache hit does): the response, or why there is none (a mesh over the message limit).
+// shared by its members, each of which stamps its own request id, cache status and timings on
+// the shared body (as a cache hit does), or why there is none (a mesh over the message limit).
 struct WorkAnswer {
   Status status;
-  v1::GenerateMeshResponse response;  // when status.ok()
+  std::shared_ptr<const MeshBody> body;
+  int64_t body_bytes = 0;  // as the answer codec encodes it
+};
+
+// A body read from the cache, and the bytes it was read from.
+struct CachedBody {
+  std::shared_ptr<const MeshBody> body;
+  int64_t bytes = 0;
 };
 
 class SharedWork : public std::enable_shared_from_this<SharedWork> {

@@ -33,6 +33,7 @@ struct WorkLevel {
   int64_t vertex_count = 0;
   int64_t face_count = 0;
   WorkMeshBounds bounds;
+  bool operator==(const WorkLevel&) const = default;
 };
 
 struct WorkResult {
