@@ -21,6 +21,7 @@
 #include "expect_error.h"
 #include "server/inference/infer_builders.h"
 #include "server/service/fake_mesh_executor.h"
+#include "server/service/service_test_setup.h"
 
 namespace cube3d::inference {
 namespace {
@@ -34,15 +35,8 @@ using testing::numbers_tensor;
 class InferRunTest : public ::testing::Test {
  protected:
   InferRunTest() : metrics_({1, 2}) {
-    ServiceOptions options;
-    options.policy.limits.max_message_bytes = 1 << 20;
-    options.tokens_per_shape = 64;
-    service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
-    SchedulerConfig config;
-    config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
-    config.batch_buckets = {1, 2};
-    config.max_queue_delay_ms = 0;
-    scheduler_ = std::make_unique<Scheduler>(config, executor_);
+    service_ = std::make_unique<Service>(testing::test_service_options(), metrics_, answer_codec_);
+    scheduler_ = testing::test_scheduler(executor_);
     InferenceOptions inference;
     inference.batch_buckets = {1, 2, 4};
     endpoint_ = std::make_unique<InferenceEndpoint>(*service_, inference);

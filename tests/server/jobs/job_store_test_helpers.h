@@ -15,11 +15,43 @@
 #include <string>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include "cube3d/core/error.h"
 #include "cube3d/server/jobs/job_store.h"
 
 namespace cube3d::testing {
+
+// What a store's counts observer (JobStore::on_counts) has been told, from any thread. What it
+// is told lives with the observer (the store may outlive this, and tell it of an expiry later).
+class CountsSeen {
+ public:
+  explicit CountsSeen(JobStore& store) {
+    store.on_counts([told = told_](const JobStore::Counts& counts) {
+      const std::lock_guard lock(told->mutex);
+      told->seen.push_back(counts);
+    });
+  }
+  JobStore::Counts last() const {
+    const std::lock_guard lock(told_->mutex);
+    return told_->seen.back();
+  }
+  JobStore::Counts first() const {
+    const std::lock_guard lock(told_->mutex);
+    return told_->seen.front();
+  }
+  size_t calls() const {
+    const std::lock_guard lock(told_->mutex);
+    return told_->seen.size();
+  }
+
+ private:
+  struct Told {
+    std::mutex mutex;
+    std::vector<JobStore::Counts> seen;
+  };
+  std::shared_ptr<Told> told_ = std::make_shared<Told>();
+};
 
 inline v1::MeshJob job_of(const JobStore::Answer& answer) {
   if (const auto* status = std::get_if<Status>(&answer)) {

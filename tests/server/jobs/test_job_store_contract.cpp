@@ -37,6 +37,7 @@ namespace cube3d::test_job_store_contract {
 
 using std::chrono::milliseconds;
 using testing::Capture;
+using testing::CountsSeen;
 using testing::eventually;
 using testing::job_of;
 using testing::RedisTestServer;
@@ -735,21 +736,10 @@ TEST_P(JobStoreContract, TheCountsObserverSeesEveryChange) {
   // jobs before they expire.
   options.result_ttl_ms = 1'500;
   JobStore& store = make_store(options);
-  std::mutex mutex;
-  std::vector<JobStore::Counts> seen;
-  store.on_counts([&](const JobStore::Counts& counts) {
-    const std::lock_guard lock(mutex);
-    seen.push_back(counts);
-  });
-  const auto last = [&] {
-    const std::lock_guard lock(mutex);
-    return seen.back();
-  };
-  {
-    const std::lock_guard lock(mutex);
-    ASSERT_EQ(seen.size(), 1u);  // the present counts, at once
-    EXPECT_EQ(seen[0].queued, 0);
-  }
+  const CountsSeen seen(store);
+  const auto last = [&] { return seen.last(); };
+  ASSERT_EQ(seen.calls(), 1u);  // the present counts, at once
+  EXPECT_EQ(seen.first().queued, 0);
 
   const std::string id = create(store);
   EXPECT_TRUE(eventually([&] { return last().queued == 1; }));

@@ -25,6 +25,7 @@ namespace test_memory_job_store {
 
 using std::chrono::milliseconds;
 using testing::Capture;
+using testing::CountsSeen;
 using testing::eventually;
 using testing::job_of;
 using testing::result_of_size;
@@ -275,27 +276,19 @@ TEST_F(JobStoreTest, TheCountsObserverSeesEveryChange) {
   JobStoreOptions options;
   options.result_ttl_ms = 30;
   MemoryJobStore store(options, timers_);
-  std::mutex mutex;
-  std::vector<JobStore::Counts> seen;
-  store.on_counts([&](const JobStore::Counts& counts) {
-    const std::lock_guard lock(mutex);
-    seen.push_back(counts);
-  });
-  const auto last = [&] {
-    const std::lock_guard lock(mutex);
-    return seen.back();
-  };
-  ASSERT_EQ(seen.size(), 1u);  // the present counts, at once
-  EXPECT_EQ(seen[0].queued, 0);
+  const CountsSeen seen(store);
+  const auto last = [&] { return seen.last(); };
+  ASSERT_EQ(seen.calls(), 1u);  // the present counts, at once
+  EXPECT_EQ(seen.first().queued, 0);
 
   const std::string id = store.create("", "r");
   EXPECT_EQ(last().queued, 1);
   store.progress(id, stage(v1::STAGE_DECODING));
   EXPECT_EQ(last().queued, 0);
   EXPECT_EQ(last().running, 1);
-  const size_t calls = seen.size();
+  const size_t calls = seen.calls();
   store.progress(id, stage(v1::STAGE_MESHING));  // no change of state: no call
-  EXPECT_EQ(seen.size(), calls);
+  EXPECT_EQ(seen.calls(), calls);
   store.finish(id, Status(), result_of_size(100));
   EXPECT_EQ(last().running, 0);
   EXPECT_EQ(last().succeeded, 1);

@@ -27,6 +27,15 @@ RedisTestServer sentinel_over(const RedisTestServer& primary) {
       /*sentinel=*/true);
 }
 
+// A client of one lane that finds its primary through `sentinel` alone (the endpoint is unused).
+RedisClientOptions through(const RedisTestServer& sentinel) {
+  RedisClientOptions options;
+  options.endpoint = parse_redis_url("redis://unused.invalid");
+  options.sentinels = {{"127.0.0.1:" + std::to_string(sentinel.port())}, kMaster};
+  options.lanes = 1;
+  return options;
+}
+
 RedisReply command_on(const RedisTestServer& server, const std::vector<std::string>& argv) {
   RedisConnection connection(server.endpoint(), {});
   return connection.command(argv, Clock::now() + std::chrono::seconds(2));
@@ -117,11 +126,7 @@ TEST(RedisSentinelTest, AWriteAnsweredReadOnlyGoesToTheNewPrimary) {
   wait_in_sync(new_primary);
   const RedisTestServer sentinel = sentinel_over(old_primary);
 
-  RedisClientOptions options;
-  options.endpoint = parse_redis_url("redis://unused.invalid");
-  options.sentinels = {{"127.0.0.1:" + std::to_string(sentinel.port())}, kMaster};
-  options.lanes = 1;
-  RedisClient client(options);
+  RedisClient client(through(sentinel));
   auto before = client.run_sync({{"SET", "k", "before"}});
   ASSERT_TRUE(std::holds_alternative<std::vector<RedisReply>>(before));
   EXPECT_EQ(std::get<std::vector<RedisReply>>(before).front().text, "OK");
@@ -151,11 +156,7 @@ TEST(RedisSentinelTest, TheClientFollowsThePrimaryTheSentinelsName) {
   const RedisTestServer old_primary;
   const RedisTestServer new_primary;
   const RedisTestServer sentinel = sentinel_over(old_primary);
-  RedisClientOptions options;
-  options.endpoint = parse_redis_url("redis://unused.invalid");
-  options.sentinels = {{"127.0.0.1:" + std::to_string(sentinel.port())}, kMaster};
-  options.lanes = 1;
-  RedisClient client(options);
+  RedisClient client(through(sentinel));
   ASSERT_TRUE(
       std::holds_alternative<std::vector<RedisReply>>(client.run_sync({{"SET", "k", "1"}})));
   EXPECT_EQ(command_on(old_primary, {"GET", "k"}).text, "1");

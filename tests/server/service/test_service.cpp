@@ -31,6 +31,7 @@
 #include "cube3d/server/wire/request_codec.h"
 #include "eventually.h"
 #include "server/service/fake_mesh_executor.h"
+#include "server/service/service_test_setup.h"
 
 namespace cube3d {
 namespace test_service {
@@ -41,15 +42,8 @@ using testing::FakeMeshExecutor;
 class MeshServiceTest : public ::testing::Test {
  protected:
   MeshServiceTest() : metrics_({1, 2}) {
-    ServiceOptions options;
-    options.policy.limits.max_message_bytes = 1 << 20;
-    options.tokens_per_shape = 64;
-    service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
-    SchedulerConfig config;
-    config.mode = BatchingMode::kStatic;  // the fake executor runs whole batches
-    config.batch_buckets = {1, 2};
-    config.max_queue_delay_ms = 0;
-    scheduler_ = std::make_unique<Scheduler>(config, executor_);
+    service_ = std::make_unique<Service>(testing::test_service_options(), metrics_, answer_codec_);
+    scheduler_ = testing::test_scheduler(executor_);
   }
 
   // A front door that waits: starts the call and blocks until its outcome (the trailers the
@@ -474,9 +468,7 @@ TEST_F(MeshServiceTest, ThePromptPolicyRefusesWhatTheModelWouldReadBeforeAnyWork
 class MeshServiceCacheTest : public MeshServiceTest {
  protected:
   MeshServiceCacheTest() : cache_(ResultCacheOptions{}) {
-    ServiceOptions options;
-    options.policy.limits.max_message_bytes = 1 << 20;
-    options.tokens_per_shape = 64;
+    ServiceOptions options = testing::test_service_options();
     options.cache_enabled = true;
     service_ = std::make_unique<Service>(options, metrics_, answer_codec_);
     service_->use_cache(&cache_);
