@@ -1,5 +1,8 @@
 #include "cube3d/server/wire/answer_codec.h"
 
+#include <iterator>
+#include <utility>
+
 #include "cube3d/core/enum_table.h"
 #include "cube3d/server/service/api_numbers.h"
 #include "cube3d/server/wire/proto_enums.h"
@@ -179,23 +182,25 @@ std::optional<MeshBody> ProtoAnswerCodec::decode(std::string_view bytes) const {
   body.has_raw = m.has_raw();
   body.vertices.assign(m.raw().vertices().begin(), m.raw().vertices().end());
   body.indices.assign(m.raw().indices().begin(), m.raw().indices().end());
-  body.encoded = m.encoded();
+  // The parsed message is ours alone: its bytes move into the body (a GLB is hundreds of KB).
+  body.encoded = std::move(*m.mutable_encoded());
   body.vertex_count = m.vertex_count();
   body.face_count = m.face_count();
   if (m.has_bounds()) body.bounds = bounds_from_message(m.bounds());
-  for (const v1::MeshLevel& l : m.lods()) {
+  for (v1::MeshLevel& l : *m.mutable_lods()) {
     WorkLevel& level = body.lods.emplace_back();
     level.target_face_count = l.target_face_count();
     level.vertices.assign(l.raw().vertices().begin(), l.raw().vertices().end());
     level.indices.assign(l.raw().indices().begin(), l.raw().indices().end());
-    level.encoded = l.encoded();
+    level.encoded = std::move(*l.mutable_encoded());
     level.vertex_count = l.vertex_count();
     level.face_count = l.face_count();
     level.bounds = bounds_from_message(l.bounds());
   }
   body.occupancy_points = static_cast<int64_t>(m.occupancy_points());
   body.shape_tokens.assign(m.shape_tokens().begin(), m.shape_tokens().end());
-  body.warnings.assign(m.warnings().begin(), m.warnings().end());
+  body.warnings.assign(std::make_move_iterator(m.mutable_warnings()->begin()),
+                       std::make_move_iterator(m.mutable_warnings()->end()));
   if (!read_effective(m.effective(), body.effective)) return std::nullopt;
   return body;
 }
