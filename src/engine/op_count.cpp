@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <set>
+#include <string>
 #include <string_view>
 
 #include "cube3d/core/error.h"
@@ -110,6 +111,36 @@ class OpCounterScope {
   at::CallbackHandle handle_ = 0;
 };
 
+// The rows a decode runner of `config` steps: its requests, twice with guidance.
+int64_t rows_of(const DecodeRunnerConfig& config) {
+  return config.cfg ? 2 * config.batch : config.batch;
+}
+
+// A runner's config for one counted step of `batch` requests, checked against the cache's rows
+// (`counter` names the caller in the error).
+DecodeRunnerConfig counted_config(const char* counter, const KvCache& cache, int64_t batch,
+                                  bool cfg, int64_t total_tokens) {
+  if (batch < 1) throw invalid_argument(std::string(counter) + ": batch must be >= 1");
+  DecodeRunnerConfig config;
+  config.batch = batch;
+  config.cfg = cfg;
+  config.total_tokens = total_tokens;
+  if (rows_of(config) > cache.max_rows()) {
+    throw invalid_argument(std::string(counter) + ": " + std::to_string(rows_of(config)) +
+                           " rows exceed the KV cache's " + std::to_string(cache.max_rows()));
+  }
+  return config;
+}
+
+// One step at the scratch position, not counted: what is done once per process (the backend's
+// selection, the cubins' loading) stays out of the count. The counted step comes next, at the
+// scratch position again.
+void step_uncounted(DecodeRunner& runner, SingleStreamDecode mode) {
+  runner.positions().fill_(runner.scratch_position());
+  runner.step(mode);
+  runner.positions().fill_(runner.scratch_position());
+}
+
 }  // namespace
 
 AtenOpCount count_aten_ops(const std::function<void()>& work) {
@@ -126,46 +157,23 @@ AtenOpCount count_aten_ops(const std::function<void()>& work) {
 AtenOpCount count_decode_step_ops(const ShapeGpt& gpt, const KvCache& cache, int64_t batch,
                                   bool cfg, int64_t total_tokens, SingleStreamDecode mode,
                                   bool fused_kernels) {
-  if (batch < 1) throw invalid_argument("count_decode_step_ops: batch must be >= 1");
-  const int64_t rows = cfg ? 2 * batch : batch;
-  if (rows > cache.max_rows()) {
-    throw invalid_argument("count_decode_step_ops: " + std::to_string(rows) +
-                           " rows exceed the KV cache's " + std::to_string(cache.max_rows()));
-  }
-  DecodeRunnerConfig config;
-  config.batch = batch;
-  config.cfg = cfg;
-  config.total_tokens = total_tokens;
+  DecodeRunnerConfig config =
+      counted_config("count_decode_step_ops", cache, batch, cfg, total_tokens);
   config.fused_kernels = fused_kernels;
-  DecodeRunner runner(gpt, cache.view(rows), config);
-  const auto step_at_scratch = [&] {
-    runner.positions().fill_(runner.scratch_position());
-    runner.step(mode);
-  };
-  step_at_scratch();  // anything done once per process (backend selection) stays uncounted
-  runner.positions().fill_(runner.scratch_position());
+  DecodeRunner runner(gpt, cache.view(rows_of(config)), config);
+  step_uncounted(runner, mode);
   return count_aten_ops([&] { runner.step(mode); });
 }
 
 DecodeStepLaunches count_decode_step_launches(const ShapeGpt& gpt, const KvCache& cache,
                                               int64_t batch, bool cfg, int64_t total_tokens,
                                               SingleStreamDecode mode) {
-  if (batch < 1) throw invalid_argument("count_decode_step_launches: batch must be >= 1");
-  const int64_t rows = cfg ? 2 * batch : batch;
-  if (rows > cache.max_rows()) {
-    throw invalid_argument("count_decode_step_launches: " + std::to_string(rows) +
-                           " rows exceed the KV cache's " + std::to_string(cache.max_rows()));
-  }
-  DecodeRunnerConfig config;
-  config.batch = batch;
-  config.cfg = cfg;
-  config.total_tokens = total_tokens;
+  DecodeRunnerConfig config =
+      counted_config("count_decode_step_launches", cache, batch, cfg, total_tokens);
   config.decode_kernels = DecodeKernels::kTriton;
   config.record_launches = true;
-  DecodeRunner runner(gpt, cache.view(rows), config);
-  runner.positions().fill_(runner.scratch_position());
-  runner.step(mode);  // once uncounted, as count_decode_step_ops does
-  runner.positions().fill_(runner.scratch_position());
+  DecodeRunner runner(gpt, cache.view(rows_of(config)), config);
+  step_uncounted(runner, mode);
   DecodeStepLaunches out;
   out.aten = count_aten_ops([&] { runner.step(mode); });
   out.kernels = runner.triton()->count(mode);

@@ -54,9 +54,9 @@ def float32(x: float) -> float:
     return value
 
 
-@dataclass(frozen=True)
-class MeshRequest:
-    prompt: str
+@dataclass(frozen=True, kw_only=True)
+class MeshParameters:
+    """A request's fields besides its prompt, keyword-only (None: unset, the server's default)."""
     seed: int | None = None
     guidance_scale: float | None = None
     top_p: float | None = None
@@ -65,6 +65,12 @@ class MeshRequest:
     target_face_count: int | None = None
     format: str = "glb"
     mesh_profile: str | None = None
+
+
+@dataclass(frozen=True)
+class MeshRequest(MeshParameters):
+    """MeshRequest(prompt, seed=..., ...): the prompt and its parameters."""
+    prompt: str
 
     def fields(self) -> dict[str, Any]:
         """The request's fields, float32 ones as float32, unset ones None."""
@@ -105,17 +111,9 @@ class MeshRequest:
             mesh_profile=d.get("mesh_profile"))
 
 
-@dataclass(frozen=True)
-class RequestDefaults:
+@dataclass(frozen=True, kw_only=True)
+class RequestDefaults(MeshParameters):
     """The run's values for the fields a row leaves out (None: the server's default)."""
-    seed: int | None = None
-    guidance_scale: float | None = None
-    top_p: float | None = None
-    bounding_box: tuple[float, float, float] | None = None
-    resolution_base: int | None = None
-    target_face_count: int | None = None
-    format: str = "glb"
-    mesh_profile: str | None = None
 
     def check(self) -> None:
         """RequestError when a default is not a valid value of its field."""

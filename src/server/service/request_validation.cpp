@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "cube3d/core/constants.h"
 #include "cube3d/core/error.h"
@@ -28,43 +31,44 @@ bool request_id_char_ok(char c) {
          c == '_' || c == '.' || c == ':';
 }
 
-// The API's numbers as ours, each refusal naming the field and the numbers it takes (0, the
-// field's unset value, is each caller's to read first where it means a default).
+// The API's number `sent` in `field` as ours, or a refusal naming the field and the numbers it
+// takes. 0, the field's unset value, is each caller's to read first where it means a default.
+template <typename T>
+T api_value(std::string_view field, int32_t sent, std::optional<T> (*ours)(int32_t),
+            std::string_view numbers_taken) {
+  if (const std::optional<T> value = ours(sent)) return *value;
+  throw invalid_argument(std::string(field) + " " + std::to_string(sent) + " is not one of " +
+                         std::string(numbers_taken));
+}
+
 MeshFormat format_of(int32_t sent) {
-  if (const auto ours = api_numbers::mesh_format(sent)) return *ours;
-  throw invalid_argument("format " + std::to_string(sent) +
-                         " is not one of UNSPECIFIED (0, the server default), RAW (1), OBJ (2), "
-                         "PLY (3), GLB (4), COMPACT (5)");
+  return api_value("format", sent, api_numbers::mesh_format,
+                   "UNSPECIFIED (0, the server default), RAW (1), OBJ (2), PLY (3), GLB (4), "
+                   "COMPACT (5)");
 }
 
 MeshProfile profile_of(int32_t sent) {
-  if (const auto ours = api_numbers::mesh_profile(sent)) return *ours;
-  throw invalid_argument("mesh_profile " + std::to_string(sent) +
-                         " is not one of UNSPECIFIED (0, the server default), NONE (1), "
-                         "ROBLOX (2)");
+  return api_value("mesh_profile", sent, api_numbers::mesh_profile,
+                   "UNSPECIFIED (0, the server default), NONE (1), ROBLOX (2)");
 }
 
 MeshPivot pivot_of(int32_t sent) {
   if (sent == 0) return MeshPivot::kModelOrigin;
-  if (const auto ours = api_numbers::pivot(sent)) return *ours;
-  throw invalid_argument("pivot " + std::to_string(sent) +
-                         " is not one of UNSPECIFIED (0, the model's origin), MODEL_ORIGIN (1), "
-                         "CENTER (2), BOTTOM_CENTER (3)");
+  return api_value("pivot", sent, api_numbers::pivot,
+                   "UNSPECIFIED (0, the model's origin), MODEL_ORIGIN (1), CENTER (2), "
+                   "BOTTOM_CENTER (3)");
 }
 
 CompactPositions positions_of(int32_t sent) {
   if (sent == 0) return CompactPositions::kFloat32;
-  if (const auto ours = api_numbers::compact_positions(sent)) return *ours;
-  throw invalid_argument("compact.positions " + std::to_string(sent) +
-                         " is not one of UNSPECIFIED (0, float32), FLOAT32 (1), QUANTIZED16 (2)");
+  return api_value("compact.positions", sent, api_numbers::compact_positions,
+                   "UNSPECIFIED (0, float32), FLOAT32 (1), QUANTIZED16 (2)");
 }
 
 TaskPriority priority_of(int32_t sent) {
   if (sent == 0) return TaskPriority::kInteractive;
-  if (const auto ours = api_numbers::priority(sent)) return *ours;
-  throw invalid_argument("priority " + std::to_string(sent) +
-                         " is not one of UNSPECIFIED (0, interactive), INTERACTIVE (1), "
-                         "BATCH (2)");
+  return api_value("priority", sent, api_numbers::priority,
+                   "UNSPECIFIED (0, interactive), INTERACTIVE (1), BATCH (2)");
 }
 
 }  // namespace
