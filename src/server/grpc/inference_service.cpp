@@ -8,8 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <deque>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +21,7 @@
 #include "cube3d/server/grpc/infer_proto.h"
 #include "cube3d/server/grpc/mesh_service.h"
 #include "cube3d/server/grpc/message_bytes.h"
+#include "cube3d/server/grpc/write_queue.h"
 #include "cube3d/server/inference/protocol_json.h"
 #include "inference/grpc_service.pb.h"
 
@@ -256,13 +255,10 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
     std::vector<std::shared_ptr<inference::InferRun>> runs;
     {
       const std::lock_guard lock(mutex_);
-      writing_ = false;
-      write_timer_.cancel();
-      if (!writes_.empty()) writes_.pop_front();
+      writes_.written(ok);
       if (!ok) {
         // The client is gone: nothing more goes out, and what runs for it stops.
         broken_ = true;
-        writes_.clear();
         runs = runs_locked();
       }
       pump_locked();
@@ -276,7 +272,7 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
       const std::lock_guard lock(mutex_);
       broken_ = true;
       // Nothing more goes out; a write under way keeps its message until OnWriteDone.
-      writes_.erase(writing_ ? std::next(writes_.begin()) : writes_.begin(), writes_.end());
+      writes_.drop_waiting();
       runs = runs_locked();
     }
     for (const auto& run : runs) run->cancel(cancelled_by_client(*context_));
@@ -289,7 +285,7 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
     const std::lock_guard lock(mutex_);
     leave_awaiting_locked();
     grpc_done_ = true;
-    write_timer_.cancel();
+    writes_.stop_timer();
     runs_.clear();
     last = std::move(self_);
   }
@@ -409,14 +405,14 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
 
   void enqueue_locked(const oip::ModelStreamInferResponse& response) {
     if (broken_ || finishing_) return;
-    writes_.push_back(serialized_message(response));
+    writes_.push(serialized_message(response));
     pump_locked();
   }
 
   // Starts the next write, or ends the stream once the client is done sending (or gone) and
   // every answer is written (or dropped).
   void pump_locked() {
-    if (finishing_ || writing_) return;
+    if (finishing_ || writes_.writing()) return;
     if (writes_.empty()) {
       // A cancelled stream paused at its limit has no read pending that would say it is done.
       if ((half_closed_ || broken_) && in_flight_ == 0 && !reading_) {
@@ -426,14 +422,12 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
       }
       return;
     }
-    writing_ = true;
-    StartWrite(&writes_.front());
     const std::weak_ptr<InferStream> weak = weak_from_this();
     const int64_t limit_ms = service_.options().write_timeout_ms;
-    write_timer_ =
-        service_.timers().schedule_after(std::chrono::milliseconds(limit_ms), [weak, limit_ms] {
+    StartWrite(
+        writes_.start(service_.timers(), std::chrono::milliseconds(limit_ms), [weak, limit_ms] {
           if (const auto self = weak.lock()) self->on_write_timeout(limit_ms);
-        });
+        }));
   }
 
   void leave_awaiting_locked() {
@@ -444,7 +438,7 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
 
   void on_write_timeout(int64_t limit_ms) {
     const std::lock_guard lock(mutex_);
-    if (!writing_ || grpc_done_) return;
+    if (!writes_.writing() || grpc_done_) return;
     spdlog::info(
         "grpc: a client took no stream response for {} ms (grpc.write_timeout_ms): "
         "cancelled",
@@ -464,12 +458,10 @@ class InferStream final : public grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>
   int64_t in_flight_ = 0;
   uint64_t next_tag_ = 0;  // touched by the reading thread only (one read at a time)
   std::map<uint64_t, std::shared_ptr<inference::InferRun>> runs_;
-  std::deque<ByteBuffer> writes_;  // the front is being written while writing_
-  bool writing_ = false;
+  WriteQueue<ByteBuffer> writes_;
   bool broken_ = false;     // cancelled, or a write failed: nothing more goes out
   bool finishing_ = false;  // Finish was called
   bool grpc_done_ = false;
-  TimerQueue::Timer write_timer_;
   bool first_read_ = false;  // a read has completed (a request, or the client's half-close)
   bool awaiting_ = false;    // on the service's list of calls awaiting their message
   uint64_t awaiting_place_ = 0;

@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "cube3d/server/admission/end_user.h"
 #include "cube3d/server/grpc/call_outcome.h"
 #include "cube3d/server/grpc/generate_request_bytes.h"
+#include "cube3d/server/grpc/write_queue.h"
 #include "cube3d/server/wire/answer_codec.h"
 #include "cube3d/server/wire/progress_codec.h"
 #include "cube3d/server/wire/request_codec.h"
@@ -90,14 +90,11 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     std::shared_ptr<ActiveCall> active;
     {
       const std::lock_guard lock(mutex_);
-      writing_ = false;
-      write_timer_.cancel();
-      if (!writes_.empty()) writes_.pop_front();
+      writes_.written(ok);
       if (!ok) {
         // The client is gone (or the write timed out and the call was cancelled): nothing
         // more goes out; the service's outcome, or the one already here, finishes the call.
         broken_ = true;
-        writes_.clear();
         active = active_;
       }
       pump_locked();
@@ -131,7 +128,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
       grpc_done_ = true;
       leave_awaiting_locked();
       read_timer_.cancel();
-      write_timer_.cancel();
+      writes_.stop_timer();
       const bool deadline_passed = grpc_outcome::deadline_reached(context_->deadline());
       if (finished_unread_) {
         // We ended a call that never sent its message: its client read what we sent, unless
@@ -227,7 +224,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
   void enqueue(Response message) {
     const std::lock_guard lock(mutex_);
     if (finishing_ || final_status_ || broken_) return;
-    writes_.push_back(std::move(message));
+    writes_.push(std::move(message));
     pump_locked();
   }
 
@@ -238,7 +235,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
     if (outcome.status.ok() && !broken_) {
       Response last;
       set_final(last, response_message(outcome.answer));
-      writes_.push_back(std::move(last));
+      writes_.push(std::move(last));
     }
     final_status_ = to_grpc_status(outcome.status);  // the door's one map
     pump_locked();
@@ -246,34 +243,35 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
 
   // Starts the next write, or the Finish once every write is done and the outcome is known.
   void pump_locked() {
-    if (finishing_ || writing_) return;
+    if (finishing_ || writes_.writing()) return;
     if (writes_.empty()) {
       if (final_status_) finish_locked(*final_status_);
       return;
     }
-    writing_ = true;
-    if (writes_.size() == 1 && final_status_ && final_status_->ok()) {
+    const bool last = writes_.size() == 1 && final_status_ && final_status_->ok();
+    const std::weak_ptr<MeshCall> weak = this->shared_from_this();
+    const int64_t limit_ms = service_.options().write_timeout_ms;
+    Response* const next = writes_.start(service_.service().timers(),
+                                         std::chrono::milliseconds(limit_ms), [weak, limit_ms] {
+                                           if (const auto call = weak.lock()) {
+                                             call->on_write_timeout(limit_ms);
+                                           }
+                                         });
+    if (last) {
       // The last message goes out with the status (one operation; no OnWriteDone follows).
       finishing_ = true;
       sent_code_ = "OK";
-      this->StartWriteAndFinish(&writes_.front(), grpc::WriteOptions(), *final_status_);
+      this->StartWriteAndFinish(next, grpc::WriteOptions(), *final_status_);
     } else {
-      this->StartWrite(&writes_.front());
+      this->StartWrite(next);
     }
-    const std::weak_ptr<MeshCall> weak = this->shared_from_this();
-    const int64_t limit_ms = service_.options().write_timeout_ms;
-    write_timer_ = service_.service().timers().schedule_after(std::chrono::milliseconds(limit_ms),
-                                                              [weak, limit_ms] {
-                                                                if (const auto call = weak.lock())
-                                                                  call->on_write_timeout(limit_ms);
-                                                              });
   }
 
   void on_write_timeout(int64_t limit_ms) {
     std::shared_ptr<ActiveCall> active;
     {
       const std::lock_guard lock(mutex_);
-      if (!writing_ || grpc_done_) return;
+      if (!writes_.writing() || grpc_done_) return;
       spdlog::info("grpc: a client took no {} for {} ms (grpc.write_timeout_ms): cancelled",
                    kStreaming ? "event" : "response", limit_ms);
       active = active_;
@@ -311,9 +309,7 @@ class MeshCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, Response
   uint64_t awaiting_place_ = 0;
   bool message_arrived_ = false;
   TimerQueue::Timer read_timer_;
-  TimerQueue::Timer write_timer_;
-  std::deque<Response> writes_;  // the front is being written while writing_
-  bool writing_ = false;
+  WriteQueue<Response> writes_;
   bool broken_ = false;  // a write failed: the client is gone
   std::optional<grpc::Status> final_status_;
   bool finishing_ = false;  // Finish was called: no gRPC operation after it

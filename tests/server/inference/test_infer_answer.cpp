@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cube3d/core/error.h"
 #include "server/inference/infer_builders.h"
 
 namespace cube3d::inference {
