@@ -32,11 +32,9 @@ using testing::expect_error;
 using testing::infer_request;
 using testing::numbers_tensor;
 
-class InferRunTest : public ::testing::Test {
+class InferRunTest : public testing::ServiceTest {
  protected:
-  InferRunTest() : metrics_({1, 2}) {
-    service_ = std::make_unique<Service>(testing::test_service_options(), metrics_, answer_codec_);
-    scheduler_ = testing::test_scheduler(executor_);
+  InferRunTest() {
     InferenceOptions inference;
     inference.batch_buckets = {1, 2, 4};
     endpoint_ = std::make_unique<InferenceEndpoint>(*service_, inference);
@@ -74,11 +72,6 @@ class InferRunTest : public ::testing::Test {
     return none;
   }
 
-  Metrics metrics_;
-  const ProtoAnswerCodec answer_codec_;  // before the service, which reads it
-  testing::FakeMeshExecutor executor_;
-  std::unique_ptr<Service> service_;
-  std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<InferenceEndpoint> endpoint_;
   std::shared_ptr<InferRun> run_;
   std::mutex progress_mutex_;

@@ -59,6 +59,19 @@ std::string create(JobStore& store, const std::string& owner = "studio",
   return std::get<std::string>(created);
 }
 
+// What a create of `prompt` by `owner` that must be refused answers (a job made instead is a
+// failure, and OK comes back).
+Status refused_create(JobStore& store, const std::string& owner, const std::string& prompt) {
+  NewJob job;
+  job.owner = owner;
+  job.request.set_prompt(prompt);
+  const JobStore::Created created =
+      wait_for<JobStore::Created>([&](auto done) { store.create(job, std::move(done)); });
+  if (const auto* status = std::get_if<Status>(&created)) return *status;
+  ADD_FAILURE() << "a job was made: " << std::get<std::string>(created);
+  return Status();
+}
+
 Answer get(JobStore& store, const std::string& id, const std::string& owner = "studio",
            milliseconds wait = milliseconds(0)) {
   return wait_for<Answer>([&](auto done) { store.get(id, owner, wait, std::move(done)); },
@@ -236,13 +249,9 @@ TEST_F(RedisJobStoreTest, PerKeyLimitHoldsAcrossReplicas) {
   Replica a(*server_, timers_, options_), b(*server_, timers_, options_);
   create(*a.store, "studio", "one");
   create(*b.store, "studio", "two");
-  NewJob third;
-  third.owner = "studio";
-  const JobStore::Created refused =
-      wait_for<JobStore::Created>([&](auto done) { a.store->create(third, std::move(done)); });
-  ASSERT_TRUE(std::holds_alternative<Status>(refused));
-  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kResourceExhausted);
-  EXPECT_NE(std::get<Status>(refused).message().find("jobs.max_jobs_per_key"), std::string::npos);
+  const Status refused = refused_create(*a.store, "studio", "");
+  EXPECT_EQ(refused.code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("jobs.max_jobs_per_key"), std::string::npos);
   // Another key is not held back by this one.
   EXPECT_FALSE(create(*a.store, "other", "three").empty());
 }
@@ -442,14 +451,9 @@ TEST_F(RedisJobStoreTest, ASubmitAnsweredUnavailableInAStallMakesNoJob) {
   ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }));
   std::this_thread::sleep_for(milliseconds(300));  // ticked: Redis' clock is known
   own.pause();
-  NewJob job;
-  job.owner = "studio";
-  job.request.set_prompt("a ghost");
-  const JobStore::Created refused =
-      wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
-  ASSERT_TRUE(std::holds_alternative<Status>(refused));
-  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
-  EXPECT_NE(std::get<Status>(refused).message().find("not made"), std::string::npos);
+  const Status refused = refused_create(*a.store, "studio", "a ghost");
+  EXPECT_EQ(refused.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(refused.message().find("not made"), std::string::npos);
   std::this_thread::sleep_for(milliseconds(500));
   own.resume();  // the create that sat in Redis' socket runs now: too late, it does nothing
   ASSERT_TRUE(eventually([&] { return a.store->health().ok(); }));
@@ -539,16 +543,10 @@ TEST_F(RedisJobStoreTest, ADurableSubmitWaitsForAReplicaOfRedis) {
   options_.durable_replicas = 1;
   options_.durable_timeout_ms = 300;
   Replica a(primary, timers_, options_);
-  NewJob job;
-  job.owner = "studio";
-  job.request.set_prompt("a chair");
-  const JobStore::Created refused =
-      wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
-  ASSERT_TRUE(std::holds_alternative<Status>(refused));
-  EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
-  EXPECT_NE(std::get<Status>(refused).message().find("jobs.durable_replicas: 0 of 1 "),
-            std::string::npos)
-      << std::get<Status>(refused).message();
+  const Status refused = refused_create(*a.store, "studio", "a chair");
+  EXPECT_EQ(refused.code(), ErrorCode::kUnavailable);
+  EXPECT_NE(refused.message().find("jobs.durable_replicas: 0 of 1 "), std::string::npos)
+      << refused.message();
   RedisConnection look(primary.endpoint(), {});
   const auto jobs_in_redis = [&] {
     return look.command({"KEYS", options_.key_prefix + "job:*"}, Clock::now() + milliseconds(500))
@@ -593,14 +591,10 @@ TEST_F(RedisJobStoreTest, RedisGoneRefusesSubmitsAtOnceAndTheHealthSaysWhy) {
   const std::string id = create(*a.store);
   own.stop();
   const auto start = Clock::now();
-  NewJob job;
-  job.owner = "studio";
   for (int i = 0; i < 3; ++i) {
-    const JobStore::Created refused =
-        wait_for<JobStore::Created>([&](auto done) { a.store->create(job, std::move(done)); });
-    ASSERT_TRUE(std::holds_alternative<Status>(refused));
-    EXPECT_EQ(std::get<Status>(refused).code(), ErrorCode::kUnavailable);
-    EXPECT_NE(std::get<Status>(refused).message().find("jobs.store redis"), std::string::npos);
+    const Status refused = refused_create(*a.store, "studio", "");
+    EXPECT_EQ(refused.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(refused.message().find("jobs.store redis"), std::string::npos);
   }
   EXPECT_EQ(status_of(get(*a.store, id)).code(), ErrorCode::kUnavailable);
   EXPECT_LT(Clock::now() - start, milliseconds(5'000));

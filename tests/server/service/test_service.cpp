@@ -39,13 +39,8 @@ namespace test_service {
 using testing::eventually;
 using testing::FakeMeshExecutor;
 
-class MeshServiceTest : public ::testing::Test {
+class MeshServiceTest : public testing::ServiceTest {
  protected:
-  MeshServiceTest() : metrics_({1, 2}) {
-    service_ = std::make_unique<Service>(testing::test_service_options(), metrics_, answer_codec_);
-    scheduler_ = testing::test_scheduler(executor_);
-  }
-
   // A front door that waits: starts the call and blocks until its outcome (the trailers the
   // core asked for are kept in `trailers_`).
   Status call(const v1::GenerateMeshRequest& request, v1::GenerateMeshResponse* response,
@@ -99,11 +94,6 @@ class MeshServiceTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> trailers_;
-  Metrics metrics_;
-  const ProtoAnswerCodec answer_codec_;  // before the service, which reads it
-  FakeMeshExecutor executor_;
-  std::unique_ptr<Service> service_;
-  std::unique_ptr<Scheduler> scheduler_;
 };
 
 TEST_F(MeshServiceTest, AnswersUnavailableUntilTheModelIsReady) {
