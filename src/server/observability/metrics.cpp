@@ -30,20 +30,39 @@ prometheus::Histogram::BucketBoundaries redis_buckets() {
           0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
+// A family of series by label (each series added where its labels are known).
+prometheus::Family<prometheus::Counter>* counters(prometheus::Registry& registry,
+                                                  const std::string& name,
+                                                  const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+prometheus::Family<prometheus::Gauge>* gauges(prometheus::Registry& registry,
+                                              const std::string& name, const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+}
+
+prometheus::Family<prometheus::Histogram>* histograms(prometheus::Registry& registry,
+                                                      const std::string& name,
+                                                      const std::string& help) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
+}
+
+// A metric with no labels: its family's one series.
 prometheus::Histogram* histogram(prometheus::Registry& registry, const std::string& name,
                                  const std::string& help,
                                  const prometheus::Histogram::BucketBoundaries& buckets) {
-  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+  return &histograms(registry, name, help)->Add({}, buckets);
 }
 
 prometheus::Gauge* gauge(prometheus::Registry& registry, const std::string& name,
                          const std::string& help) {
-  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+  return &gauges(registry, name, help)->Add({});
 }
 
 prometheus::Counter* counter(prometheus::Registry& registry, const std::string& name,
                              const std::string& help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+  return &counters(registry, name, help)->Add({});
 }
 
 }  // namespace
@@ -52,12 +71,9 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
     // process_* (CPU, memory, file descriptors, start time) come with every scrape.
     : registry_(make_registry_with_process_metrics()) {
   auto& r = *registry_;
-  requests_ = &prometheus::BuildCounter()
-                   .Name("cube3d_requests_total")
-                   .Help(
+  requests_ = counters(r, "cube3d_requests_total",
                        "Mesh requests (gRPC and HTTP, and gRPC calls to unknown methods) by the "
-                       "gRPC status code their clients saw")
-                   .Register(r);
+                       "gRPC status code their clients saw");
   request_duration_ =
       histogram(r, "cube3d_request_duration_seconds",
                 "Successful requests' time from arrival to response", duration_buckets());
@@ -85,25 +101,20 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
   running_ = gauge(r, "cube3d_requests_running",
                    "Requests past the queue: encoding text, decoding or meshing");
   queue_depth_ = gauge(r, "cube3d_queue_depth", "Requests waiting for a batch");
-  auto& batch_size = prometheus::BuildHistogram()
-                         .Name("cube3d_batch_size")
-                         .Help(
-                             "Requests per batch (static batching) or per decode step "
-                             "(continuous batching), by batch bucket")
-                         .Register(r);
+  auto& batch_size = *histograms(r, "cube3d_batch_size",
+                                 "Requests per batch (static batching) or per decode step "
+                                 "(continuous batching), by batch bucket");
   prometheus::Histogram::BucketBoundaries sizes;
   for (const int64_t b : buckets) sizes.push_back(static_cast<double>(b));
   for (const int64_t b : buckets) {
     batch_size_by_bucket_[b] = &batch_size.Add({{"batch_bucket", std::to_string(b)}}, sizes);
   }
-  prometheus::BuildGauge()
-      .Name("cube3d_build_info")
-      .Help("The running server's version, git revision, device and dtype (value 1)")
-      .Register(r)
-      .Add({{"version", build.version},
-            {"revision", build.revision},
-            {"device", build.device},
-            {"dtype", build.dtype}})
+  gauges(r, "cube3d_build_info",
+         "The running server's version, git revision, device and dtype (value 1)")
+      ->Add({{"version", build.version},
+             {"revision", build.revision},
+             {"device", build.device},
+             {"dtype", build.dtype}})
       .Set(1);
   tokens_ = counter(r, "cube3d_tokens_generated_total", "Shape tokens generated for requests");
   model_load_ = gauge(r, "cube3d_model_load_seconds", "Time to load and warm up the model");
@@ -115,44 +126,27 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                        "Text encoding and prefill of the requests joining at one step, during "
                        "which the running requests wait (continuous batching)",
                        duration_buckets());
-  http_connections_ = &prometheus::BuildGauge()
-                           .Name("cube3d_http_connections")
-                           .Help("Open HTTP connections, by listener (http, metrics)")
-                           .Register(r);
-  http_closed_ = &prometheus::BuildCounter()
-                      .Name("cube3d_http_connections_closed_total")
-                      .Help(
+  http_connections_ =
+      gauges(r, "cube3d_http_connections", "Open HTTP connections, by listener (http, metrics)");
+  http_closed_ = counters(r, "cube3d_http_connections_closed_total",
                           "HTTP connections closed, by listener and reason (client, idle_timeout, "
                           "header_timeout, body_timeout, write_timeout, refused_request, done, "
-                          "server_stop)")
-                      .Register(r);
-  http_refused_ = &prometheus::BuildCounter()
-                       .Name("cube3d_http_connections_refused_total")
-                       .Help(
+                          "server_stop)");
+  http_refused_ = counters(r, "cube3d_http_connections_refused_total",
                            "HTTP connections closed at once when accepted, by listener and reason "
-                           "(max_connections, max_connections_per_client)")
-                       .Register(r);
-  cache_answers_ = &prometheus::BuildCounter()
-                        .Name("cube3d_cache_requests_total")
-                        .Help(
+                           "(max_connections, max_connections_per_client)");
+  cache_answers_ = counters(r, "cube3d_cache_requests_total",
                             "Answered requests by where their mesh came from: hit (the result "
                             "cache), miss (computed and stored), coalesced (an identical request's "
-                            "computation in flight), bypass (computed without the cache)")
-                        .Register(r);
+                            "computation in flight), bypass (computed without the cache)");
   cache_hit_bytes_ =
       counter(r, "cube3d_cache_hit_bytes_total", "Bytes of answers served from the result cache");
-  cache_bytes_ = &prometheus::BuildGauge()
-                      .Name("cube3d_cache_bytes")
-                      .Help("The result cache's size in bytes, by tier (memory, disk)")
-                      .Register(r);
-  cache_entries_ = &prometheus::BuildGauge()
-                        .Name("cube3d_cache_entries")
-                        .Help("The result cache's entries, by tier (memory, disk)")
-                        .Register(r);
-  cache_evictions_ = &prometheus::BuildCounter()
-                          .Name("cube3d_cache_evictions_total")
-                          .Help("Result cache entries evicted to stay within a tier's bound")
-                          .Register(r);
+  cache_bytes_ =
+      gauges(r, "cube3d_cache_bytes", "The result cache's size in bytes, by tier (memory, disk)");
+  cache_entries_ =
+      gauges(r, "cube3d_cache_entries", "The result cache's entries, by tier (memory, disk)");
+  cache_evictions_ = counters(r, "cube3d_cache_evictions_total",
+                              "Result cache entries evicted to stay within a tier's bound");
   cache_corrupt_ = counter(r, "cube3d_cache_corrupt_entries_total",
                            "Disk cache entries that failed their checks: deleted and recomputed");
   cache_disk_tier_up_ =
@@ -164,15 +158,12 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
   device_faults_ = counter(r, "cube3d_device_faults_total",
                            "Device faults (the GPU failed during a step: a CUDA error); after "
                            "one the server stops serving and exits with status 70 for a restart");
-  peer_errors_ = &prometheus::BuildCounter()
-                      .Name("cube3d_peer_errors_total")
-                      .Help(
+  peer_errors_ = counters(r, "cube3d_peer_errors_total",
                           "What peers caused and the server refused before its service, by door "
                           "(grpc, http) and kind (tls_handshake: a failed TLS handshake; "
                           "protocol: bytes that are no request; refused: a request refused "
                           "before the service), logged or not (the log writes one line a kind "
-                          "per 10 s)")
-                      .Register(r);
+                          "per 10 s)");
   for (const auto& [door, kind] : {std::pair{"grpc", "tls_handshake"},
                                    {"grpc", "protocol"},
                                    {"http", "tls_handshake"},
@@ -180,38 +171,24 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
                                    {"http", "refused"}}) {
     peer_errors_->Add({{"door", door}, {"kind", kind}});
   }
-  redis_calls_ = &prometheus::BuildCounter()
-                      .Name("cube3d_redis_commands_total")
-                      .Help(
+  redis_calls_ = counters(r, "cube3d_redis_commands_total",
                           "Pipelines of Redis commands (the shared job store and cache tier), "
                           "by their first command and outcome (ok: answered; error: timed "
-                          "out, refused or connection lost)")
-                      .Register(r);
-  redis_seconds_ = &prometheus::BuildHistogram()
-                        .Name("cube3d_redis_command_seconds")
-                        .Help("Redis pipelines' time from queued to answered, by first command")
-                        .Register(r);
+                          "out, refused or connection lost)");
+  redis_seconds_ = histograms(r, "cube3d_redis_command_seconds",
+                              "Redis pipelines' time from queued to answered, by first command");
   redis_up_ = gauge(r, "cube3d_redis_up",
                     "1 while Redis (redis.url) can be reached, 0 when it cannot; 0 without one");
-  cache_redis_lookups_ = &prometheus::BuildCounter()
-                              .Name("cube3d_cache_redis_lookups_total")
-                              .Help(
+  cache_redis_lookups_ = counters(r, "cube3d_cache_redis_lookups_total",
                                   "Lookups in the shared (Redis) cache tier, by result: hit, "
                                   "miss, corrupt (deleted, recomputed), error (Redis could "
-                                  "not be asked: a miss)")
-                              .Register(r);
-  cache_redis_waits_ = &prometheus::BuildCounter()
-                            .Name("cube3d_cache_redis_waits_total")
-                            .Help(
+                                  "not be asked: a miss)");
+  cache_redis_waits_ = counters(r, "cube3d_cache_redis_waits_total",
                                 "Lookups that waited for another replica's computation of "
-                                "the same request, by how they ended (hit, miss)")
-                            .Register(r);
-  job_takeovers_ = &prometheus::BuildCounter()
-                        .Name("cube3d_job_takeovers_total")
-                        .Help(
+                                "the same request, by how they ended (hit, miss)");
+  job_takeovers_ = counters(r, "cube3d_job_takeovers_total",
                             "Jobs whose replica stopped renewing its lease, handled here: "
-                            "rerun (taken over), failed (past jobs.max_takeovers), cancelled")
-                        .Register(r);
+                            "rerun (taken over), failed (past jobs.max_takeovers), cancelled");
   // The commands the server sends first in a pipeline, at zero from the start.
   for (const char* command : {"EVAL", "SET", "DEL", "PING"}) {
     for (const char* outcome : {"ok", "error"}) {
@@ -227,37 +204,23 @@ Metrics::Metrics(const std::vector<int64_t>& buckets, const BuildInfo& build)
   for (const char* outcome : {"rerun", "failed", "cancelled"}) {
     job_takeovers_->Add({{"outcome", outcome}});
   }
-  jobs_ = &prometheus::BuildGauge()
-               .Name("cube3d_jobs")
-               .Help("Jobs kept now, by state (queued, running, succeeded, failed, cancelled)")
-               .Register(r);
+  jobs_ = gauges(r, "cube3d_jobs",
+                 "Jobs kept now, by state (queued, running, succeeded, failed, cancelled)");
   job_result_bytes_ =
       gauge(r, "cube3d_job_result_bytes", "Bytes of finished jobs' results kept in memory");
-  jobs_submitted_ = &prometheus::BuildCounter()
-                         .Name("cube3d_jobs_submitted_total")
-                         .Help("Job submissions, by outcome (accepted, refused)")
-                         .Register(r);
-  key_requests_ = &prometheus::BuildCounter()
-                       .Name("cube3d_key_requests_total")
-                       .Help("Mesh requests by API key and the gRPC status code the core answered")
-                       .Register(r);
+  jobs_submitted_ =
+      counters(r, "cube3d_jobs_submitted_total", "Job submissions, by outcome (accepted, refused)");
+  key_requests_ = counters(r, "cube3d_key_requests_total",
+                           "Mesh requests by API key and the gRPC status code the core answered");
   key_shape_tokens_ =
-      &prometheus::BuildCounter()
-           .Name("cube3d_key_shape_tokens_total")
-           .Help("Shape tokens decoded for each API key's requests, guidance rows included")
-           .Register(r);
-  key_occupancy_points_ = &prometheus::BuildCounter()
-                               .Name("cube3d_key_occupancy_points_total")
-                               .Help("Occupancy points evaluated for each API key's meshes")
-                               .Register(r);
-  key_mesh_bytes_ = &prometheus::BuildCounter()
-                         .Name("cube3d_key_mesh_bytes_total")
-                         .Help("Mesh bytes returned to each API key (files, or raw arrays)")
-                         .Register(r);
-  prompt_refusals_ = &prometheus::BuildCounter()
-                          .Name("cube3d_prompt_refusals_total")
-                          .Help("Prompts refused by the prompt policy, by API key")
-                          .Register(r);
+      counters(r, "cube3d_key_shape_tokens_total",
+               "Shape tokens decoded for each API key's requests, guidance rows included");
+  key_occupancy_points_ = counters(r, "cube3d_key_occupancy_points_total",
+                                   "Occupancy points evaluated for each API key's meshes");
+  key_mesh_bytes_ = counters(r, "cube3d_key_mesh_bytes_total",
+                             "Mesh bytes returned to each API key (files, or raw arrays)");
+  prompt_refusals_ = counters(r, "cube3d_prompt_refusals_total",
+                              "Prompts refused by the prompt policy, by API key");
   for (const char* result : {"hit", "miss", "coalesced", "bypass"}) {
     cache_answers_->Add({{"result", result}});
   }
