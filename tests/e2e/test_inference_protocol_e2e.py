@@ -201,7 +201,17 @@ class InferenceProtocolTest(ServerTestCase):
     def test_a_batch_fans_out_and_comes_back_padded(self):
         outputs = [thttp.InferRequestedOutput(name) for name in ("MESH", "VERTICES", "FACES")]
         prompts = ["a chair", "a tall lamp", "a boat"]
+        before = self.http.get_inference_statistics(MODEL)["model_stats"][0]
         result = self.http.infer(MODEL, inputs(thttp, prompts), outputs=outputs)
+        # One request of three inferences in the statistics, as Triton counts a batch (a prompt
+        # the cache answered is no inference).
+        after = self.http.get_inference_statistics(MODEL)["model_stats"][0]
+        self.assertEqual(after["inference_stats"]["success"]["count"],
+                         before["inference_stats"]["success"]["count"] + 1)
+        statuses = result.get_response()["parameters"]["cache_status"].split(",")
+        self.assertEqual(len(statuses), 3)
+        self.assertEqual(after["inference_count"],
+                         before["inference_count"] + sum(s != "hit" for s in statuses))
         meshes = result.as_numpy("MESH")
         self.assertEqual(meshes.shape, (3, 1))
         counts = result.get_response()["parameters"]["vertex_count"].split(",")

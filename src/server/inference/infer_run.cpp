@@ -36,9 +36,12 @@ InferRun::InferRun(Service& service, InferRequest request, ModelDescription mode
       remaining_(plan_.requests.size()),
       teller_(std::move(observer.progress), std::move(observer.done)) {}
 
-void InferRun::launch(const CallContext& call) {
+void InferRun::launch(const CallContext& request_call) {
   const std::shared_ptr<InferRun> self = shared_from_this();
   const size_t batch = plan_.requests.size();
+  // Each prompt is a call of its own; the statistics count them as this one request.
+  CallContext call = request_call;
+  call.statistics_group = service_.statistics_group(batch);
   // Read before any call can end. Progress only for a request that asks (its parameter).
   const bool reports = teller_.listens_to_progress() && plan_.progress;
   for (size_t i = 0; i < batch; ++i) {
@@ -48,6 +51,7 @@ void InferRun::launch(const CallContext& call) {
         // An earlier prompt failed (or the caller cancelled): the rest are not started, and
         // count as ended.
         remaining_ -= batch - i;
+        call.statistics_group->not_made(batch - i);
         break;
       }
     }

@@ -58,6 +58,7 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
       : core_(core),
         start_(SteadyClock::now()),
         counted_by_front_door_(call.outcome_counted_by_front_door),
+        statistics_group_(call.statistics_group),
         traceparent_(call.traceparent),
         via_(call.transport),
         // The client's id is logged only once validated (then it is plain [A-Za-z0-9._:-]);
@@ -123,6 +124,8 @@ class ServiceCall final : public ActiveCall, public std::enable_shared_from_this
   Service& core_;
   const SteadyClock::time_point start_;
   const bool counted_by_front_door_;
+  // The request this call is one prompt of, for the model statistics; null: its own.
+  const std::shared_ptr<InferenceStatistics::Group> statistics_group_;
   const std::string traceparent_;
   std::string via_;  // "grpc", or "grpc, key studio-a" once the key is known
   std::string key_name_;
@@ -499,14 +502,20 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
   }
   if (status.ok() && result) {
     const WorkTimings& t = result->timings;
-    core_.statistics_.computed({.total_ms = total_ms,
-                                .queue_ms = t.queue_ms,
-                                .input_ms = t.text_encoding_ms + t.prefill_ms,
-                                .infer_ms = t.decode_ms,
-                                .output_ms = t.mesh_ms,
-                                .batch_bucket = result->batch_bucket,
-                                .executed = cache_status_ != CacheStatus::kCoalesced,
-                                .cache_miss = cache_status_ == CacheStatus::kMiss});
+    const InferenceStatistics::Computed computed{
+        .total_ms = total_ms,
+        .queue_ms = t.queue_ms,
+        .input_ms = t.text_encoding_ms + t.prefill_ms,
+        .infer_ms = t.decode_ms,
+        .output_ms = t.mesh_ms,
+        .batch_bucket = result->batch_bucket,
+        .executed = cache_status_ != CacheStatus::kCoalesced,
+        .cache_miss = cache_status_ == CacheStatus::kMiss};
+    if (statistics_group_) {
+      statistics_group_->computed(computed);
+    } else {
+      core_.statistics_.computed(computed);
+    }
     core_.metrics_.cache_answer(cache_status_name(cache_status_));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     core_.metrics_.observe_queue_seconds(result->timings.queue_ms / 1000.0);
@@ -521,14 +530,22 @@ void ServiceCall::count_locked(const CallOutcome& outcome, const WorkResult* res
         result->timings.prefill_ms, result->timings.tpot_ms, result->timings.mesh_ms, total_ms,
         result->face_count);
   } else if (status.ok()) {
-    core_.statistics_.cache_hit(total_ms);
+    if (statistics_group_) {
+      statistics_group_->cache_hit();
+    } else {
+      core_.statistics_.cache_hit(total_ms);
+    }
     core_.metrics_.cache_answer(cache_status_name(CacheStatus::kHit));
     core_.metrics_.observe_request_seconds(total_ms / 1000.0);
     spdlog::info("request {} OK ({}, cache hit of {}) total {:.1f} ms ({} faces)", request_id_,
                  via_, outcome.answer.body->effective.computed_by_request_id, total_ms,
                  outcome.answer.body->face_count);
   } else {
-    core_.statistics_.failed(total_ms);
+    if (statistics_group_) {
+      statistics_group_->failed();
+    } else {
+      core_.statistics_.failed(total_ms);
+    }
     spdlog::info("request {} {} ({}) after {:.1f} ms: {}",
                  request_id_.empty() ? unvalidated_id_ : request_id_, code, via_, total_ms,
                  status.message());

@@ -114,11 +114,11 @@ TEST_F(InferRunTest, ABatchIsOneCallAPromptAndOneAnswer) {
   EXPECT_EQ(outcome.answer.outputs[0].shape, (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(bytes_elements(outcome.answer.outputs[0].data, 3, "MESH")[2], "ggggg");
   EXPECT_EQ(outcome.answer.outputs[1].shape, (std::vector<int64_t>{3, 5, 3}));
-  // Three requests in the statistics: each prompt is one.
+  // One request of three inferences in the statistics, as Triton counts a batch of three.
   const auto stats = endpoint_->statistics();
-  EXPECT_EQ(stats.success.count, 3u);
+  EXPECT_EQ(stats.success.count, 1u);
   EXPECT_EQ(stats.inference_count, 3u);
-  EXPECT_EQ(stats.queue.count, 3u);
+  EXPECT_EQ(stats.queue.count, 1u);
   EXPECT_GT(stats.last_inference_ms, 0u);
   // Progress is only for a request that asks.
   const std::lock_guard lock(progress_mutex_);
@@ -150,6 +150,28 @@ TEST_F(InferRunTest, TheFirstFailingPromptFailsTheBatchInTheProtocolsWords) {
             0u)
       << outcome.status.message();
   EXPECT_GE(endpoint_->statistics().fail.count, 1u);
+}
+
+// As Triton counts a batch: one failed request, whatever its prompts did (the first computed,
+// the second refused), and one for a batch the caller cancelled.
+TEST_F(InferRunTest, AFailedOrCancelledBatchIsOneFailedRequestInTheStatistics) {
+  attach();
+  const InferOutcome refused =
+      run(infer_request({bytes_tensor(kPrompt, {"a", "b"}),
+                         numbers_tensor<float>(kGuidanceScale, DataType::kFp32, {1.f, 500.f})}));
+  EXPECT_EQ(refused.status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(endpoint_->statistics().fail.count, 1u);
+  EXPECT_EQ(endpoint_->statistics().success.count, 0u);
+
+  executor_.hold = true;
+  InferObserver observer;
+  observer.done = [](InferOutcome) {};
+  const auto active =
+      endpoint_->infer(infer_request({bytes_tensor(kPrompt, {"c", "d"})}), {}, std::move(observer));
+  ASSERT_TRUE(eventually([&] { return executor_.held_count() == 2; }));
+  active->cancel(Status(ErrorCode::kCancelled, "the client went away"));
+  ASSERT_TRUE(eventually([&] { return endpoint_->statistics().fail.count == 2; }));
+  EXPECT_EQ(endpoint_->statistics().success.count, 0u);
 }
 
 TEST_F(InferRunTest, TheCallersCancelEndsEveryPromptsWork) {

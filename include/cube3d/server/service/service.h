@@ -91,6 +91,10 @@ struct CallContext {
   // key's (it must still be configured) without `authorization`, and the key's request and
   // concurrency limits, met at the job's submission, are not applied again.
   std::optional<ResumedIdentity> resumed;
+  // Set by the Open Inference Protocol's run alone: the request this call is one prompt of, in
+  // the model statistics (a request of B prompts is one request of B inferences); null for a
+  // request of its own.
+  std::shared_ptr<InferenceStatistics::Group> statistics_group;
 };
 
 // How a call ended. `trailers` are for the transport's trailing metadata or response headers
@@ -163,6 +167,11 @@ class Service {
   // Every request's outcome in the shape of Triton's statistics extension (the Open Inference
   // Protocol's model statistics).
   const InferenceStatistics& statistics() const { return statistics_; }
+  // The statistics' tally of one request of `prompts` calls (CallContext::statistics_group);
+  // the service must outlive it.
+  std::shared_ptr<InferenceStatistics::Group> statistics_group(size_t prompts) {
+    return std::make_shared<InferenceStatistics::Group>(statistics_, prompts);
+  }
   // Deadlines of the core's calls, and the front doors' own timeouts (one thread for all).
   TimerQueue& timers() { return timers_; }
 
