@@ -14,12 +14,16 @@ with jobs.store: redis, cache.redis: true and a short lease (jobs.lease_ms 1500)
      naming Redis, /readyz says so while gRPC health stays SERVING, nothing waits past
      redis.timeout_ms; Redis back, jobs work again.
 
+(3b. between them: each connection sends a script's text once, then EVALSHA, read off Redis'
+INFO commandstats.)
+
 The figures (lease, takeover time, a hit's latency through Redis) are printed. Run:
 
     cd tests/e2e && CUBE3D_BIN_DIR=../../build/bin CUBE3D_SOURCE_DIR=../.. \\
         python3 -m unittest -v test_redis_e2e
 """
 import json
+import re
 import signal
 import sys
 import tempfile
@@ -29,7 +33,7 @@ import unittest
 import grpc
 
 import server_process as e2e
-from redis_process import HAVE_REDIS, SKIP_REASON, RedisProcess
+from redis_process import HAVE_REDIS, SKIP_REASON, RedisProcess, resp
 from server_process import make_request, metric_value
 
 setUpModule = e2e.setUpModule
@@ -210,6 +214,36 @@ class RedisReplicasTest(unittest.TestCase):
         self.assertEqual(answers["b"][1]["X-Cache"], "hit")
         self.assertEqual(metric_value(self.b.metrics(), "cube3d_cache_redis_waits_total",
                                       result="hit"), waited_hits + 1)
+
+    def redis_counts(self):
+        """Redis' count of EVAL and EVALSHA calls, and of the bytes it has read."""
+        stats = resp(self.redis.port, "INFO", "commandstats") + resp(self.redis.port, "INFO",
+                                                                      "stats")
+
+        def field(pattern):
+            match = re.search(pattern, stats)
+            return int(match.group(1)) if match else 0
+        return (field(r"cmdstat_eval:calls=(\d+)"), field(r"cmdstat_evalsha:calls=(\d+)"),
+                field(r"total_net_input_bytes:(\d+)"))
+
+    def test_3b_a_script_crosses_the_wire_once_per_connection(self):
+        # Each connection sends a script in full the first time it runs it there, then by its
+        # SHA-1. So, whatever ran before, these jobs cost at most one EVAL per connection and
+        # script (2 replicas x 2 lanes x 14 scripts); with the text every time they would cost
+        # about 20 a job and as many for the renewal rounds.
+        jobs = 5
+        eval_before, sha_before, bytes_before = self.redis_counts()
+        for i in range(jobs):
+            job_id = self.submit(self.a, f"a stool by its hash, {i}")
+            self.assertEqual(self.wait_ended(self.b, job_id)["state"], "JOB_STATE_SUCCEEDED")
+            status, _, _ = self.b.http("GET", f"{JOBS}/{job_id}/mesh")
+            self.assertEqual(status, 200)
+        eval_after, sha_after, bytes_after = self.redis_counts()
+        self.assertLessEqual(eval_after - eval_before, 2 * 2 * 14)
+        self.assertGreaterEqual(sha_after - sha_before, jobs * 10)
+        self.figures["redis_bytes_per_job"] = (bytes_after - bytes_before) // jobs
+        self.figures["redis_evalsha_share"] = round(
+            (sha_after - sha_before) / max(1, sha_after - sha_before + eval_after - eval_before), 3)
 
     def test_4_a_replica_killed_mid_job_costs_no_job(self):
         job_id = self.submit(self.a, "a sailing boat on a dead replica", res=TAKEOVER_RES)

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "cube3d/core/error.h"
+#include "cube3d/server/redis/redis_scripts.h"
 
 namespace cube3d {
 namespace {
@@ -68,12 +69,14 @@ RedisReply from_hiredis(const redisReply& r) {
   return out;
 }
 
-std::string encode(const std::vector<std::string>& argv) {
+// `Args`: a vector of strings or of string views.
+template <typename Args>
+std::string encode(const Args& argv) {
   std::vector<const char*> parts;
   std::vector<size_t> lengths;
   parts.reserve(argv.size());
   lengths.reserve(argv.size());
-  for (const std::string& arg : argv) {
+  for (const auto& arg : argv) {
     parts.push_back(arg.data());
     lengths.push_back(arg.size());
   }
@@ -115,6 +118,17 @@ class RedisConnection::Impl {
     if (!reply) fail("no reply within the deadline");
     return std::move(*reply);
   }
+  // Sends `commands` at once and reads one reply each, all by `deadline`.
+  std::vector<RedisReply> exchange(const std::vector<RedisScripts::CommandView>& commands,
+                                   RedisConnectionClock::time_point deadline) {
+    std::string bytes;
+    for (const auto& argv : commands) bytes += encode(argv);
+    write_all(bytes, deadline);
+    std::vector<RedisReply> replies;
+    replies.reserve(commands.size());
+    for (size_t i = 0; i < commands.size(); ++i) replies.push_back(read_reply_or_throw(deadline));
+    return replies;
+  }
 
   // Between commands nothing may be readable: bytes (a TLS close_notify, a stray reply) or the
   // end of the stream both mean the connection cannot be trusted with the next command.
@@ -133,6 +147,7 @@ class RedisConnection::Impl {
   const RedisEndpoint endpoint_;
   const std::string where_;
   bool broken_ = false;
+  RedisScripts scripts_;  // what this connection's Redis holds
 
  private:
   void connect_tcp(RedisConnectionClock::time_point deadline);
@@ -369,15 +384,24 @@ std::vector<RedisReply> RedisConnection::pipeline(
     const std::vector<std::vector<std::string>>& commands,
     RedisConnectionClock::time_point deadline) {
   if (impl_->broken_) impl_->fail("the connection is broken");
-  std::string bytes;
-  for (const auto& argv : commands) bytes += encode(argv);
-  impl_->write_all(bytes, deadline);
-  std::vector<RedisReply> replies;
-  replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
-    replies.push_back(impl_->read_reply_or_throw(deadline));
+  RedisScripts::Outgoing sent = impl_->scripts_.outgoing(commands);
+  std::vector<RedisReply> replies = impl_->exchange(sent.commands, deadline);
+  switch (impl_->scripts_.learn(commands, sent, replies)) {
+    case RedisScripts::Verdict::kAnswered:
+      return replies;
+    case RedisScripts::Verdict::kSendAgain:
+      // Redis lost its scripts (SCRIPT FLUSH) and none of them ran: once more, each in full.
+      sent = impl_->scripts_.outgoing(commands);
+      replies = impl_->exchange(sent.commands, deadline);
+      if (impl_->scripts_.learn(commands, sent, replies) == RedisScripts::Verdict::kAnswered) {
+        return replies;
+      }
+      break;
+    case RedisScripts::Verdict::kOutcomeUnknown:
+      break;
   }
-  return replies;
+  impl_->fail("it lost its Lua scripts (NOSCRIPT: a SCRIPT FLUSH?) while a pipeline of " +
+              std::to_string(commands.size()) + " commands ran, some of which may have run");
 }
 
 RedisReply RedisConnection::command(const std::vector<std::string>& argv,

@@ -20,13 +20,15 @@ namespace cube3d::test_redis_client {
 using cube3d::testing::eventually;
 using cube3d::testing::RedisTestServer;
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 
 #define SKIP_WITHOUT_REDIS() \
   if (!RedisTestServer::installed()) GTEST_SKIP() << RedisTestServer::skip_message()
 
-RedisClientOptions options_for(const RedisTestServer& server) {
+RedisClientOptions options_for(const RedisTestServer& server, int64_t lanes = 2) {
   RedisClientOptions options;
   options.endpoint = server.endpoint();
+  options.lanes = lanes;
   options.connect.connect_timeout = std::chrono::milliseconds(500);
   options.command_timeout = std::chrono::milliseconds(500);
   return options;
@@ -129,9 +131,7 @@ TEST(RedisClient, AGoneRedisIsRefusedAtOnceAndTheClientComesBack) {
 TEST(RedisClient, ARedisRestartedWhileTheClientWasIdleCostsNoCommand) {
   SKIP_WITHOUT_REDIS();
   RedisTestServer server;
-  RedisClientOptions options = options_for(server);
-  options.lanes = 2;
-  RedisClient client(options);
+  RedisClient client(options_for(server, 2));
   ASSERT_TRUE(client.check().ok());
   for (uint64_t lane = 0; lane < 2; ++lane) {  // each lane holds a connection
     ASSERT_TRUE(std::holds_alternative<std::vector<RedisReply>>(client.run_sync({{"PING"}}, lane)));
@@ -145,6 +145,64 @@ TEST(RedisClient, ARedisRestartedWhileTheClientWasIdleCostsNoCommand) {
     EXPECT_EQ(std::get<std::vector<RedisReply>>(result)[1].text, "v");
   }
   EXPECT_TRUE(client.up());
+}
+
+// How often Redis ran `command` ("eval", "evalsha"), from INFO commandstats.
+int64_t calls_of(const RedisTestServer& server, const std::string& command) {
+  RedisConnection connection(server.endpoint(), {});
+  const RedisReply info = connection.command({"INFO", "commandstats"}, Clock::now() + 2s);
+  const std::string key = "cmdstat_" + command + ":calls=";
+  const size_t at = info.text.find(key);
+  return at == std::string::npos ? 0 : std::stoll(info.text.substr(at + key.size()));
+}
+
+void flush_scripts(const RedisTestServer& server) {
+  RedisConnection connection(server.endpoint(), {});
+  ASSERT_EQ(connection.command({"SCRIPT", "FLUSH"}, Clock::now() + 2s).text, "OK");
+}
+
+TEST(RedisClient, AScriptCrossesTheWireOncePerConnection) {
+  SKIP_WITHOUT_REDIS();
+  RedisTestServer server;
+  RedisClient client(options_for(server, 1));
+  for (const std::string value : {"a", "b", "c"}) {
+    const auto result = client.run_sync({{"EVAL", "return ARGV[1]", "0", value}});
+    EXPECT_EQ(replies_of(result).at(0).text, value);
+  }
+  EXPECT_EQ(calls_of(server, "eval"), 1);  // in full once, then by its SHA-1
+  EXPECT_EQ(calls_of(server, "evalsha"), 2);
+  // A script answered with an error (it does not compile) is not taken for held.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(replies_of(client.run_sync({{"EVAL", "return +", "0"}})).at(0).error());
+  }
+  EXPECT_EQ(calls_of(server, "eval"), 3);
+}
+
+TEST(RedisClient, AFlushedScriptCacheIsRefilledWhereNothingCanRunTwice) {
+  SKIP_WITHOUT_REDIS();
+  RedisTestServer server;
+  RedisClient client(options_for(server, 1));
+  const RedisClient::Command incr = {"EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"};
+  EXPECT_EQ(replies_of(client.run_sync({incr})).at(0).as_int(), 1);
+
+  // Beside reads only: none of it ran, so it is sent again in full and answers as if nothing
+  // had happened.
+  flush_scripts(server);
+  const auto again = client.run_sync({incr, {"GET", "n"}});
+  ASSERT_TRUE(std::holds_alternative<std::vector<RedisReply>>(again))
+      << std::get<Status>(again).message();
+  EXPECT_EQ(std::get<std::vector<RedisReply>>(again).at(0).as_int(), 2);
+  EXPECT_EQ(std::get<std::vector<RedisReply>>(again).at(1).as_int(), 2);
+
+  // Beside a write, which ran: the outcome is unknown, said as for a lost reply, and the next
+  // pipeline goes on a new connection. The script itself did not run.
+  flush_scripts(server);
+  const auto unknown = client.run_sync({incr, {"SET", "w", "1"}});
+  ASSERT_TRUE(std::holds_alternative<Status>(unknown));
+  EXPECT_EQ(std::get<Status>(unknown).code(), ErrorCode::kUnavailable);
+  EXPECT_NE(std::get<Status>(unknown).message().find("NOSCRIPT"), std::string::npos)
+      << std::get<Status>(unknown).message();
+  EXPECT_EQ(replies_of(client.run_sync({incr})).at(0).as_int(), 3);
 }
 
 TEST(RedisClient, StartUpCheckNamesTheEndpoint) {

@@ -40,7 +40,10 @@ class RedisConnection {
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
 
-  // Sends the commands at once (a pipeline) and reads one reply each, all by `deadline`.
+  // Sends the commands at once (a pipeline) and reads one reply each, all by `deadline`. An
+  // EVAL of a script that has run on this connection goes as EVALSHA (redis_scripts.h); a
+  // NOSCRIPT answer sends the pipeline again in full when none of it ran but reads, and throws
+  // (the connection broken) when part of it may have run.
   std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& commands,
                                    Clock::time_point deadline);
   RedisReply command(const std::vector<std::string>& argv, Clock::time_point deadline);
