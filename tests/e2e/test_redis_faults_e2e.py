@@ -14,7 +14,9 @@ Redis processes of the test's own (the suite skips, saying so, without Debian's 
      are accepted again within down-after + 5 s, on the new primary, with no restart; no job
      accepted before the kill is lost, and none is run again, though each was long-polled on
      the replica running it across the failover (the subscriber's reconnect must not stop a
-     run).
+     run);
+  4. SCRIPT FLUSH, six times while jobs run, are long-polled and come in: no submit refused, no
+     job lost or run again (the scripts Redis no longer holds are sent again in full).
 
 The figures (stall and failover costs) are printed and, with CUBE3D_FAULTS_JSON=path, written
 there (bench/results/ keeps a run's). Run:
@@ -24,6 +26,7 @@ there (bench/results/ keeps a run's). Run:
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -304,6 +307,48 @@ class RedisFaultsTest(unittest.TestCase):
             "long_polled_across_it": 4,
             "reruns": self.takeovers(),
             "first_accepted_submit_after_kill_s": round(back, 3)}
+
+    def test_4_a_flushed_script_cache_costs_no_client_anything(self):
+        # The connections send each script by its SHA-1 once it has run there; SCRIPT FLUSH
+        # empties Redis' cache under them (as an operator, or a newer Redis' eviction, may). The
+        # scripts answered NOSCRIPT did not run and are sent again in full: no answer changes.
+        redis = self.redis("flush")
+        a, b = self.start_servers(["--redis-url", f"redis://{e2e.HOST}:{redis.port}"])
+        takers = (a, b, a, b)
+        ids = [self.accepted(server, f"a flushed kite {n}") for n, server in enumerate(takers)]
+        joined = self.long_polls(list(zip(takers, ids)))
+        self.wait_running(a, ids)
+        refused = 0
+        for n in range(6):
+            self.assertEqual(resp(redis.port, "SCRIPT", "FLUSH"), "OK")
+            server = (a, b)[n % 2]
+            status, _, job = self.submit(server, f"a kite after flush {n}")
+            self.assertIn(status, (202, 503), job)
+            if status == 503:
+                refused += 1
+            else:
+                ids.append(job["id"])
+            time.sleep(LEASE_MS / 1000 / 3)  # a renewal round between flushes
+        self.assertEqual(refused, 0)
+        polled = joined()
+        for job_id in ids[:4]:
+            status, job = polled.get(job_id, (None, "no answer"))
+            self.assertEqual(status, 200, job)
+            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
+        for job_id in ids:
+            job = self.ended(b, job_id)
+            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
+            self.assertEqual(job.get("takeovers", 0), 0, job)
+        self.assertEqual(self.takeovers(), 0)
+        self.assertEqual(self.job_keys(redis.port), {f"cube3d:job:{i}" for i in ids})
+        # The flushes did reach calls by SHA-1: Redis answered some NOSCRIPT (a failed call).
+        stats = resp(redis.port, "INFO", "commandstats")
+        match = re.search(r"cmdstat_evalsha:calls=\d+,.*failed_calls=(\d+)", stats)
+        self.assertIsNotNone(match, stats)
+        self.assertGreater(int(match.group(1)), 0, stats)
+        self.figures["script_flush"] = {"flushes": 6, "jobs": len(ids), "refused_503": refused,
+                                        "reruns": self.takeovers(),
+                                        "evalsha_noscript": int(match.group(1))}
 
 
 if __name__ == "__main__":
