@@ -26,6 +26,22 @@ bool noscript_reply(const RedisReply& reply) {
   return reply.error() && reply.text.starts_with("NOSCRIPT");
 }
 
+std::string reply_lower_case(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// EVALSHA itself refused, so it did not run: renamed away ("ERR unknown command 'EVALSHA', ...")
+// or not granted by the user's ACL ("NOPERM ... no permissions to run the 'evalsha' command").
+// A script's own refused call names that call's command instead, never 'evalsha'.
+bool evalsha_refused_reply(const RedisReply& reply) {
+  if (!reply.error()) return false;
+  const std::string text = reply_lower_case(reply.text);
+  return (text.starts_with("err unknown command 'evalsha'") || text.starts_with("noperm")) &&
+         text.find("'evalsha'") != std::string::npos;
+}
+
 // Commands that change nothing, so running one again when its pipeline is sent once more is
 // harmless (WAIT only counts replicas).
 bool reads_only_command(const RedisScripts::Command& command) {
@@ -60,7 +76,7 @@ RedisScripts::Outgoing RedisScripts::outgoing(const std::vector<Command>& comman
   for (const Command& command : commands) {
     CommandView view(command.begin(), command.end());
     bool by_sha = false;
-    if (is_eval_command(command)) {
+    if (!sha_refused_ && is_eval_command(command)) {
       auto it = scripts_.find(command[1]);
       if (it == scripts_.end() && scripts_.size() < kMostScripts) {
         it = scripts_.emplace(command[1], Script{sha1_hex(command[1])}).first;
@@ -81,9 +97,17 @@ RedisScripts::Verdict RedisScripts::learn(const std::vector<Command>& commands,
                                           const Outgoing& sent,
                                           const std::vector<RedisReply>& replies) {
   const size_t n = std::min(commands.size(), replies.size());
-  bool lost = false;
-  for (size_t i = 0; i < n; ++i) lost = lost || (sent.by_sha[i] && noscript_reply(replies[i]));
-  if (!lost) {
+  // The commands sent by SHA-1 that Redis did not run: it lost the script, or refused EVALSHA.
+  std::vector<bool> not_run(n, false);
+  bool any_not_run = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!sent.by_sha[i]) continue;
+    const bool refused = evalsha_refused_reply(replies[i]);
+    sha_refused_ = sha_refused_ || refused;
+    not_run[i] = refused || noscript_reply(replies[i]);
+    any_not_run = any_not_run || not_run[i];
+  }
+  if (!any_not_run) {
     for (size_t i = 0; i < n; ++i) {
       if (!is_eval_command(commands[i]) || replies[i].error()) continue;
       if (const auto it = scripts_.find(commands[i][1]); it != scripts_.end()) {
@@ -94,8 +118,7 @@ RedisScripts::Verdict RedisScripts::learn(const std::vector<Command>& commands,
   }
   for (auto& [text, script] : scripts_) script.held = false;
   for (size_t i = 0; i < n; ++i) {
-    const bool did_not_run = sent.by_sha[i] && noscript_reply(replies[i]);
-    if (is_eval_command(commands[i]) ? !did_not_run : !reads_only_command(commands[i])) {
+    if (is_eval_command(commands[i]) ? !not_run[i] : !reads_only_command(commands[i])) {
       return Verdict::kOutcomeUnknown;
     }
   }

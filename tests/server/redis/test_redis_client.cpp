@@ -205,6 +205,30 @@ TEST(RedisClient, AFlushedScriptCacheIsRefilledWhereNothingCanRunTwice) {
   EXPECT_EQ(replies_of(client.run_sync({incr})).at(0).as_int(), 3);
 }
 
+TEST(RedisClient, AUserWithoutEvalshaIsSentEveryScriptInFull) {
+  SKIP_WITHOUT_REDIS();
+  RedisTestServer server;
+  {
+    RedisConnection admin(server.endpoint(), {});
+    ASSERT_EQ(
+        admin
+            .command({"ACL", "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all", "-evalsha"},
+                     Clock::now() + 2s)
+            .text,
+        "OK");
+  }
+  RedisClientOptions options = options_for(server, 1);
+  options.endpoint =
+      parse_redis_url("redis://limited:pw@127.0.0.1:" + std::to_string(server.port()));
+  RedisClient client(options);
+  for (const std::string value : {"a", "b", "c"}) {
+    const auto result = client.run_sync({{"EVAL", "return ARGV[1]", "0", value}});
+    EXPECT_EQ(replies_of(result).at(0).text, value);
+  }
+  // The first in full; the second refused by SHA-1 and sent again in full; then in full.
+  EXPECT_EQ(calls_of(server, "eval"), 3);
+}
+
 TEST(RedisClient, StartUpCheckNamesTheEndpoint) {
   RedisClientOptions options;
   options.endpoint =

@@ -1,6 +1,7 @@
 // Which scripts a connection sends by SHA-1 (RedisScripts), without a Redis: the first run of a
-// script goes in full, later ones as EVALSHA, an error reply teaches nothing, and NOSCRIPT (a
-// SCRIPT FLUSH) either sends the pipeline again or, when part of it may have run, says so.
+// script goes in full, later ones as EVALSHA, an error reply teaches nothing, NOSCRIPT (a
+// SCRIPT FLUSH) either sends the pipeline again or, when part of it may have run, says so, and a
+// Redis that refuses EVALSHA itself gets every script in full.
 #include "cube3d/server/redis/redis_scripts.h"
 
 #include <gtest/gtest.h>
@@ -106,6 +107,38 @@ TEST(RedisScripts, NoscriptBesideAScriptThatRanLeavesTheOutcomeUnknown) {
   const RedisScripts::Outgoing sent = scripts.outgoing(commands);
   EXPECT_EQ(sent.by_sha, (std::vector<bool>{true, false}));
   EXPECT_EQ(scripts.learn(commands, sent, {noscript(), integer(2)}), Verdict::kOutcomeUnknown);
+}
+
+TEST(RedisScripts, ARedisThatRefusesEvalshaGetsEveryScriptInFull) {
+  // Renamed away, or not in the user's ACL: the command did not run, so the pipeline is sent
+  // again, and this connection stops asking.
+  for (const std::string refusal :
+       {"ERR unknown command 'EVALSHA', with args beginning with: 'e0e1' '0' ",
+        "NOPERM this user has no permissions to run the 'evalsha' command"}) {
+    RedisScripts scripts;
+    const Commands commands = {{"EVAL", "return 1", "0"}, {"GET", "k"}};
+    run_once(scripts, commands, integer(1));
+    const RedisScripts::Outgoing sent = scripts.outgoing(commands);
+    ASSERT_TRUE(sent.by_sha[0]);
+    EXPECT_EQ(scripts.learn(commands, sent, {error(refusal), integer(0)}), Verdict::kSendAgain)
+        << refusal;
+    run_once(scripts, commands, integer(1));
+    EXPECT_FALSE(scripts.outgoing(commands).by_sha[0]) << refusal;
+  }
+}
+
+TEST(RedisScripts, AScriptsOwnRefusedCallIsItsAnswer) {
+  // The script ran (up to the refused call): its error is the reply, not a reason to resend.
+  RedisScripts scripts;
+  const Commands commands = {{"EVAL", "return redis.call('SET', 'a', 'b')", "0"}};
+  run_once(scripts, commands, integer(1));
+  const RedisScripts::Outgoing sent = scripts.outgoing(commands);
+  ASSERT_TRUE(sent.by_sha[0]);
+  EXPECT_EQ(scripts.learn(commands, sent,
+                          {error("ERR The user executing the script can't run this command or "
+                                 "subcommand script: 0a9f, on @user_script:1.")}),
+            Verdict::kAnswered);
+  EXPECT_TRUE(scripts.outgoing(commands).by_sha[0]);
 }
 
 TEST(RedisScripts, ScriptsPastTheBoundAlwaysGoInFull) {

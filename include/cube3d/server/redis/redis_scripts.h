@@ -9,7 +9,9 @@
 // NOSCRIPT and does not run: when none of a pipeline's scripts ran and its other commands only
 // read (WAIT, GET, HGETALL, ...), the pipeline is sent again with every script in full;
 // otherwise part of it may have run, and its outcome is unknown (the connection reports that as
-// a failure, as it does a lost reply).
+// a failure, as it does a lost reply). A Redis that refuses EVALSHA itself (renamed away, or not
+// granted by the user's ACL) is answered the same way, and the connection sends every script in
+// full from then on.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +49,7 @@ class RedisScripts {
   Outgoing outgoing(const std::vector<Command>& commands);
   // What the replies of `sent` tell: a script answered without an error reply is held from now
   // on (an error reply may be a script that did not compile); NOSCRIPT means Redis lost its
-  // scripts, and none is held any more.
+  // scripts, and none is held any more; EVALSHA refused itself means none ever will be.
   Verdict learn(const std::vector<Command>& commands, const Outgoing& sent,
                 const std::vector<RedisReply>& replies);
   // Scripts this connection would send as EVALSHA now.
@@ -62,6 +64,7 @@ class RedisScripts {
     bool held = false;
   };
   std::unordered_map<std::string, Script> scripts_;  // by text
+  bool sha_refused_ = false;                         // Redis refuses EVALSHA itself
 };
 
 }  // namespace cube3d
