@@ -17,7 +17,8 @@ with jobs.store: redis, cache.redis: true and a short lease (jobs.lease_ms 1500)
 (3b. between them: each connection sends a script's text once, then EVALSHA, read off Redis'
 INFO commandstats.)
 
-The figures (lease, takeover time, a hit's latency through Redis) are printed. Run:
+The figures (lease, takeover time, a hit's latency through Redis, Redis' bytes per job and the
+share of scripts sent by SHA-1) are printed. Run:
 
     cd tests/e2e && CUBE3D_BIN_DIR=../../build/bin CUBE3D_SOURCE_DIR=../.. \\
         python3 -m unittest -v test_redis_e2e
