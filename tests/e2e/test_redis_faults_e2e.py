@@ -190,6 +190,21 @@ class RedisFaultsTest(unittest.TestCase):
         listed = resp(port, "--scan", "--pattern", "cube3d:job:*")
         return set(line for line in listed.splitlines() if line)
 
+    def all_succeeded_once(self, polled, ids, reader, redis_port):
+        """The first four of `ids` were long-polled (`polled`: long_polls' answers) to SUCCEEDED;
+        every one ends SUCCEEDED, read through `reader`, none run again; the Redis on
+        `redis_port` holds exactly these jobs."""
+        for job_id in ids[:4]:
+            status, job = polled.get(job_id, (None, "no answer"))
+            self.assertEqual(status, 200, job)
+            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
+        for job_id in ids:
+            job = self.ended(reader, job_id)
+            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
+            self.assertEqual(job.get("takeovers", 0), 0, job)
+        self.assertEqual(self.takeovers(), 0)
+        self.assertEqual(self.job_keys(redis_port), {f"cube3d:job:{i}" for i in ids})
+
     # -- the faults --
 
     def test_1_a_stall_of_two_leases_redoes_no_work_and_makes_no_ghost(self):
@@ -292,16 +307,7 @@ class RedisFaultsTest(unittest.TestCase):
         promoted = resp(sentinels[0].port, "SENTINEL", "get-master-addr-by-name",
                         MASTER).splitlines()[-1]
         self.assertIn(promoted, [str(r.port) for r in replicas])
-        polled = joined()
-        for job_id in ids[:4]:
-            status, job = polled.get(job_id, (None, "no answer"))
-            self.assertEqual(status, 200, job)
-            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
-        for job_id in ids:
-            job = self.ended(b, job_id)
-            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
-        self.assertEqual(self.job_keys(int(promoted)), {f"cube3d:job:{i}" for i in ids})
-        self.assertEqual(self.takeovers(), 0)
+        self.all_succeeded_once(joined(), ids, b, int(promoted))
         self.figures["sentinel_failover"] = {
             "down_after_ms": DOWN_AFTER_MS, "jobs_given_before": 4, "lost": 0,
             "long_polled_across_it": 4,
@@ -330,17 +336,7 @@ class RedisFaultsTest(unittest.TestCase):
                 ids.append(job["id"])
             time.sleep(LEASE_MS / 1000 / 3)  # a renewal round between flushes
         self.assertEqual(refused, 0)
-        polled = joined()
-        for job_id in ids[:4]:
-            status, job = polled.get(job_id, (None, "no answer"))
-            self.assertEqual(status, 200, job)
-            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
-        for job_id in ids:
-            job = self.ended(b, job_id)
-            self.assertEqual(job["state"], "JOB_STATE_SUCCEEDED", job)
-            self.assertEqual(job.get("takeovers", 0), 0, job)
-        self.assertEqual(self.takeovers(), 0)
-        self.assertEqual(self.job_keys(redis.port), {f"cube3d:job:{i}" for i in ids})
+        self.all_succeeded_once(joined(), ids, b, redis.port)
         # The flushes did reach calls by SHA-1: Redis answered some NOSCRIPT (a failed call).
         stats = resp(redis.port, "INFO", "commandstats")
         match = re.search(r"cmdstat_evalsha:calls=\d+,.*failed_calls=(\d+)", stats)
