@@ -16,11 +16,11 @@ Sha256Digest sha256(std::string_view bytes) {
   return digest;
 }
 
-std::string hex_of(const Sha256Digest& digest) {
+std::string hex_of(std::span<const uint8_t> bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * digest.size());
-  for (const uint8_t byte : digest) {
+  out.reserve(2 * bytes.size());
+  for (const uint8_t byte : bytes) {
     out += kHex[byte >> 4];
     out += kHex[byte & 15];
   }

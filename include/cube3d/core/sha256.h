@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -15,8 +16,8 @@ using Sha256Digest = std::array<uint8_t, 32>;
 // Throws internal_error if OpenSSL fails (it does not, short of running out of memory).
 Sha256Digest sha256(std::string_view bytes);
 
-// Lower-case hex, two digits a byte.
-std::string hex_of(const Sha256Digest& digest);
+// Lower-case hex, two digits a byte (a digest, or any bytes).
+std::string hex_of(std::span<const uint8_t> bytes);
 
 // A digest of bytes that come in pieces (a file read in blocks).
 class Sha256Stream {

@@ -400,8 +400,10 @@ std::vector<RedisReply> RedisConnection::pipeline(
     case RedisScripts::Verdict::kOutcomeUnknown:
       break;
   }
-  impl_->fail("it lost its Lua scripts (NOSCRIPT: a SCRIPT FLUSH?) while a pipeline of " +
-              std::to_string(commands.size()) + " commands ran, some of which may have run");
+  impl_->fail(
+      "it ran a pipeline of " + std::to_string(commands.size()) +
+      " commands only in part (NOSCRIPT after a SCRIPT FLUSH, or EVALSHA refused): what ran is "
+      "unknown");
 }
 
 RedisReply RedisConnection::command(const std::vector<std::string>& argv,

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <span>
 
 #include "cube3d/core/error.h"
+#include "cube3d/core/sha256.h"
 
 namespace cube3d {
 namespace {
@@ -59,14 +61,7 @@ std::string RedisScripts::sha1_hex(std::string_view text) {
   if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha1(), nullptr) != 1) {
     throw internal_error("redis: OpenSSL cannot compute a script's SHA-1");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 0xf];
-  }
-  return hex;
+  return hex_of(std::span<const uint8_t>(digest.data(), length));
 }
 
 RedisScripts::Outgoing RedisScripts::outgoing(const std::vector<Command>& commands) {
@@ -108,8 +103,9 @@ RedisScripts::Verdict RedisScripts::learn(const std::vector<Command>& commands,
     any_not_run = any_not_run || not_run[i];
   }
   if (!any_not_run) {
+    // Scripts sent in full that ran are held now (those sent by SHA-1 already were).
     for (size_t i = 0; i < n; ++i) {
-      if (!is_eval_command(commands[i]) || replies[i].error()) continue;
+      if (sent.by_sha[i] || !is_eval_command(commands[i]) || replies[i].error()) continue;
       if (const auto it = scripts_.find(commands[i][1]); it != scripts_.end()) {
         it->second.held = true;
       }
